@@ -1,0 +1,46 @@
+"""What every actor needs from its process: the event log, the views, the clock, the settings."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from actors.clock import Clock, system_clock
+from events.log import RelayLog
+
+if TYPE_CHECKING:
+    from projections.views import ProjectionRunner, Views
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what an executor may send and how long Relay waits for it."""
+
+    max_frame_bytes: int = 64 * 1024 * 1024
+    request_timeout_s: float = 30.0
+    handshake_timeout_s: float = 10.0
+    ping_interval_s: float = 10.0
+    pong_timeout_s: float = 25.0
+
+
+@dataclass
+class ActorContext:
+    log: RelayLog
+    views: Views
+    runner: ProjectionRunner
+    instance_id: str
+    limits: Limits = field(default_factory=Limits)
+    clock: Clock = system_clock
+    _locks: dict[Any, threading.Lock] = field(default_factory=dict)
+    _locks_guard: threading.Lock = field(default_factory=threading.Lock)
+    on_executor_change: list[Callable[[str, str], None]] = field(default_factory=list)
+
+    def lock_for(self, key: Any) -> threading.Lock:
+        """A lock per natural key (e.g. one executor): serialises 'check who is current, then record'."""
+        with self._locks_guard:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = threading.Lock()
+            return lock

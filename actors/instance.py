@@ -1,0 +1,53 @@
+"""InstanceActor: this Relay process as an actor; records its start and stop and runs org/key commands."""
+
+from __future__ import annotations
+
+import logging
+
+import pykka
+
+from actors.context import ActorContext
+from actors.directory import Directory
+from events.organization import Organization
+
+log = logging.getLogger("relay.actors.instance")
+
+
+class InstanceActor(pykka.ThreadingActor):
+    def __init__(
+        self, ctx: ActorContext, directory: Directory, address: str, port: int, version: str, default_org: str
+    ) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.directory = directory
+        self.address = address
+        self.port = port
+        self.version = version
+        self.default_org = default_org
+
+    def on_start(self) -> None:
+        now = self.ctx.clock()
+        self.ctx.log.instance_started(self.ctx.instance_id, self.address, self.port, self.version, now)
+        self.ctx.log.ensure_organization(self.default_org, now)
+
+    def on_stop(self) -> None:
+        try:
+            self.ctx.log.update_instance(self.ctx.instance_id, lambda i: i.stop(self.ctx.clock()))
+        except Exception:
+            log.exception("could not record this instance's stop")
+
+    def ensure_organization(self, org: str) -> Organization:
+        return self.ctx.log.ensure_organization(org, self.ctx.clock())
+
+    def issue_key(
+        self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str]
+    ) -> Organization:
+        return self.ctx.log.issue_key(org, key_name, key_hash, apps, permissions, self.ctx.clock())
+
+    def revoke_key(self, org: str, key_name: str) -> int:
+        """Revoke a key and close every socket that connected with it; return how many were closed."""
+        self.ctx.log.revoke_key(org, key_name, self.ctx.clock())
+        refs = self.directory.connections_of_key(org, key_name)
+        for ref in refs:
+            ref.tell({"close": "API key revoked"})
+        return len(refs)

@@ -1,0 +1,96 @@
+"""The App aggregate: a DBOS application registered with Relay, and its settings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from events.errors import IllegalTransitionError, InvalidValueError
+from events.ids import app_id
+from events.names import check_app_name, check_org_name
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "executorTimeoutSecs": 60,
+    "gcRowsThreshold": None,
+    "gcTimeThresholdMs": None,
+    "globalTimeoutMs": None,
+    "privateMode": False,
+}
+
+# Integer settings that must be >= 1 when set (None clears the optional ones).
+_POSITIVE_INTS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+
+
+def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
+    """Validate a settings change; raise InvalidValueError naming the offending field."""
+    for key, value in changes.items():
+        if key not in DEFAULT_SETTINGS:
+            raise InvalidValueError(f"unknown setting '{key}'")
+        if key == "privateMode":
+            if not isinstance(value, bool):
+                raise InvalidValueError("setting 'privateMode' must be a boolean")
+        elif key == "executorTimeoutSecs" and value is None:
+            raise InvalidValueError("setting 'executorTimeoutSecs' cannot be cleared")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InvalidValueError(f"setting '{key}' must be a positive integer")
+    return changes
+
+
+class App(Aggregate):
+    """A registered application. Deleted apps keep their history and can be registered again."""
+
+    @staticmethod
+    def create_id(org: str, name: str, at: datetime) -> UUID:
+        return app_id(org, name)
+
+    @event("Registered")
+    def __init__(self, org: str, name: str, at: datetime) -> None:
+        self.org = org
+        self.name = name
+        self.created_at = at
+        self.updated_at = at
+        self.deleted = False
+        self.settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
+
+    @classmethod
+    def register(cls, org: str, name: str, at: datetime) -> App:
+        return cls(org=check_org_name(org), name=check_app_name(name), at=at)
+
+    def register_again(self, at: datetime) -> None:
+        if not self.deleted:
+            raise IllegalTransitionError(f"application '{self.name}'", "registered", "register it again")
+        self._reregistered(at=at)
+
+    @event("Reregistered")
+    def _reregistered(self, at: datetime) -> None:
+        self.deleted = False
+        self.settings = dict(DEFAULT_SETTINGS)
+        self.updated_at = at
+
+    def change_settings(self, changes: dict[str, Any], at: datetime) -> None:
+        self._check_live("change its settings")
+        check_settings(changes)
+        effective = {k: v for k, v in changes.items() if self.settings.get(k) != v}
+        if effective:
+            self._settings_changed(changes=effective, at=at)
+
+    @event("SettingsChanged")
+    def _settings_changed(self, changes: dict[str, Any], at: datetime) -> None:
+        self.settings.update(changes)
+        self.updated_at = at
+
+    def delete(self, at: datetime) -> None:
+        self._check_live("delete it")
+        self._deleted(at=at)
+
+    @event("Deleted")
+    def _deleted(self, at: datetime) -> None:
+        self.deleted = True
+        self.updated_at = at
+
+    def _check_live(self, command: str) -> None:
+        if self.deleted:
+            raise IllegalTransitionError(f"application '{self.name}'", "deleted", command)

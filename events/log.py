@@ -1,0 +1,186 @@
+"""RelayLog: the eventsourcing Application through which actors record every state change.
+
+It is the only place that loads and saves aggregates. Which store it uses (SQLite or PostgreSQL)
+comes from the environment it is given; the domain does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError
+
+from events.app import App
+from events.errors import AlreadyExistsError, NotFoundError
+from events.executor import Executor, ExecutorInfo
+from events.ids import app_id, executor_id, instance_id, organization_id
+from events.instance import RelayInstance
+from events.names import check_app_name
+from events.organization import Organization
+
+A = TypeVar("A", bound=Aggregate)
+
+# Optimistic concurrency: another writer (an HA peer) may append between our load and save.
+_SAVE_ATTEMPTS = 3
+
+
+class RelayLog(Application[UUID]):
+    """Commands that load, change and save aggregates. `position` is the highest notification id
+    this object has appended, so a reader can wait until the views have caught up with it."""
+
+    name = "relay"
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        super().__init__(env)
+        self.position = 0
+        self.listeners: list[Callable[[int], None]] = []
+
+    # -- generic load/mutate/save with retry on a concurrent append -------------------------------
+    def _get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
+        try:
+            aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        assert isinstance(aggregate, kind)
+        return aggregate
+
+    def _update(self, aggregate_id: UUID, kind: type[A], change: Callable[[A | None], A]) -> A:
+        for attempt in range(_SAVE_ATTEMPTS):
+            aggregate = change(self._get(aggregate_id, kind))
+            try:
+                recordings = self.save(aggregate)
+            except IntegrityError:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+                continue
+            self._appended([r.notification.id for r in recordings])
+            return aggregate
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _appended(self, positions: list[int]) -> None:
+        if not positions:
+            return
+        self.position = max(self.position, *positions)
+        for listener in self.listeners:
+            listener(self.position)
+
+    # -- organizations and keys -------------------------------------------------------------------
+    def organization(self, org: str) -> Organization | None:
+        return self._get(organization_id(org), Organization)
+
+    def ensure_organization(self, org: str, at: datetime) -> Organization:
+        def change(found: Organization | None) -> Organization:
+            return found if found is not None else Organization.create(org, at)
+
+        return self._update(organization_id(org), Organization, change)
+
+    def issue_key(
+        self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime
+    ) -> Organization:
+        def change(found: Organization | None) -> Organization:
+            organization = found if found is not None else Organization.create(org, at)
+            organization.issue_key(key_name, key_hash, apps, permissions, at)
+            return organization
+
+        return self._update(organization_id(org), Organization, change)
+
+    def revoke_key(self, org: str, key_name: str, at: datetime) -> Organization:
+        def change(found: Organization | None) -> Organization:
+            if found is None:
+                raise NotFoundError(f"no organization '{org}'")
+            found.revoke_key(key_name, at)
+            return found
+
+        return self._update(organization_id(org), Organization, change)
+
+    # -- applications -----------------------------------------------------------------------------
+    def app(self, org: str, name: str) -> App | None:
+        return self._get(app_id(org, name), App)
+
+    def register_app(self, org: str, name: str, at: datetime) -> App:
+        """Register an application; AlreadyExistsError if it is registered and not deleted."""
+        check_app_name(name)  # before ensure_organization: a refused registration records nothing
+        self.ensure_organization(org, at)
+
+        def change(found: App | None) -> App:
+            if found is None:
+                return App.register(org, name, at)
+            if not found.deleted:
+                raise AlreadyExistsError(f"application '{name}' exists in '{org}'")
+            found.register_again(at)
+            return found
+
+        return self._update(app_id(org, name), App, change)
+
+    def change_app_settings(self, org: str, name: str, changes: dict[str, Any], at: datetime) -> App:
+        def change(found: App | None) -> App:
+            if found is None or found.deleted:
+                raise NotFoundError(f"no application '{name}' in '{org}'")
+            found.change_settings(changes, at)
+            return found
+
+        return self._update(app_id(org, name), App, change)
+
+    def delete_app(self, org: str, name: str, at: datetime) -> App:
+        def change(found: App | None) -> App:
+            if found is None or found.deleted:
+                raise NotFoundError(f"no application '{name}' in '{org}'")
+            found.delete(at)
+            return found
+
+        return self._update(app_id(org, name), App, change)
+
+    # -- executors --------------------------------------------------------------------------------
+    def executor(self, org: str, app: str, executor: str) -> Executor | None:
+        return self._get(executor_id(org, app, executor), Executor)
+
+    def executor_connected(
+        self, org: str, app: str, executor: str, info: ExecutorInfo, instance: str, at: datetime
+    ) -> Executor:
+        def change(found: Executor | None) -> Executor:
+            if found is None:
+                return Executor.connect(org, app, executor, info, instance, at)
+            found.reconnect(info, instance, at)
+            return found
+
+        return self._update(executor_id(org, app, executor), Executor, change)
+
+    def update_executor(
+        self, org: str, app: str, executor: str, command: Callable[[Executor], None]
+    ) -> Executor:
+        """Apply one Executor command (e.g. `lambda e: e.disconnect(reason, at)`) and save it."""
+
+        def change(found: Executor | None) -> Executor:
+            if found is None:
+                raise NotFoundError(f"no executor '{executor}' in '{org}/{app}'")
+            command(found)
+            return found
+
+        return self._update(executor_id(org, app, executor), Executor, change)
+
+    # -- relay instances --------------------------------------------------------------------------
+    def instance(self, instance: str) -> RelayInstance | None:
+        return self._get(instance_id(instance), RelayInstance)
+
+    def instance_started(self, instance: str, address: str, port: int, version: str, at: datetime) -> RelayInstance:
+        def change(found: RelayInstance | None) -> RelayInstance:
+            if found is None:
+                return RelayInstance(instance=instance, address=address, port=port, version=version, at=at)
+            found.restart(address, port, version, at)
+            return found
+
+        return self._update(instance_id(instance), RelayInstance, change)
+
+    def update_instance(self, instance: str, command: Callable[[RelayInstance], None]) -> RelayInstance:
+        def change(found: RelayInstance | None) -> RelayInstance:
+            if found is None:
+                raise NotFoundError(f"no relay instance '{instance}'")
+            command(found)
+            return found
+
+        return self._update(instance_id(instance), RelayInstance, change)

@@ -1,0 +1,86 @@
+"""The Organization aggregate: an organization and the API keys issued in it (as hashes, never keys)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from events.errors import AlreadyExistsError, InvalidValueError, NotFoundError
+from events.ids import organization_id
+from events.names import check_org_name, check_token_name
+
+PERMISSIONS: tuple[str, ...] = (
+    "application.read",
+    "application.write",
+    "metric.read",
+    "token.read",
+    "token.write",
+    "websocket.connect",
+    "organization.read",
+    "organization.write",
+)
+
+
+class Organization(Aggregate):
+    """An organization. Its API keys are recorded by name with the SHA-256 hash of the key."""
+
+    @staticmethod
+    def create_id(name: str, at: datetime) -> UUID:
+        return organization_id(name)
+
+    @event("Created")
+    def __init__(self, name: str, at: datetime) -> None:
+        self.name = name
+        self.created_at = at
+        self.keys: dict[str, dict[str, Any]] = {}
+
+    @classmethod
+    def create(cls, name: str, at: datetime) -> Organization:
+        return cls(name=check_org_name(name), at=at)
+
+    def active_key(self, key_name: str) -> dict[str, Any] | None:
+        key = self.keys.get(key_name)
+        return key if key is not None and key["revoked_at"] is None else None
+
+    def issue_key(
+        self, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime
+    ) -> None:
+        check_token_name(key_name)
+        if self.active_key(key_name) is not None:
+            raise AlreadyExistsError(f"an API key named '{key_name}' exists in '{self.name}'")
+        unknown = sorted(set(permissions) - set(PERMISSIONS))
+        if unknown:
+            raise InvalidValueError(f"unknown permission(s): {', '.join(unknown)}")
+        if len(key_hash) != 64:
+            raise InvalidValueError("key_hash must be a SHA-256 hex digest")
+        self._key_issued(
+            key_name=key_name,
+            key_hash=key_hash,
+            apps=sorted(set(apps)),
+            permissions=sorted(set(permissions)),
+            at=at,
+        )
+
+    @event("ApiKeyIssued")
+    def _key_issued(
+        self, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime
+    ) -> None:
+        self.keys[key_name] = {
+            "key_hash": key_hash,
+            "apps": apps,
+            "permissions": permissions,
+            "issued_at": at,
+            "revoked_at": None,
+        }
+
+    def revoke_key(self, key_name: str, at: datetime) -> None:
+        if self.active_key(key_name) is None:
+            raise NotFoundError(f"no active API key named '{key_name}' in '{self.name}'")
+        self._key_revoked(key_name=key_name, at=at)
+
+    @event("ApiKeyRevoked")
+    def _key_revoked(self, key_name: str, at: datetime) -> None:
+        self.keys[key_name]["revoked_at"] = at

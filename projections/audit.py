@@ -1,0 +1,110 @@
+"""The audit view: every event of the log as an auditor reads it (who/what/when), without secrets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from projections.backend import Sql, ViewStore
+from projections.projector import Handler, ViewProjection, event_name, iso, to_json
+
+# Event attributes that are bookkeeping, not audit content. key_hash is not a secret, but an
+# auditor has no use for it and it need not travel further than the applications view.
+_HIDDEN = {"originator_id", "originator_version", "timestamp", "originator_topic", "key_hash", "at"}
+
+# Which attribute names the subject of a creation event, per aggregate.
+_SUBJECT = {"Organization": "name", "App": "name", "Executor": "executor", "RelayInstance": "instance"}
+
+
+class AuditSchema:
+    name = "audit"
+    tables = ("relay_audit", "relay_audit_subjects")
+    create_statements = (
+        "CREATE TABLE IF NOT EXISTS {s}relay_audit (position BIGINT PRIMARY KEY, at TEXT, recorded_at TEXT, "
+        "kind TEXT NOT NULL, event TEXT NOT NULL, org TEXT, app TEXT, subject TEXT, details TEXT NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS relay_audit_app ON {s}relay_audit (org, app, position)",
+        "CREATE TABLE IF NOT EXISTS {s}relay_audit_subjects (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+        "org TEXT, app TEXT, subject TEXT)",
+    )
+
+
+def _details(domain_event: Any) -> dict[str, Any]:
+    return {k: v for k, v in vars(domain_event).items() if k not in _HIDDEN and not k.startswith("_")}
+
+
+class AuditProjection(ViewProjection):
+    schema = AuditSchema()
+
+    def build_handlers(self) -> dict[str, Handler]:
+        # Every event of every aggregate is audited.
+        return {}
+
+    def process_batch(self, batch: list[tuple[Any, int]], tracking: Any) -> None:
+        view: ViewStore = self.view
+        with view.transaction(commit=True) as sql:
+            for domain_event, position in batch:
+                self.audit(sql, domain_event, position)
+            view.record_tracking(sql, tracking)
+
+    def audit(self, sql: Sql, e: Any, position: int) -> None:
+        name = event_name(e)
+        kind = name.split(".")[0]
+        subject_id = str(e.originator_id)
+        if e.originator_version == 1 and kind in _SUBJECT:
+            org = getattr(e, "org", None) if kind != "Organization" else e.name
+            sql.execute(
+                "INSERT INTO {s}relay_audit_subjects (id, kind, org, app, subject) VALUES (?, ?, ?, ?, ?)",
+                (subject_id, kind, org, getattr(e, "app", None) if kind == "Executor" else
+                 (e.name if kind == "App" else None), getattr(e, _SUBJECT[kind])),
+            )
+        subject = sql.one("SELECT * FROM {s}relay_audit_subjects WHERE id = ?", (subject_id,)) or {}
+        sql.execute(
+            "INSERT INTO {s}relay_audit (position, at, recorded_at, kind, event, org, app, subject, details) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (position, iso(getattr(e, "at", None)), iso(e.timestamp), kind, name, subject.get("org"),
+             subject.get("app"), subject.get("subject"), to_json(_details(e))),
+        )
+
+
+class AuditQueries:
+    def __init__(self, store: ViewStore) -> None:
+        self.store = store
+
+    def entries(
+        self,
+        *,
+        org: str | None = None,
+        app: str | None = None,
+        event: str | None = None,
+        since: int = 0,
+        start_time: str | None = None,
+        end_time: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        newest_first: bool = False,
+    ) -> list[dict[str, Any]]:
+        where = ["position > ?"]
+        params: list[Any] = [since]
+        for column, value in (("org", org), ("app", app)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if event is not None:
+            where.append("(event = ? OR kind = ?)")
+            params += [event, event]
+        if start_time is not None:
+            where.append("at >= ?")
+            params.append(start_time)
+        if end_time is not None:
+            where.append("at <= ?")
+            params.append(end_time)
+        order = "DESC" if newest_first else "ASC"
+        with self.store.transaction(commit=False) as sql:
+            rows = sql.all(
+                f"SELECT * FROM {{s}}relay_audit WHERE {' AND '.join(where)} "  # noqa: S608 - fixed columns
+                f"ORDER BY position {order} LIMIT ? OFFSET ?",
+                (*params, limit, offset),
+            )
+        for row in rows:
+            row["details"] = json.loads(row["details"])
+        return rows

@@ -1,0 +1,66 @@
+"""Fixtures shared by every test: a PostgreSQL server and fresh databases on it, a data dir.
+
+Nothing here imports the application packages (actors, events, projections, web).
+
+- ``pg_server`` (session): URL of a PostgreSQL server (``tests/support/pg.py`` says where it comes from;
+  ``RELAY_TEST_FORCE_THROWAWAY=1`` forces a throwaway cluster, stopped and deleted at the end).
+- ``pg_url`` (function): URL (``postgresql://...``) of a new, empty database, dropped after the test.
+- ``tmp_data_dir`` (function): an empty directory for ``RELAY_DATA_DIR``.
+
+Tests that use ``pg_server`` or ``pg_url`` are marked ``postgres`` automatically (``-m "not postgres"``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# `tests.support` must import the same way whether or not tests/ becomes a package, and under plain
+# `pytest` (which does not put the working directory on sys.path) as well as `python -m pytest`.
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+if _REPO_ROOT not in sys.path:
+    sys.path.insert(0, _REPO_ROOT)
+
+from tests.support import pg  # noqa: E402
+
+_PG_FIXTURES = frozenset({"pg_server", "pg_url"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _PG_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """URL of the PostgreSQL server the tests use (started and stopped here when it is a throwaway)."""
+    try:
+        server = pg.acquire_server()
+    except pg.PostgresUnavailableError as exc:
+        pytest.fail(f"no PostgreSQL for the tests: {exc}", pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """URL of a fresh, empty database on ``pg_server``; dropped (connections terminated) after the test."""
+    url = pg.create_database(pg_server)
+    try:
+        yield url
+    finally:
+        pg.drop_database(url)
+
+
+@pytest.fixture
+def tmp_data_dir(tmp_path: Path) -> Path:
+    """An empty directory for ``RELAY_DATA_DIR`` (inside pytest's ``tmp_path``)."""
+    path = tmp_path / "relay-data"
+    path.mkdir()
+    return path

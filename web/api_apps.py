@@ -1,0 +1,144 @@
+"""Conductor API v2: applications, their executors, and API tokens (served from Relay's own store)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from events.app import DEFAULT_SETTINGS
+from events.names import APP_NAME, TOKEN_NAME
+from events.organization import PERMISSIONS
+from web import schemas
+from web.auth import hash_key, new_api_key
+from web.context import ask, authorize, require_app, runtime
+from web.problems import ApiError, invalid
+from web.requests_ import json_body
+
+bp = Blueprint("v2_apps", __name__)
+
+# What a token gets when the caller names no permissions: everything an application needs.
+DEFAULT_KEY_PERMISSIONS = ["application.read", "application.write", "metric.read", "websocket.connect"]
+
+_INT_SETTINGS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+
+
+def _app_view(org: str, row: dict) -> dict:
+    rt = runtime()
+    counts = rt.views.registry.counts_by_status(org, row["name"])
+    executors = rt.views.registry.executors(org, row["name"])
+    languages = sorted({e["language"] for e in executors if e["language"]})
+    return schemas.application(row, counts, languages[0] if len(languages) == 1 else None)
+
+
+@bp.get("/v2/orgs/<org>")
+def get_org(org: str) -> Response:
+    authorize("organization.read", org)
+    return jsonify({"id": org, "name": org})
+
+
+@bp.get("/v2/orgs/<org>/apps")
+def list_apps(org: str) -> Response:
+    who = authorize("application.read", org)
+    rows = runtime().views.applications.apps(org)
+    visible = [r for r in rows if who.allows("application.read", org, r["name"])]
+    return jsonify([_app_view(org, r) for r in visible])
+
+
+@bp.get("/v2/orgs/<org>/apps/<app>")
+def get_app(org: str, app: str) -> Response:
+    authorize("application.read", org, app)
+    return jsonify(_app_view(org, require_app(org, app)))
+
+
+@bp.put("/v2/orgs/<org>/apps/<app>")
+def register_app(org: str, app: str) -> Response:
+    """Register an application (idempotent: an existing one keeps its settings)."""
+    authorize("application.write", org, app, admin_creates_org=True)
+    body = json_body(allowed={"privateMode"})
+    if "privateMode" in body and not isinstance(body["privateMode"], bool):
+        raise invalid("body.privateMode", "must be a boolean", body["privateMode"])
+    actor = runtime().directory.application(org, app).proxy()
+    if runtime().views.applications.app(org, app) is None:
+        ask(actor.register)
+    if "privateMode" in body:
+        ask(lambda: actor.change_settings({"privateMode": body["privateMode"]}))
+    return Response(status=204)
+
+
+@bp.patch("/v2/orgs/<org>/apps/<app>")
+def update_app(org: str, app: str) -> Response:
+    authorize("application.write", org, app)
+    body = json_body(required=True, allowed=set(DEFAULT_SETTINGS))
+    for key, value in body.items():
+        if key == "privateMode":
+            if not isinstance(value, bool):
+                raise invalid(f"body.{key}", "must be a boolean", value)
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise invalid(f"body.{key}", "must be a positive integer", value)
+    require_app(org, app)
+    ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body))
+    return Response(status=204)
+
+
+@bp.delete("/v2/orgs/<org>/apps/<app>")
+def delete_app(org: str, app: str) -> Response:
+    authorize("application.write", org, app)
+    require_app(org, app)
+    ask(runtime().directory.application(org, app).proxy().delete)
+    return Response(status=204)
+
+
+@bp.get("/v2/orgs/<org>/apps/<app>/executors")
+def list_executors(org: str, app: str) -> Response:
+    authorize("application.read", org, app)
+    row = require_app(org, app)
+    executors = runtime().views.registry.executors(org, app)
+    return jsonify([schemas.executor(e, row["id"]) for e in executors])
+
+
+# -- tokens -------------------------------------------------------------------------------------
+@bp.post("/v2/orgs/<org>/tokens/<name>")
+def create_token(org: str, name: str) -> Response:
+    who = authorize("token.write", org)
+    if not TOKEN_NAME.match(name):
+        raise invalid("path.tokenName", "must be 1-64 characters of [A-Za-z0-9_.-]", name)
+    body = json_body(allowed={"appNames", "permissions"})
+    apps = body.get("appNames") or []
+    permissions = body.get("permissions") or DEFAULT_KEY_PERMISSIONS
+    if not isinstance(apps, list) or not all(isinstance(a, str) for a in apps):
+        raise invalid("body.appNames", "must be a list of application names", apps)
+    if not isinstance(permissions, list) or not all(isinstance(p, str) for p in permissions):
+        raise invalid("body.permissions", "must be a list of permission names", permissions)
+    for index, app in enumerate(apps):
+        if not APP_NAME.match(app) or runtime().views.applications.app(org, app) is None:
+            raise invalid(f"body.appNames[{index}]", "no such application", app)
+    for index, permission in enumerate(permissions):
+        if permission not in PERMISSIONS:
+            raise invalid(f"body.permissions[{index}]", "unknown permission", permission)
+    if not who.admin:
+        # A key cannot mint a key with more than it has itself.
+        beyond = sorted(set(permissions) - who.permissions)
+        if beyond or (who.apps and not set(apps or ["*"]) <= set(who.apps)):
+            raise ApiError(403, "a token cannot grant more than its own permissions and applications")
+    key = new_api_key()
+    instance = runtime().instance
+    assert instance is not None
+    ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps, permissions))
+    response = jsonify({"token": key, "tokenName": name})
+    response.status_code = 201
+    return response
+
+
+@bp.get("/v2/orgs/<org>/tokens")
+def list_tokens(org: str) -> Response:
+    authorize("token.read", org)
+    rows = [r for r in runtime().views.applications.keys(org) if r["revoked_at"] is None]
+    return jsonify([schemas.token(r) for r in rows])
+
+
+@bp.delete("/v2/orgs/<org>/tokens/<name>")
+def delete_token(org: str, name: str) -> Response:
+    authorize("token.write", org)
+    instance = runtime().instance
+    assert instance is not None
+    ask(lambda: instance.proxy().revoke_key(org, name))
+    return Response(status=204)

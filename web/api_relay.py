@@ -1,0 +1,50 @@
+"""Relay-only endpoints: health, readiness, and the event log."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify, request
+
+from web import schemas
+from web.context import principal, runtime
+from web.problems import ApiError
+from web.requests_ import check_path_names, int_arg
+
+bp = Blueprint("relay", __name__)
+
+
+@bp.get("/healthz")
+def healthz() -> Response:
+    return jsonify({"status": "ok"})
+
+
+@bp.get("/readyz")
+def readyz() -> Response:
+    ok, detail = runtime().ready()
+    response = jsonify({"status": "ready" if ok else "not ready", "detail": detail})
+    response.status_code = 200 if ok else 503
+    return response
+
+
+@bp.get("/relay/v1/events")
+def events() -> Response:
+    """The event log, oldest first, with positions. The admin sees every organization; a key with
+    organization.read sees its own."""
+    who = principal()
+    org = request.args.get("org")
+    if not who.admin:
+        if "organization.read" not in who.permissions:
+            raise ApiError(403, "this token lacks 'organization.read'")
+        if org not in (None, who.org):
+            raise ApiError(403, "this token cannot read another organization's events")
+        org = who.org
+    app = request.args.get("app") or None
+    if org is not None:
+        check_path_names(org, app)
+    rows = runtime().views.audit.entries(
+        org=org,
+        app=app,
+        event=request.args.get("type") or None,
+        since=int_arg("since", 0, maximum=2**62),
+        limit=int_arg("limit", 100, minimum=1, maximum=10_000),
+    )
+    return jsonify({"events": [schemas.event_entry(r) for r in rows]})

@@ -1,0 +1,49 @@
+"""The Flask application factory: blueprints, problem+json error handlers, redacted logging."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from web import api_apps, api_relay, websocket
+from web.problems import ApiError, problem_response
+
+if TYPE_CHECKING:
+    from web.runtime import Runtime
+
+log = logging.getLogger("relay.web")
+
+
+class RelayFlask(Flask):
+    def log_exception(self, exc_info: Any) -> None:
+        # Flask's default names request.path, which for /websocket/... carries the key.
+        log.error("unhandled error on %s %s", request.method, websocket.redact_path(request.path),
+                  exc_info=exc_info)
+
+
+def create_app(rt: Runtime) -> Flask:
+    app = RelayFlask("relay")
+    app.extensions["relay"] = rt
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    for blueprint in (api_relay.bp, api_apps.bp, websocket.bp):
+        app.register_blueprint(blueprint)
+
+    @app.errorhandler(ApiError)
+    def _api_error(error: ApiError) -> Response:
+        return problem_response(error)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Response:
+        status = error.code or 500
+        detail = error.description if status != 404 else "no such resource"
+        return problem_response(ApiError(status, str(detail)))
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        del error
+        return problem_response(ApiError(500, "internal error; see the Relay log"))
+
+    return app

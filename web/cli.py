@@ -1,0 +1,236 @@
+"""The `relay` command: serve, apps, keys, replay, events."""
+
+from gevent import monkey
+
+monkey.patch_all()  # before anything else imports socket, ssl or threading
+
+import argparse
+import json
+import logging
+import sys
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from web.config import ConfigError, Settings
+
+log = logging.getLogger("relay.cli")
+
+
+class CliError(Exception):
+    pass
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+# -- talking to a running server ------------------------------------------------------------------
+def _api(settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    token = settings.read_admin_token()
+    if not token:
+        raise CliError("no admin token: set RELAY_ADMIN_TOKEN or run this where the server's data dir is")
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104
+    url = f"http://{host}:{settings.port}{path}"
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+            text = response.read().decode()
+    except urllib.error.HTTPError as error:
+        try:
+            detail = json.loads(error.read().decode()).get("detail", "")
+        except ValueError:
+            detail = ""
+        raise CliError(f"{method} {path}: HTTP {error.code} {detail}".rstrip()) from None
+    except OSError as error:
+        raise CliError(f"cannot reach relay at {host}:{settings.port} ({error.__class__.__name__})") from None
+    return json.loads(text) if text else None
+
+
+def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
+    org = args.org or settings.default_org
+    if args.action == "create":
+        _api(settings, "PUT", f"/v2/orgs/{org}/apps/{args.name}", {})
+        print(f"application {org}/{args.name} registered")
+    elif args.action == "delete":
+        _api(settings, "DELETE", f"/v2/orgs/{org}/apps/{args.name}")
+        print(f"application {org}/{args.name} deleted")
+    else:
+        for app in _api(settings, "GET", f"/v2/orgs/{org}/apps"):
+            print(f"{app['name']}\t{app['status']}\texecutorTimeoutSecs={app['executorTimeoutSecs']}")
+    return 0
+
+
+def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    org = args.org or settings.default_org
+    if args.action == "create":
+        body: dict[str, Any] = {"appNames": args.app or []}
+        if args.permission:
+            body["permissions"] = args.permission
+        created = _api(settings, "POST", f"/v2/orgs/{org}/tokens/{args.name}", body)
+        print("API key created; it is shown once, store it now:", file=sys.stderr)
+        print(created["token"])
+    elif args.action == "revoke":
+        _api(settings, "DELETE", f"/v2/orgs/{org}/tokens/{args.name}")
+        print(f"API key {args.name} revoked")
+    else:
+        for key in _api(settings, "GET", f"/v2/orgs/{org}/tokens"):
+            apps = ",".join(key["appIds"]) or "*"
+            print(f"{key['tokenName']}\tapps={apps}\t{','.join(key['permissions'])}\t{key['createdAt']}")
+    return 0
+
+
+# -- working on the store directly ----------------------------------------------------------------
+class _Progress:
+    """A progress bar on stderr: events applied out of the log's length."""
+
+    def __init__(self, total: int, label: str) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.label = label
+        self._last = 0.0
+
+    def __call__(self, count: int) -> None:
+        self.done += count
+        now = time.monotonic()
+        if now - self._last > 0.1 or self.done >= self.total:
+            self._last = now
+            fraction = min(self.done / self.total, 1.0)
+            bar = "#" * int(fraction * 30)
+            sys.stderr.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} events")
+            sys.stderr.flush()
+
+    def finish(self) -> None:
+        sys.stderr.write("\n")
+
+
+def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from events.log import RelayLog
+    from projections.replay import rebuild, verify
+
+    relay_log = RelayLog(env=settings.store.event_store_env())
+    try:
+        total = relay_log.recorder.max_notification_id() or 0
+        views = 3
+        progress = _Progress(total * views, "verifying" if args.verify else "replaying")
+        report = verify(settings.store, relay_log, progress) if args.verify else rebuild(
+            settings.store, relay_log, progress
+        )
+        progress.finish()
+    finally:
+        relay_log.close()
+    if args.verify:
+        if report.verified:
+            print(f"verified: views rebuilt from {report.position} events equal the live views")
+            return 0
+        print("MISMATCH between rebuilt and live views:")
+        for line in report.differences:
+            print(f"  {line}")
+        return 1
+    print(f"replayed: every view rebuilt from the log ({report.position} events)")
+    return 0
+
+
+def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
+    from events.log import RelayLog
+    from projections.views import Views
+
+    relay_log = RelayLog(env=settings.store.event_store_env())
+    views = Views(settings.store, relay_log)
+    since, start_time = 0, None
+    if args.since:
+        if args.since.isdigit():
+            since = int(args.since)
+        else:
+            start_time = args.since
+    try:
+        while True:
+            views.catch_up()
+            rows = views.audit.entries(
+                app=args.app, org=args.org, event=args.type, since=since, start_time=start_time, limit=1000
+            )
+            for row in rows:
+                where = "/".join(p for p in (row["org"], row["app"]) if p) or "-"
+                details = json.dumps(row["details"], sort_keys=True, default=str)
+                print(f"{row['position']}\t{row['at']}\t{row['event']}\t{where}\t{row['subject'] or '-'}\t{details}")
+                since = row["position"]
+            sys.stdout.flush()
+            if not args.follow:
+                if len(rows) < 1000:
+                    break
+                continue
+            if len(rows) < 1000:
+                time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        views.close()
+        relay_log.close()
+    return 0
+
+
+def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
+    from web.server import serve
+
+    token, generated = settings.ensure_admin_token()
+    del token
+    if generated:
+        print(f"admin token generated and stored in {settings.admin_token_path} (mode 0600)", file=sys.stderr)
+    return serve(settings)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="relay", description="Self-hosted control plane for DBOS apps")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)")
+
+    apps = sub.add_parser("apps", help="register, list and delete applications (via the running server)")
+    apps.add_argument("action", choices=["create", "list", "delete"])
+    apps.add_argument("name", nargs="?")
+    apps.add_argument("--org")
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys (via the running server)")
+    keys.add_argument("action", choices=["create", "list", "revoke"])
+    keys.add_argument("name", nargs="?")
+    keys.add_argument("--org")
+    keys.add_argument("--app", action="append", help="limit the key to this application (repeatable)")
+    keys.add_argument("--permission", action="append", help="grant this permission (repeatable)")
+
+    replay = sub.add_parser("replay", help="rebuild every view from the event log")
+    replay.add_argument("--verify", action="store_true", help="rebuild aside and compare with the live views")
+
+    events = sub.add_parser("events", help="print the event log for audits")
+    events.add_argument("--app")
+    events.add_argument("--org")
+    events.add_argument("--type", help="an event (Executor.Connected) or an aggregate (Executor)")
+    events.add_argument("--since", help="a position, or an RFC 3339 time")
+    events.add_argument("--follow", action="store_true")
+    return parser
+
+
+COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "replay": cmd_replay, "events": cmd_events}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging()
+    if args.command in ("apps", "keys") and args.action in ("create", "delete", "revoke") and not args.name:
+        print(f"relay {args.command} {args.action}: a NAME is required", file=sys.stderr)
+        return 2
+    try:
+        settings = Settings.from_env()
+        return COMMANDS[args.command](settings, args)
+    except (ConfigError, CliError) as error:
+        print(f"relay: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

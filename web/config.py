@@ -1,0 +1,124 @@
+"""Settings from the environment (RELAY_*), with the defaults of API.md."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from actors.context import Limits
+from projections.backend import StoreConfig
+
+ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a token
+
+
+class ConfigError(ValueError):
+    """A setting with a value Relay cannot use; the message names the variable, never its value."""
+
+
+def _float(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive")
+    return value
+
+
+def _int(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer") from None
+    if not 0 < value < 2**31:
+        raise ConfigError(f"{name} is out of range")
+    return value
+
+
+@dataclass
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8090
+    data_dir: Path = field(default_factory=lambda: Path("relay-data"))
+    database_url: str | None = None
+    database_schema: str = "public"
+    admin_token: str | None = None
+    default_org: str = "local"
+    instance_id: str = ""
+    advertise_address: str = "127.0.0.1"
+    forward_secret: str | None = None
+    limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        port = _int(env, "RELAY_PORT", 8090)
+        if port > 65535:
+            raise ConfigError("RELAY_PORT is out of range")
+        host = env.get("RELAY_HOST") or "127.0.0.1"
+        limits = Limits(
+            max_frame_bytes=_int(env, "RELAY_MAX_FRAME_BYTES", 64 * 1024 * 1024),
+            request_timeout_s=_float(env, "RELAY_REQUEST_TIMEOUT_S", 30.0),
+            handshake_timeout_s=_float(env, "RELAY_HANDSHAKE_TIMEOUT_S", 10.0),
+            ping_interval_s=_float(env, "RELAY_PING_INTERVAL_S", 10.0),
+            pong_timeout_s=_float(env, "RELAY_PONG_TIMEOUT_S", 25.0),
+        )
+        url = env.get("RELAY_DATABASE_URL") or None
+        if url is not None and not url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("RELAY_DATABASE_URL must be a postgresql:// URL")
+        return cls(
+            host=host,
+            port=port,
+            data_dir=Path(env.get("RELAY_DATA_DIR") or "relay-data"),
+            database_url=url,
+            database_schema=env.get("RELAY_DATABASE_SCHEMA") or "public",
+            admin_token=env.get("RELAY_ADMIN_TOKEN") or None,
+            default_org=env.get("RELAY_DEFAULT_ORG") or "local",
+            instance_id=env.get("RELAY_INSTANCE_ID") or f"{socket.gethostname()}:{port}",
+            advertise_address=env.get("RELAY_ADVERTISE_ADDRESS") or host,
+            forward_secret=env.get("RELAY_FORWARD_SECRET") or None,
+            limits=limits,
+        )
+
+    @property
+    def store(self) -> StoreConfig:
+        return StoreConfig(data_dir=self.data_dir, database_url=self.database_url, schema=self.database_schema)
+
+    @property
+    def admin_token_path(self) -> Path:
+        return self.data_dir / ADMIN_TOKEN_FILE
+
+    def ensure_admin_token(self) -> tuple[str, bool]:
+        """The admin token: RELAY_ADMIN_TOKEN, else the one stored in the data dir, else a new one
+        stored there with mode 0600. Returns (token, whether it was generated now)."""
+        if self.admin_token:
+            return self.admin_token, False
+        path = self.admin_token_path
+        if path.exists():
+            token = path.read_text().strip()
+            if token:
+                self.admin_token = token
+                return token, False
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        token = "relay_admin_" + secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token + "\n")
+        self.admin_token = token
+        return token, True
+
+    def read_admin_token(self) -> str | None:
+        """For CLI commands talking to a running server: the env token or the stored one."""
+        if self.admin_token:
+            return self.admin_token
+        path = self.admin_token_path
+        return path.read_text().strip() if path.exists() else None

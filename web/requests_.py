@@ -1,0 +1,67 @@
+"""Parsing of HTTP inputs: JSON bodies and query parameters, with 4xx errors that name the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import request
+
+from events.names import APP_NAME, ORG_NAME
+from web.problems import ApiError, bad_request, invalid
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dict[str, Any]:
+    """The request's JSON object body ({} when absent and not required)."""
+    raw = request.get_data(cache=True)
+    if len(raw) > MAX_BODY_BYTES:
+        raise ApiError(413, "request body too large")
+    if not raw.strip():
+        if required:
+            raise bad_request("body", "a JSON object is required")
+        return {}
+    try:
+        body = request.get_json(force=True, silent=False)
+    except Exception:
+        raise bad_request("body", "not valid JSON") from None
+    if not isinstance(body, dict):
+        raise invalid("body", "must be a JSON object", None)
+    body.pop("$schema", None)
+    if allowed is not None:
+        unknown = sorted(set(body) - allowed)
+        if unknown:
+            raise invalid(f"body.{unknown[0]}", "unexpected property", body[unknown[0]])
+    return body
+
+
+def check_path_names(org: str, app: str | None = None) -> None:
+    if not ORG_NAME.match(org):
+        raise invalid("path.orgName", "must be 3-30 characters of [a-z0-9_]", org)
+    if app is not None and not APP_NAME.match(app):
+        raise invalid("path.appName", "must be 3-30 characters of [a-z0-9-_]", app)
+
+
+def int_arg(name: str, default: int, *, minimum: int = 0, maximum: int = 10_000) -> int:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise invalid(f"query.{name}", "must be an integer", raw) from None
+    if not minimum <= value <= maximum:
+        raise invalid(f"query.{name}", f"must be between {minimum} and {maximum}", value)
+    return value
+
+
+def bool_arg(name: str, default: bool) -> bool:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise invalid(f"query.{name}", "must be true or false", raw)

@@ -1,0 +1,63 @@
+"""Translation from Relay's views to the Conductor API v2 schemas (camelCase, RFC 3339 times)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def application(row: dict[str, Any], counts: dict[str, int], language: str | None) -> dict[str, Any]:
+    settings = row["settings"]
+    return {
+        "id": row["id"],
+        "name": row["name"],
+        "orgId": row["org"],
+        "status": "AVAILABLE" if counts.get("HEALTHY", 0) > 0 else "UNAVAILABLE",
+        "language": language,
+        "executorTimeoutSecs": settings["executorTimeoutSecs"],
+        "gcRowsThreshold": settings["gcRowsThreshold"],
+        "gcTimeThresholdMs": settings["gcTimeThresholdMs"],
+        "globalTimeoutMs": settings["globalTimeoutMs"],
+        "privateMode": settings["privateMode"],
+        "dbosCloud": False,
+    }
+
+
+def executor(row: dict[str, Any], app_id: str) -> dict[str, Any]:
+    return {
+        "executorId": row["executor_id"],
+        "appId": app_id,
+        "appVersion": row["app_version"] or "",
+        "status": row["status"],
+        "hostId": row["instance"],
+        "hostname": row["hostname"],
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "language": row["language"],
+        "dbosVersion": row["dbos_version"],
+        "executorMetadata": json.loads(row["metadata"]) if row["metadata"] else None,
+    }
+
+
+def token(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "tokenName": row["name"],
+        "createdAt": row["issued_at"],
+        "permissions": row["permissions"],
+        "appIds": row["apps"],
+    }
+
+
+def event_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """An entry of Relay's event log (/relay/v1/events)."""
+    return {
+        "position": row["position"],
+        "event": row["event"],
+        "kind": row["kind"],
+        "at": row["at"],
+        "recordedAt": row["recorded_at"],
+        "org": row["org"],
+        "app": row["app"],
+        "subject": row["subject"],
+        "details": row["details"],
+    }
