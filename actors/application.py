@@ -34,6 +34,9 @@ class ApplicationActor(pykka.ThreadingActor):
         self.org = org
         self.app = app
         self.live: dict[str, LiveExecutor] = {}
+        # The application version executors reported as latest (list_application_versions);
+        # routing prefers executors running it. None until an executor has told us.
+        self.latest_version: str | None = None
 
     # -- lifecycle commands (from the HTTP API) ---------------------------------------------------
     def register(self) -> App:
@@ -71,3 +74,10 @@ class ApplicationActor(pykka.ThreadingActor):
 
     def live_executors(self) -> list[LiveExecutor]:
         return list(self.live.values())
+
+    def note_latest_version(self, version: str | None) -> None:
+        self.latest_version = version
+
+    def routing_snapshot(self) -> tuple[list[LiveExecutor], str | None]:
+        """What routing needs, read in one message: the live executors and the latest version."""
+        return list(self.live.values()), self.latest_version
