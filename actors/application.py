@@ -39,14 +39,14 @@ class ApplicationActor(pykka.ThreadingActor):
         self.latest_version: str | None = None
 
     # -- lifecycle commands (from the HTTP API) ---------------------------------------------------
-    def register(self) -> App:
-        return self.ctx.log.register_app(self.org, self.app, self.ctx.clock())
+    def register(self, by: str = "relay") -> App:
+        return self.ctx.log.register_app(self.org, self.app, self.ctx.clock(), by)
 
-    def change_settings(self, changes: dict[str, Any]) -> App:
-        return self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock())
+    def change_settings(self, changes: dict[str, Any], by: str = "relay") -> App:
+        return self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock(), by)
 
-    def delete(self) -> App:
-        deleted = self.ctx.log.delete_app(self.org, self.app, self.ctx.clock())
+    def delete(self, by: str = "relay") -> App:
+        deleted = self.ctx.log.delete_app(self.org, self.app, self.ctx.clock(), by)
         # A deleted application keeps no executors: close their sockets.
         for executor in list(self.live.values()):
             executor.ref.tell({"close": "application deleted"})

@@ -33,6 +33,12 @@ class ExecutorGoneError(Exception):
     """The executor's socket closed before it answered."""
 
 
+def _fail(future: pykka.ThreadingFuture[Any], message: str) -> None:
+    """Fail a future with ExecutorGoneError (pykka wants an exc_info triple, not an exception)."""
+    error = ExecutorGoneError(message)
+    future.set_exception((ExecutorGoneError, error, None))
+
+
 @dataclass
 class Pending:
     type: str
@@ -101,7 +107,7 @@ class ExecutorActor(pykka.ThreadingActor):
         inside this actor (used for the actor's own requests, like executor_info)."""
         future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
         if self.closed:
-            future.set_exception(ExecutorGoneError("executor disconnected"))
+            _fail(future, "executor disconnected")
             return future
         text = protocol.encode_request(request)
         self.pending[request.request_id] = Pending(str(request.type), future, on_reply)
@@ -109,7 +115,7 @@ class ExecutorActor(pykka.ThreadingActor):
             self.socket.send_text(text)
         except Exception:
             self.pending.pop(request.request_id, None)
-            future.set_exception(ExecutorGoneError("executor socket failed while sending"))
+            _fail(future, "executor socket failed while sending")
         return future
 
     def request(self, request: Any) -> pykka.ThreadingFuture[Any]:
@@ -141,7 +147,7 @@ class ExecutorActor(pykka.ThreadingActor):
         """The socket is gone: fail what waits, record the disconnect if this was the current connection."""
         self.closed = True
         for entry in self.pending.values():
-            entry.future.set_exception(ExecutorGoneError("executor disconnected before answering"))
+            _fail(entry.future, "executor disconnected before answering")
         self.pending.clear()
         if self.executor_id is not None:
             key = (self.conn.org, self.conn.app, self.executor_id)

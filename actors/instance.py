@@ -40,13 +40,13 @@ class InstanceActor(pykka.ThreadingActor):
         return self.ctx.log.ensure_organization(org, self.ctx.clock())
 
     def issue_key(
-        self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str]
+        self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str], by: str = "relay"
     ) -> Organization:
-        return self.ctx.log.issue_key(org, key_name, key_hash, apps, permissions, self.ctx.clock())
+        return self.ctx.log.issue_key(org, key_name, key_hash, apps, permissions, self.ctx.clock(), by)
 
-    def revoke_key(self, org: str, key_name: str) -> int:
+    def revoke_key(self, org: str, key_name: str, by: str = "relay") -> int:
         """Revoke a key and close every socket that connected with it; return how many were closed."""
-        self.ctx.log.revoke_key(org, key_name, self.ctx.clock())
+        self.ctx.log.revoke_key(org, key_name, self.ctx.clock(), by)
         refs = self.directory.connections_of_key(org, key_name)
         for ref in refs:
             ref.tell({"close": "API key revoked"})

@@ -43,11 +43,11 @@ class App(Aggregate):
     """A registered application. Deleted apps keep their history and can be registered again."""
 
     @staticmethod
-    def create_id(org: str, name: str, at: datetime) -> UUID:
+    def create_id(org: str, name: str, **_: Any) -> UUID:
         return app_id(org, name)
 
     @event("Registered")
-    def __init__(self, org: str, name: str, at: datetime) -> None:
+    def __init__(self, org: str, name: str, at: datetime, by: str = "relay") -> None:
         self.org = org
         self.name = name
         self.created_at = at
@@ -56,38 +56,39 @@ class App(Aggregate):
         self.settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
 
     @classmethod
-    def register(cls, org: str, name: str, at: datetime) -> App:
-        return cls(org=check_org_name(org), name=check_app_name(name), at=at)
+    def register(cls, org: str, name: str, at: datetime, by: str = "relay") -> App:
+        """`by` names who asked (admin, api_key:NAME, cli): the audit log shows it."""
+        return cls(org=check_org_name(org), name=check_app_name(name), at=at, by=by)
 
-    def register_again(self, at: datetime) -> None:
+    def register_again(self, at: datetime, by: str = "relay") -> None:
         if not self.deleted:
             raise IllegalTransitionError(f"application '{self.name}'", "registered", "register it again")
-        self._reregistered(at=at)
+        self._reregistered(at=at, by=by)
 
     @event("Reregistered")
-    def _reregistered(self, at: datetime) -> None:
+    def _reregistered(self, at: datetime, by: str) -> None:
         self.deleted = False
         self.settings = dict(DEFAULT_SETTINGS)
         self.updated_at = at
 
-    def change_settings(self, changes: dict[str, Any], at: datetime) -> None:
+    def change_settings(self, changes: dict[str, Any], at: datetime, by: str = "relay") -> None:
         self._check_live("change its settings")
         check_settings(changes)
         effective = {k: v for k, v in changes.items() if self.settings.get(k) != v}
         if effective:
-            self._settings_changed(changes=effective, at=at)
+            self._settings_changed(changes=effective, at=at, by=by)
 
     @event("SettingsChanged")
-    def _settings_changed(self, changes: dict[str, Any], at: datetime) -> None:
+    def _settings_changed(self, changes: dict[str, Any], at: datetime, by: str) -> None:
         self.settings.update(changes)
         self.updated_at = at
 
-    def delete(self, at: datetime) -> None:
+    def delete(self, at: datetime, by: str = "relay") -> None:
         self._check_live("delete it")
-        self._deleted(at=at)
+        self._deleted(at=at, by=by)
 
     @event("Deleted")
-    def _deleted(self, at: datetime) -> None:
+    def _deleted(self, at: datetime, by: str) -> None:
         self.deleted = True
         self.updated_at = at
 

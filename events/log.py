@@ -80,20 +80,27 @@ class RelayLog(Application[UUID]):
         return self._update(organization_id(org), Organization, change)
 
     def issue_key(
-        self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime
+        self,
+        org: str,
+        key_name: str,
+        key_hash: str,
+        apps: list[str],
+        permissions: list[str],
+        at: datetime,
+        by: str = "relay",
     ) -> Organization:
         def change(found: Organization | None) -> Organization:
             organization = found if found is not None else Organization.create(org, at)
-            organization.issue_key(key_name, key_hash, apps, permissions, at)
+            organization.issue_key(key_name, key_hash, apps, permissions, at, by)
             return organization
 
         return self._update(organization_id(org), Organization, change)
 
-    def revoke_key(self, org: str, key_name: str, at: datetime) -> Organization:
+    def revoke_key(self, org: str, key_name: str, at: datetime, by: str = "relay") -> Organization:
         def change(found: Organization | None) -> Organization:
             if found is None:
                 raise NotFoundError(f"no organization '{org}'")
-            found.revoke_key(key_name, at)
+            found.revoke_key(key_name, at, by)
             return found
 
         return self._update(organization_id(org), Organization, change)
@@ -102,35 +109,37 @@ class RelayLog(Application[UUID]):
     def app(self, org: str, name: str) -> App | None:
         return self._get(app_id(org, name), App)
 
-    def register_app(self, org: str, name: str, at: datetime) -> App:
+    def register_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
         """Register an application; AlreadyExistsError if it is registered and not deleted."""
         check_app_name(name)  # before ensure_organization: a refused registration records nothing
         self.ensure_organization(org, at)
 
         def change(found: App | None) -> App:
             if found is None:
-                return App.register(org, name, at)
+                return App.register(org, name, at, by)
             if not found.deleted:
                 raise AlreadyExistsError(f"application '{name}' exists in '{org}'")
-            found.register_again(at)
+            found.register_again(at, by)
             return found
 
         return self._update(app_id(org, name), App, change)
 
-    def change_app_settings(self, org: str, name: str, changes: dict[str, Any], at: datetime) -> App:
+    def change_app_settings(
+        self, org: str, name: str, changes: dict[str, Any], at: datetime, by: str = "relay"
+    ) -> App:
         def change(found: App | None) -> App:
             if found is None or found.deleted:
                 raise NotFoundError(f"no application '{name}' in '{org}'")
-            found.change_settings(changes, at)
+            found.change_settings(changes, at, by)
             return found
 
         return self._update(app_id(org, name), App, change)
 
-    def delete_app(self, org: str, name: str, at: datetime) -> App:
+    def delete_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
         def change(found: App | None) -> App:
             if found is None or found.deleted:
                 raise NotFoundError(f"no application '{name}' in '{org}'")
-            found.delete(at)
+            found.delete(at, by)
             return found
 
         return self._update(app_id(org, name), App, change)

@@ -46,7 +46,7 @@ class Organization(Aggregate):
         return key if key is not None and key["revoked_at"] is None else None
 
     def issue_key(
-        self, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime
+        self, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime, by: str = "relay"
     ) -> None:
         check_token_name(key_name)
         if self.active_key(key_name) is not None:
@@ -62,11 +62,12 @@ class Organization(Aggregate):
             apps=sorted(set(apps)),
             permissions=sorted(set(permissions)),
             at=at,
+            by=by,
         )
 
     @event("ApiKeyIssued")
     def _key_issued(
-        self, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime
+        self, key_name: str, key_hash: str, apps: list[str], permissions: list[str], at: datetime, by: str
     ) -> None:
         self.keys[key_name] = {
             "key_hash": key_hash,
@@ -76,11 +77,11 @@ class Organization(Aggregate):
             "revoked_at": None,
         }
 
-    def revoke_key(self, key_name: str, at: datetime) -> None:
+    def revoke_key(self, key_name: str, at: datetime, by: str = "relay") -> None:
         if self.active_key(key_name) is None:
             raise NotFoundError(f"no active API key named '{key_name}' in '{self.name}'")
-        self._key_revoked(key_name=key_name, at=at)
+        self._key_revoked(key_name=key_name, at=at, by=by)
 
     @event("ApiKeyRevoked")
-    def _key_revoked(self, key_name: str, at: datetime) -> None:
+    def _key_revoked(self, key_name: str, at: datetime, by: str) -> None:
         self.keys[key_name]["revoked_at"] = at

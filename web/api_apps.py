@@ -52,21 +52,21 @@ def get_app(org: str, app: str) -> Response:
 @bp.put("/v2/orgs/<org>/apps/<app>")
 def register_app(org: str, app: str) -> Response:
     """Register an application (idempotent: an existing one keeps its settings)."""
-    authorize("application.write", org, app, admin_creates_org=True)
+    who = authorize("application.write", org, app, admin_creates_org=True)
     body = json_body(allowed={"privateMode"})
     if "privateMode" in body and not isinstance(body["privateMode"], bool):
         raise invalid("body.privateMode", "must be a boolean", body["privateMode"])
     actor = runtime().directory.application(org, app).proxy()
     if runtime().views.applications.app(org, app) is None:
-        ask(actor.register)
+        ask(lambda: actor.register(who.display))
     if "privateMode" in body:
-        ask(lambda: actor.change_settings({"privateMode": body["privateMode"]}))
+        ask(lambda: actor.change_settings({"privateMode": body["privateMode"]}, who.display))
     return Response(status=204)
 
 
 @bp.patch("/v2/orgs/<org>/apps/<app>")
 def update_app(org: str, app: str) -> Response:
-    authorize("application.write", org, app)
+    who = authorize("application.write", org, app)
     body = json_body(required=True, allowed=set(DEFAULT_SETTINGS))
     for key, value in body.items():
         if key == "privateMode":
@@ -75,15 +75,15 @@ def update_app(org: str, app: str) -> Response:
         elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise invalid(f"body.{key}", "must be a positive integer", value)
     require_app(org, app)
-    ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body))
+    ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body, who.display))
     return Response(status=204)
 
 
 @bp.delete("/v2/orgs/<org>/apps/<app>")
 def delete_app(org: str, app: str) -> Response:
-    authorize("application.write", org, app)
+    who = authorize("application.write", org, app)
     require_app(org, app)
-    ask(runtime().directory.application(org, app).proxy().delete)
+    ask(lambda: runtime().directory.application(org, app).proxy().delete(who.display))
     return Response(status=204)
 
 
@@ -122,7 +122,7 @@ def create_token(org: str, name: str) -> Response:
     key = new_api_key()
     instance = runtime().instance
     assert instance is not None
-    ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps, permissions))
+    ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps, permissions, who.display))
     response = jsonify({"token": key, "tokenName": name})
     response.status_code = 201
     return response
@@ -137,8 +137,8 @@ def list_tokens(org: str) -> Response:
 
 @bp.delete("/v2/orgs/<org>/tokens/<name>")
 def delete_token(org: str, name: str) -> Response:
-    authorize("token.write", org)
+    who = authorize("token.write", org)
     instance = runtime().instance
     assert instance is not None
-    ask(lambda: instance.proxy().revoke_key(org, name))
+    ask(lambda: instance.proxy().revoke_key(org, name, who.display))
     return Response(status=204)

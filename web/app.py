@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from web import api_apps, api_relay, websocket
+from web import api_apps, api_audit, api_relay, websocket
 from web.problems import ApiError, problem_response
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def create_app(rt: Runtime) -> Flask:
     app = RelayFlask("relay")
     app.extensions["relay"] = rt
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    for blueprint in (api_relay.bp, api_apps.bp, websocket.bp):
+    for blueprint in (api_relay.bp, api_apps.bp, api_audit.bp, websocket.bp):
         app.register_blueprint(blueprint)
 
     @app.errorhandler(ApiError)

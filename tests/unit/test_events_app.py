@@ -144,7 +144,7 @@ def test_register_records_registered_with_org_name_and_time():
     app = App.register("acme", "shop", T0)
 
     event = single_event(app, App.Registered)
-    assert payload(event) == {"org": "acme", "name": "shop", "at": T0}
+    assert payload(event) == {"org": "acme", "name": "shop", "at": T0, "by": "relay"}
     assert event.originator_id == app_id("acme", "shop")
     assert event.originator_version == 1
 
@@ -195,7 +195,7 @@ def test_change_settings_records_the_changes_and_applies_them():
     app.change_settings({"executorTimeoutSecs": 5, "privateMode": True}, T1)
 
     event = single_event(app, App.SettingsChanged)
-    assert payload(event) == {"changes": {"executorTimeoutSecs": 5, "privateMode": True}, "at": T1}
+    assert payload(event) == {"changes": {"executorTimeoutSecs": 5, "privateMode": True}, "at": T1, "by": "relay"}
     assert event.originator_version == 2
     assert app.settings == {**DEFAULTS, "executorTimeoutSecs": 5, "privateMode": True}
     assert app.updated_at == T1
@@ -306,7 +306,7 @@ def test_delete_records_deleted_and_keeps_the_settings():
     app.delete(T2)
 
     event = single_event(app, App.Deleted)
-    assert payload(event) == {"at": T2}
+    assert payload(event) == {"at": T2, "by": "relay"}
     assert event.originator_version == 3
     assert app.deleted is True
     assert app.updated_at == T2
@@ -338,7 +338,7 @@ def test_register_again_revives_a_deleted_app_with_default_settings():
     app.register_again(T3)
 
     event = single_event(app, App.Reregistered)
-    assert payload(event) == {"at": T3}
+    assert payload(event) == {"at": T3, "by": "relay"}
     assert event.originator_version == 4
     assert app.deleted is False
     assert app.settings == DEFAULTS
@@ -428,3 +428,11 @@ def test_an_app_saved_and_loaded_is_identical(module, tmp_path):
     assert loaded is not app
     assert loaded.settings == app.settings
     assert loaded.created_at == T0
+
+
+def test_who_asked_is_recorded_on_every_app_event():
+    app = App.register("acme", "shop", T0, by="api_key:deployer")
+    app.change_settings({"executorTimeoutSecs": 9}, T1, by="admin")
+    app.delete(T2, by="cli")
+    app.register_again(T3, by="admin")
+    assert [e.by for e in app.collect_events()] == ["api_key:deployer", "admin", "cli", "admin"]

@@ -158,6 +158,7 @@ def test_issue_key_records_the_hash_and_sorted_unique_scopes():
         "apps": ["billing", "shop"],
         "permissions": ["application.read", "metric.read"],
         "at": T1,
+        "by": "relay",
     }
     assert event.originator_id == org.id
     assert event.originator_version == 2
@@ -215,7 +216,7 @@ def test_the_key_itself_never_enters_the_event():
 
     event = single_event(org, Organization.ApiKeyIssued)
     assert secret not in repr(vars(event))
-    assert set(payload(event)) == {"key_name", "key_hash", "apps", "permissions", "at"}
+    assert set(payload(event)) == {"key_name", "key_hash", "apps", "permissions", "at", "by"}
 
 
 @pytest.mark.parametrize("key_name", ["", "ci key", "k" * 65, "ci\n"])
@@ -270,6 +271,7 @@ def test_a_revoked_key_name_can_be_issued_again():
         "apps": ["billing"],
         "permissions": ["token.write"],
         "at": T3,
+        "by": "relay",
     }
     assert org.active_key("ci") == {
         "key_hash": HASH_B,
@@ -289,7 +291,7 @@ def test_revoke_key_records_the_revocation_and_keeps_the_record():
     org.revoke_key("ci", T2)
 
     event = single_event(org, Organization.ApiKeyRevoked)
-    assert payload(event) == {"key_name": "ci", "at": T2}
+    assert payload(event) == {"key_name": "ci", "at": T2, "by": "relay"}
     assert event.originator_version == 3
 
     assert org.active_key("ci") is None

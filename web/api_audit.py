@@ -1,0 +1,84 @@
+"""GET /v2/orgs/{org}/audit-logs: Conductor's audit log, served from Relay's event log.
+
+Entries are the operations someone asked for (events that record `by`): application and API key
+changes. Executor lifecycle events are not operations; they are in /relay/v1/events.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from web.context import authorize, runtime
+from web.problems import invalid
+from web.requests_ import int_arg
+
+bp = Blueprint("v2_audit", __name__)
+
+_TARGETS = {"App": "application", "Organization": "organization"}
+# Audit scans this many recent entries at most per request; the log view is the bulk interface.
+_SCAN_LIMIT = 5000
+
+
+def _time_arg(name: str) -> str | None:
+    raw = request.args.get(name)
+    if not raw:
+        return None
+    try:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise invalid(f"query.{name}", "must be an RFC 3339 date-time", raw) from None
+    if parsed.tzinfo is None:
+        raise invalid(f"query.{name}", "must carry a time zone offset", raw)
+    return parsed.isoformat()
+
+
+def _subject(by: str) -> dict[str, str]:
+    if by.startswith("api_key:"):
+        name = by.split(":", 1)[1]
+        return {"type": "api_key", "id": name, "display": name}
+    return {"type": "user", "id": by, "display": by}
+
+
+def _target(row: dict[str, Any]) -> dict[str, str]:
+    details = row["details"]
+    if "key_name" in details:
+        return {"type": "token", "id": str(details["key_name"])}
+    return {"type": _TARGETS.get(row["kind"], "organization"), "id": str(row["subject"] or "")}
+
+
+def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
+    details = dict(row["details"])
+    by = str(details.pop("by", "relay"))
+    return {
+        "id": str(row["position"]),
+        "emitTime": row["at"] or row["recorded_at"],
+        "operation": row["event"],
+        "status": "success",
+        "subject": _subject(by),
+        "target": _target(row),
+        "sourceIp": "",
+        "details": details,
+    }
+
+
+@bp.get("/v2/orgs/<org>/audit-logs")
+def list_audit_logs(org: str) -> Response:
+    authorize("organization.read", org)
+    start, end = _time_arg("startTime"), _time_arg("endTime")
+    limit = int_arg("limit", 100, minimum=1, maximum=1000)
+    offset = int_arg("offset", 0, maximum=1_000_000)
+    operation, subject, target = (request.args.get(k) or None for k in ("operation", "subject", "target"))
+    rows = runtime().views.audit.entries(
+        org=org, start_time=start, end_time=end, limit=_SCAN_LIMIT, newest_first=True
+    )
+    entries = [audit_entry(r) for r in rows if "by" in r["details"]]
+    if operation:
+        entries = [e for e in entries if e["operation"] == operation]
+    if subject:
+        entries = [e for e in entries if subject in (e["subject"]["id"], e["subject"]["display"])]
+    if target:
+        entries = [e for e in entries if e["target"]["id"] == target]
+    return jsonify(entries[offset : offset + limit])
