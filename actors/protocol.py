@@ -22,101 +22,13 @@ sent, with its keys (``WorkflowUUID``, ``Status``, ...), never renamed.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import operator
 import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
-
-__all__ = [
-    "MAX_DEPTH",
-    "MAX_FRAME_BYTES",
-    "METADATA_ONLY_REFUSAL",
-    "UNKNOWN_TYPE_ERROR",
-    "AlertRequest",
-    "BackfillScheduleRequest",
-    "BackfillScheduleResponse",
-    "CancelRequest",
-    "DeleteRequest",
-    "ExecutorInfoRequest",
-    "ExecutorInfoResponse",
-    "ExistPendingWorkflowsRequest",
-    "ExistPendingWorkflowsResponse",
-    "ExportWorkflowRequest",
-    "ExportWorkflowResponse",
-    "ForkFromFailureBody",
-    "ForkFromFailureRequest",
-    "ForkFromFailureResponse",
-    "ForkWorkflowBody",
-    "ForkWorkflowRequest",
-    "ForkWorkflowResponse",
-    "GetMetricsRequest",
-    "GetMetricsResponse",
-    "GetQueueRequest",
-    "GetQueueResponse",
-    "GetScheduleRequest",
-    "GetScheduleResponse",
-    "GetStepAggregatesBody",
-    "GetStepAggregatesRequest",
-    "GetStepAggregatesResponse",
-    "GetWorkflowAggregatesBody",
-    "GetWorkflowAggregatesRequest",
-    "GetWorkflowAggregatesResponse",
-    "GetWorkflowEventsRequest",
-    "GetWorkflowEventsResponse",
-    "GetWorkflowNotificationsRequest",
-    "GetWorkflowNotificationsResponse",
-    "GetWorkflowRequest",
-    "GetWorkflowResponse",
-    "GetWorkflowStreamsRequest",
-    "GetWorkflowStreamsResponse",
-    "ImportWorkflowRequest",
-    "ListApplicationVersionsRequest",
-    "ListApplicationVersionsResponse",
-    "ListQueuedWorkflowsRequest",
-    "ListQueuesBody",
-    "ListQueuesRequest",
-    "ListQueuesResponse",
-    "ListSchedulesBody",
-    "ListSchedulesRequest",
-    "ListSchedulesResponse",
-    "ListStepsRequest",
-    "ListStepsResponse",
-    "ListWorkflowsBody",
-    "ListWorkflowsRequest",
-    "ListWorkflowsResponse",
-    "MessageType",
-    "PauseScheduleRequest",
-    "ProtocolError",
-    "RawRequest",
-    "RawResponse",
-    "RecoveryRequest",
-    "Request",
-    "Response",
-    "ResumeRequest",
-    "ResumeScheduleRequest",
-    "RetentionBody",
-    "RetentionRequest",
-    "RewindWorkflowBody",
-    "RewindWorkflowRequest",
-    "SetLatestApplicationVersionRequest",
-    "SuccessResponse",
-    "TriggerScheduleRequest",
-    "TriggerScheduleResponse",
-    "decode_response",
-    "encode_request",
-    "is_metadata_only_refusal",
-    "is_unknown_type_error",
-    "new_request_id",
-    "string_list",
-    "string_or_list",
-    "supported_types",
-    "supports_bulk_ids",
-]
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 """Default limit on the size of one frame from an executor, checked before it is parsed."""
@@ -1246,22 +1158,21 @@ _RESPONSE_CLASSES: dict[str, type[Response]] = {
     MessageType.ALERT.value: SuccessResponse,
 }
 
-# Structural brackets only: JSON strings are cut out first, every other byte is deleted, and openers
-# count +1 / closers -1 (as 2 and 0 less the running position; see _too_deep).
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET_DELTAS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
-
-def _too_deep(text: str, limit: int) -> bool:
-    """Whether arrays/objects in the JSON text nest more than ``limit`` deep (linear, without recursion)."""
-    if text.count("[") + text.count("{") <= limit:
+def _nests_deeper(data: object, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` deep (the top level is 1), without recursion."""
+    if type(data) not in (dict, list):  # json.loads makes exact dicts and lists
         return False
-    structure = _JSON_STRING.sub("", text).encode("utf-8", "surrogatepass")
-    steps = structure.translate(_BRACKET_DELTAS, _NOT_BRACKETS)
-    # After k brackets, the running sum of the 2/0 steps is twice the openers seen; less k it is the depth.
-    depths = map(operator.sub, itertools.accumulate(steps), itertools.count(1))
-    return next(filter(limit.__lt__, depths), None) is not None
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        container, depth = stack.pop()
+        for child in container.values() if type(container) is dict else container:
+            if type(child) in (dict, list):
+                if depth >= limit:
+                    return True
+                if child:  # an empty one adds its own level only, checked just above
+                    stack.append((child, depth + 1))
+    return False
 
 
 def _frame_size(frame: str | bytes) -> int:
@@ -1283,14 +1194,16 @@ def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
             frame = frame.decode("utf-8")
         except UnicodeDecodeError:
             raise ProtocolError("frame is not valid UTF-8") from None
-    if _too_deep(frame, max_depth):
-        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
     try:
+        # json's C parser guards its own recursion (RecursionError, at the interpreter's limit).
         data = json.loads(frame)
     except RecursionError:
         raise ProtocolError("frame nests too deeply") from None
     except ValueError:  # JSONDecodeError, and ints too long to convert
         raise ProtocolError("frame is not valid JSON") from None
+    # Nothing nests deeper than the number of openers: only frames with many need the walk.
+    if frame.count("[") + frame.count("{") > max_depth and _nests_deeper(data, max_depth):
+        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
     if not isinstance(data, dict):
         raise ProtocolError("frame is not a JSON object")
     return data
@@ -1308,9 +1221,7 @@ def _has_kind(value: object, kind: str) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def decode_response(
-    text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_depth: int = MAX_DEPTH
-) -> Response:
+def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_depth: int = MAX_DEPTH) -> Response:
     """Parse and check one frame from an executor.
 
     Known types give their Response subclass (unknown fields ignored), other types a RawResponse.

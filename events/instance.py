@@ -13,6 +13,8 @@ from events.ids import instance_id
 
 RUNNING = "RUNNING"
 STOPPED = "STOPPED"
+# Declared gone by a peer after it stopped heartbeating; its leases went to that peer.
+EXPIRED = "EXPIRED"
 
 
 def lease_key(org: str, app: str, executor: str) -> str:
@@ -58,6 +60,20 @@ class RelayInstance(Aggregate):
     @event("Stopped")
     def _stopped(self, released: list[str], at: datetime) -> None:
         self.status = STOPPED
+        self.stopped_at = at
+        self.leases = {}
+
+    def expire(self, by: str, at: datetime) -> None:
+        """A surviving peer declares this instance gone and takes its leases. Recorded on this
+        aggregate, so two peers racing conflict on its version: exactly one of them wins."""
+        self._require_running("declare it expired")
+        if by == self.instance:
+            raise IllegalTransitionError(f"instance '{self.instance}'", "itself", "expire itself")
+        self._expired(by=by, leases=sorted(self.leases), at=at)
+
+    @event("Expired")
+    def _expired(self, by: str, leases: list[str], at: datetime) -> None:
+        self.status = EXPIRED
         self.stopped_at = at
         self.leases = {}
 
