@@ -374,3 +374,42 @@ def test_an_instance_saved_and_loaded_is_identical(module, tmp_path):
     before_stop = log.repository.get(instance_id("relay-a"), version=5)
     assert before_stop.status == RUNNING
     assert before_stop.leases == {L1: T1, L3: T2}
+
+
+def test_a_peer_expires_a_silent_instance_and_takes_its_leases():
+    from events.instance import EXPIRED
+
+    inst = RelayInstance(instance="i-1", address="127.0.0.1", port=1, version="0.1.0", at=T0)
+    inst.take_lease("local/app/e1", T0)
+    inst.collect_events()
+    inst.expire(by="i-2", at=T1)
+    (event,) = inst.collect_events()
+    assert type(event).__name__ == "Expired"
+    assert event.by == "i-2" and event.leases == ["local/app/e1"]
+    assert inst.status == EXPIRED and inst.leases == {}
+
+
+def test_an_expired_instance_cannot_be_expired_twice_or_by_itself():
+    inst = RelayInstance(instance="i-1", address="127.0.0.1", port=1, version="0.1.0", at=T0)
+    with pytest.raises(IllegalTransitionError, match="itself"):
+        inst.expire(by="i-1", at=T1)
+    inst.expire(by="i-2", at=T1)
+    with pytest.raises(IllegalTransitionError, match="EXPIRED"):
+        inst.expire(by="i-3", at=T2)
+
+
+def test_two_peers_racing_to_expire_an_instance_conflict_in_the_store(tmp_path):
+    from eventsourcing.persistence import IntegrityError
+
+    from events.log import RelayLog
+
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.sqlite")}
+    a, b = RelayLog(env=env), RelayLog(env=env)
+    a.instance_started("i-1", "127.0.0.1", 1, "0.1.0", T0)
+    first, second = a.instance("i-1"), b.instance("i-1")
+    first.expire(by="i-2", at=T1)
+    second.expire(by="i-3", at=T1)
+    a.save(first)
+    with pytest.raises(IntegrityError):
+        b.save(second)
+    assert a.instance("i-1").status == "EXPIRED"
