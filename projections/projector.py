@@ -95,10 +95,15 @@ class Projector:
             last = notifications[-1].id
             try:
                 self.projection.process_batch(batch, Tracking(self.log.name, last))
-            except IntegrityError:
-                # Another projector (a replay, an HA peer) got there first: resume from its position.
-                log.info("view %s advanced elsewhere; resuming from its position", self.name)
-                position = self.position()
+            except Exception as error:
+                # Another projector (a replay, an HA peer) may have applied this batch first: its
+                # transaction rolled ours back (tracking or a row conflict). Then resume after it.
+                advanced = self.position()
+                if advanced <= position:
+                    raise
+                if not isinstance(error, IntegrityError):
+                    log.info("view %s advanced elsewhere (%s); resuming", self.name, type(error).__name__)
+                position = advanced
                 continue
             position = last
             done += len(notifications)
