@@ -64,9 +64,11 @@ class RelayInstance(Aggregate):
         self.leases = {}
 
     def expire(self, by: str, at: datetime) -> None:
-        """A surviving peer declares this instance gone and takes its leases. Recorded on this
-        aggregate, so two peers racing conflict on its version: exactly one of them wins."""
-        self._require_running("declare it expired")
+        """A surviving peer declares this instance gone (it stopped heartbeating, or stopped) and
+        takes its leases. Recorded on this aggregate, so two peers racing conflict on its version:
+        exactly one of them wins."""
+        if self.status == EXPIRED:
+            raise IllegalTransitionError(f"instance '{self.instance}'", self.status, "declare it expired")
         if by == self.instance:
             raise IllegalTransitionError(f"instance '{self.instance}'", "itself", "expire itself")
         self._expired(by=by, leases=sorted(self.leases), at=at)
@@ -91,10 +93,10 @@ class RelayInstance(Aggregate):
         self._require_running("adopt a lease")
         if from_instance == self.instance:
             raise IllegalTransitionError(f"instance '{self.instance}'", "the holder", "adopt its own lease")
-        self._lease_adopted(lease=lease, from_instance=from_instance, at=at)
+        self._lease_adopted(lease=lease, from_instance=from_instance, to_instance=self.instance, at=at)
 
     @event("LeaseAdopted")
-    def _lease_adopted(self, lease: str, from_instance: str, at: datetime) -> None:
+    def _lease_adopted(self, lease: str, from_instance: str, to_instance: str, at: datetime) -> None:
         self.leases[lease] = at
 
     def release_lease(self, lease: str, at: datetime) -> None:

@@ -50,6 +50,7 @@ class RegistryProjection(ViewProjection):
             "Executor.RecoveryFailed": self.recovery_failed,
             "Executor.RecoveryAcknowledged": self.recovery_acknowledged,
             "Executor.Deleted": self.deleted,
+            "RelayInstance.LeaseAdopted": self.lease_adopted,
         }
 
     def connected(self, sql: Sql, e: Any, _: int) -> None:
@@ -111,6 +112,14 @@ class RegistryProjection(ViewProjection):
     def deleted(self, sql: Sql, e: Any, _: int) -> None:
         self._set(sql, e, "status = 'DELETED'")
 
+    def lease_adopted(self, sql: Sql, e: Any, _: int) -> None:
+        # The lease key is org/app/executor_id; executor ids may contain '/', org and app may not.
+        org, app, executor_id = e.lease.split("/", 2)
+        sql.execute(
+            "UPDATE {s}relay_executors SET instance = ? WHERE org = ? AND app = ? AND executor_id = ? AND instance = ?",
+            (e.to_instance, org, app, executor_id, e.from_instance),
+        )
+
 
 class RegistryQueries:
     """Reads of the registry view used by web/ and by actors rebuilding their timers."""
@@ -149,6 +158,26 @@ class RegistryQueries:
                 (org, app),
             )
         return {row["status"]: int(row["n"]) for row in rows}
+
+    def leases(self) -> dict[str, list[dict[str, Any]]]:
+        """Which instance holds which executors (the lease is the instance that executor reached)."""
+        with self.store.transaction(commit=False) as sql:
+            rows = sql.all(
+                "SELECT instance, org, app, executor_id, status FROM {s}relay_executors "
+                "WHERE status <> 'DELETED' ORDER BY instance, org, app, executor_id"
+            )
+        held: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            held.setdefault(str(row["instance"]), []).append(row)
+        return held
+
+    def held_by(self, instance: str) -> list[dict[str, Any]]:
+        with self.store.transaction(commit=False) as sql:
+            return sql.all(
+                "SELECT * FROM {s}relay_executors WHERE instance = ? AND status <> 'DELETED' "
+                "ORDER BY org, app, executor_id",
+                (instance,),
+            )
 
     def recoveries(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         with self.store.transaction(commit=False) as sql:

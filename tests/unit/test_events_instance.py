@@ -178,7 +178,7 @@ def test_adopt_lease_of_another_instance():
     inst.adopt_lease(L2, "relay-b", T3)
 
     event = single_event(inst, RelayInstance.LeaseAdopted)
-    assert payload(event) == {"lease": L2, "from_instance": "relay-b", "at": T3}
+    assert payload(event) == {"lease": L2, "from_instance": "relay-b", "to_instance": "relay-a", "at": T3}
     assert event.originator_version == 3
     assert inst.leases == {L1: T1, L2: T3}
 
