@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pykka
 
+from actors.cluster import Cluster
 from actors.context import ActorContext
 from actors.directory import Directory
 from events.organization import Organization
@@ -15,7 +17,15 @@ log = logging.getLogger("relay.actors.instance")
 
 class InstanceActor(pykka.ThreadingActor):
     def __init__(
-        self, ctx: ActorContext, directory: Directory, address: str, port: int, version: str, default_org: str
+        self,
+        ctx: ActorContext,
+        directory: Directory,
+        address: str,
+        port: int,
+        version: str,
+        default_org: str,
+        cluster: Cluster | None = None,
+        heartbeat_interval_s: float = 2.0,
     ) -> None:
         super().__init__()
         self.ctx = ctx
@@ -24,15 +34,39 @@ class InstanceActor(pykka.ThreadingActor):
         self.port = port
         self.version = version
         self.default_org = default_org
+        self.cluster = cluster
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self._stopping = threading.Event()
 
     def on_start(self) -> None:
         now = self.ctx.clock()
         self.ctx.log.instance_started(self.ctx.instance_id, self.address, self.port, self.version, now)
         self.ctx.log.ensure_organization(self.default_org, now)
+        if self.cluster is not None:
+            self.cluster.join()
+            threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+
+    def _heartbeat_loop(self) -> None:
+        # The loop only knocks; the beat itself runs inside the actor, one at a time.
+        while not self._stopping.wait(self.heartbeat_interval_s):
+            try:
+                self.actor_ref.tell({"beat": True})
+            except pykka.ActorDeadError:
+                return
+
+    def on_receive(self, message: object) -> None:
+        if isinstance(message, dict) and message.get("beat") and self.cluster is not None:
+            try:
+                self.cluster.beat()
+            except Exception as error:  # the store may be away: beat again next time
+                log.warning("heartbeat failed (%s)", type(error).__name__)
 
     def on_stop(self) -> None:
+        self._stopping.set()
         try:
             self.ctx.log.update_instance(self.ctx.instance_id, lambda i: i.stop(self.ctx.clock()))
+            if self.cluster is not None:
+                self.cluster.leave()
         except Exception:
             log.exception("could not record this instance's stop")
 
