@@ -92,7 +92,7 @@ def test_exactly_one_survivor_adopts_a_silent_peer_and_its_executors(cluster_of_
 
 
 def test_a_clean_stop_is_adopted_at_the_next_beat(cluster_of_three):
-    wall, (a, b, _c) = cluster_of_three
+    _wall, (a, b, _c) = cluster_of_three
     a.leave()
     assert b.beat() == ["relay-a"]
     assert b.ctx.log.instance("relay-a").status == EXPIRED
