@@ -39,9 +39,10 @@ class AuditProjection(ViewProjection):
         # Every event of every aggregate is audited.
         return {}
 
-    def process_batch(self, batch: list[tuple[Any, int]], tracking: Any) -> None:
+    def process_batch(self, batch: list[tuple[Any, int]], tracking: Any, after: int | None = None) -> None:
         view: ViewStore = self.view
         with view.transaction(commit=True) as sql:
+            self.check_position(sql, tracking, after)
             for domain_event, position in batch:
                 self.audit(sql, domain_event, position)
             view.record_tracking(sql, tracking)

@@ -119,6 +119,8 @@ class ViewStore:
         so a replay can rebuild beside the live view."""
         self.schema = schema
         self.postgres = config.is_postgres
+        # Only a scratch store (a replay's) may ever drop its location.
+        self.is_scratch = location is not None
         if config.database_url is None:
             directory = Path(location) if location else config.data_dir
             directory.mkdir(parents=True, exist_ok=True)
@@ -162,10 +164,32 @@ class ViewStore:
     def position(self, application_name: str) -> int:
         return self.recorder.max_tracking_id(application_name) or 0
 
+    def _tracking_table(self) -> str:
+        return "tracking" if not self.postgres else f"tracking_{self.schema.name}"
+
+    def lock_position(self, sql: Sql, application_name: str) -> int:
+        """Make this transaction the view's only writer until it ends, and return the view's position as
+        committed now. Must come first in the transaction: in SQLite a write is what takes the lock (a
+        transaction that read first cannot become the writer once another has committed)."""
+        tracking_table = self._tracking_table()
+        if self.postgres:
+            sql.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (f"relay-view:{self.prefix}{tracking_table}",))
+        else:
+            sql.execute(
+                f"UPDATE {tracking_table} SET notification_id = notification_id WHERE application_name = ?",  # noqa: S608
+                (application_name,),
+            )
+        row = sql.one(
+            f"SELECT notification_id FROM {{s}}{tracking_table} WHERE application_name = ?",  # noqa: S608
+            (application_name,),
+        )
+        return int(row["notification_id"]) if row else 0
+
     def reset(self, application_name: str) -> None:
         """Empty the view and forget its position, in one transaction."""
-        tracking_table = "tracking" if not self.postgres else f"tracking_{self.schema.name}"
+        tracking_table = self._tracking_table()
         with self.transaction(commit=True) as sql:
+            self.lock_position(sql, application_name)  # not while a projector's batch is being written
             for table in self.schema.tables:
                 sql.execute(f"DELETE FROM {{s}}{table}")  # noqa: S608 - table names are ours
             sql.execute(f"DELETE FROM {{s}}{tracking_table} WHERE application_name = ?", (application_name,))  # noqa: S608
@@ -181,7 +205,7 @@ class ViewStore:
 
     def drop_location(self) -> None:
         """Remove a replay's scratch schema (PostgreSQL); SQLite scratch dirs are removed by the caller."""
-        if self.postgres and self.prefix:
+        if self.postgres and self.is_scratch:
             with self.transaction(commit=True) as sql:
                 sql.execute(f"DROP SCHEMA IF EXISTS {self.prefix.rstrip('.')} CASCADE")
 

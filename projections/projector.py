@@ -52,10 +52,22 @@ class ViewProjection(Projection[Any]):
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:  # type: ignore[override]
         self.process_batch([(domain_event, tracking.notification_id)], tracking)
 
-    def process_batch(self, batch: list[tuple[Any, int]], tracking: Tracking) -> None:
+    def check_position(self, sql: Sql, tracking: Tracking, after: int | None) -> None:
+        """First in a batch's transaction: lock the view and refuse the batch unless the view is still at
+        `after`, the position the batch was read from. Tracking alone refuses only a batch ending at or
+        before the view's position; a longer batch overlapping one another projector has just committed
+        (or a batch read before a reset emptied the view) would otherwise be applied on top of it."""
+        if after is None:
+            return
+        current = self.view.lock_position(sql, tracking.application_name)
+        if current != after:
+            raise IntegrityError(f"view {self.schema.name} is at {current}, batch was read after {after}")
+
+    def process_batch(self, batch: list[tuple[Any, int]], tracking: Tracking, after: int | None = None) -> None:
         """Apply a batch and record its last position in the same transaction: all or nothing."""
         view: ViewStore = self.view
         with view.transaction(commit=True) as sql:
+            self.check_position(sql, tracking, after)
             for domain_event, position in batch:
                 handler = self.handlers.get(event_name(domain_event))
                 if handler is not None:
@@ -94,12 +106,12 @@ class Projector:
             ]
             last = notifications[-1].id
             try:
-                self.projection.process_batch(batch, Tracking(self.log.name, last))
+                self.projection.process_batch(batch, Tracking(self.log.name, last), after=position)
             except Exception as error:
                 # Another projector (a replay, an HA peer) may have applied this batch first: its
                 # transaction rolled ours back (tracking or a row conflict). Then resume after it.
                 advanced = self.position()
-                if advanced <= position:
+                if advanced == position:  # moved neither ahead (a peer) nor back (a reset): a real error
                     raise
                 if not isinstance(error, IntegrityError):
                     log.info("view %s advanced elsewhere (%s); resuming", self.name, type(error).__name__)
