@@ -12,7 +12,7 @@ DBOS_SDK := dbos==3.2.0
 PYTEST_ARGS ?=
 RELAY_ARGS ?=
 
-.PHONY: venv run test lint clean distclean
+.PHONY: venv test-deps run test lint clean distclean
 
 venv: $(STAMP)
 
@@ -27,8 +27,45 @@ $(STAMP): pyproject.toml setup.cfg Makefile | $(BIN)/python
 run: venv
 	$(BIN)/relay serve $(RELAY_ARGS)
 
+# The console's browser tests (tests/e2e) drive Debian's Chromium through Playwright, never a browser
+# build of Playwright's own: install the package when the binary is missing (CI runs as root).
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+# The other clients of Relay that integration tests run, each in an environment of its own (none shares our
+# dependencies): an older DBOS Python release (version skew), dbos-mcp (a real Conductor API v2 client),
+# and the DBOS TypeScript SDK. Pins: tests/integration/requirements/*.txt and ts_app/package-lock.json.
+# Stamps make a second run a no-op; editing a pin file reinstalls only that environment.
+REQS := tests/integration/requirements
+VENV_DBOS2 := .venv-dbos2
+VENV_MCP := .venv-mcp
+TS_APP := tests/integration/ts_app
+
+test-deps: $(VENV_DBOS2)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed
+
+$(VENV_DBOS2)/bin/python:
+	$(PYTHON) -m venv $(VENV_DBOS2)
+
+$(VENV_MCP)/bin/python:
+	$(PYTHON) -m venv $(VENV_MCP)
+
+$(VENV_DBOS2)/.installed: $(REQS)/dbos2.txt | $(VENV_DBOS2)/bin/python
+	$(VENV_DBOS2)/bin/python -m pip install --disable-pip-version-check -q -r $<
+	touch $@
+
+$(VENV_MCP)/.installed: $(REQS)/mcp.txt | $(VENV_MCP)/bin/python
+	$(VENV_MCP)/bin/python -m pip install --disable-pip-version-check -q -r $<
+	touch $@
+
+# npm ci installs exactly package-lock.json (and starts from an empty node_modules).
+$(TS_APP)/node_modules/.installed: $(TS_APP)/package.json $(TS_APP)/package-lock.json
+	cd $(TS_APP) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
-test: venv
+test: venv $(CHROMIUM) test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -42,4 +79,4 @@ clean:
 		-o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV_DBOS2) $(VENV_MCP) $(TS_APP)/node_modules

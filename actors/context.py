@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from actors.clock import Clock, system_clock
+from actors.scheduler import Scheduler, ThreadingScheduler
 from events.log import RelayLog
 
 if TYPE_CHECKING:
@@ -23,6 +24,8 @@ class Limits:
     handshake_timeout_s: float = 10.0
     ping_interval_s: float = 10.0
     pong_timeout_s: float = 25.0
+    # How long a peer may take to answer a recovery dispatch before the next candidate gets it.
+    recovery_timeout_s: float = 30.0
 
 
 @dataclass
@@ -33,6 +36,7 @@ class ActorContext:
     instance_id: str
     limits: Limits = field(default_factory=Limits)
     clock: Clock = system_clock
+    scheduler: Scheduler = field(default_factory=ThreadingScheduler)
     _locks: dict[Any, threading.Lock] = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
     on_executor_change: list[Callable[[str, str], None]] = field(default_factory=list)

@@ -1,12 +1,17 @@
-"""ExecutorActor: one per executor connection. Owns the socket, correlates responses by request_id."""
+"""ExecutorActor: one per executor connection. Owns the socket, correlates responses by request_id.
+
+Liveness: it pings every `ping_interval_s`; an executor that answers no ping (pong) within `pong_timeout_s`
+is treated like a dropped socket (closed; the disconnect path records it). Pings are not events.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import pykka
@@ -15,10 +20,13 @@ from actors import protocol
 from actors.application import LiveExecutor
 from actors.context import ActorContext
 from actors.directory import Directory
+from actors.scheduler import Cancellable
 from events.errors import DomainError
 from events.executor import ExecutorInfo
 
 log = logging.getLogger("relay.actors.executor")
+
+_KNOWN_TYPES = frozenset(t.value for t in protocol.MessageType)
 
 
 class FrameSocket(Protocol):
@@ -27,6 +35,14 @@ class FrameSocket(Protocol):
     def send_text(self, text: str) -> None: ...
 
     def close(self, code: int, reason: str) -> None: ...
+
+    def ping(self) -> None:
+        """Send a WebSocket ping frame (liveness; the executor's pong is not a message)."""
+        ...
+
+    def last_pong(self) -> float:
+        """When the last pong arrived (the connection's start before any), on the scheduler's clock."""
+        ...
 
 
 class ExecutorGoneError(Exception):
@@ -44,6 +60,7 @@ class Pending:
     type: str
     future: pykka.ThreadingFuture[Any]
     on_reply: Callable[[Any], None] | None = None
+    on_gone: Callable[[Any], None] | None = None
 
 
 @dataclass
@@ -68,7 +85,13 @@ class ExecutorActor(pykka.ThreadingActor):
         self.pending: dict[str, Pending] = {}
         self.closed = False
         self.bad_frames = 0
-        self._handshake_timer: threading.Timer | None = None
+        self._handshake_timer: Cancellable | None = None
+        # Liveness: the next ping, and the oldest ping not yet followed by a pong (with its deadline).
+        self._ping_timer: Cancellable | None = None
+        self._unanswered_since: float | None = None
+        self._pong_deadline: Cancellable | None = None
+        # Why this actor closed its socket itself (recorded as the disconnect reason).
+        self.close_reason: str | None = None
 
     @property
     def who(self) -> str:
@@ -78,18 +101,23 @@ class ExecutorActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         self.directory.add_connection(self.conn.org, self.conn.key_name, self.actor_ref)
         self._send(protocol.ExecutorInfoRequest(), on_reply=self._identified)
-        self._handshake_timer = threading.Timer(self.ctx.limits.handshake_timeout_s, self._handshake_expired)
-        self._handshake_timer.daemon = True
-        self._handshake_timer.start()
+        self._handshake_timer = self._later(self.ctx.limits.handshake_timeout_s, {"handshake_expired": True})
+        self._ping_timer = self._later(self.ctx.limits.ping_interval_s, {"ping": True})
 
     def on_stop(self) -> None:
         self.directory.remove_connection(self.conn.org, self.conn.key_name, self.actor_ref)
-        if self._handshake_timer is not None:
-            self._handshake_timer.cancel()
+        for timer in (self._handshake_timer, self._ping_timer, self._pong_deadline):
+            if timer is not None:
+                timer.cancel()
 
-    def _handshake_expired(self) -> None:
-        if self.actor_ref.is_alive():
-            self.actor_ref.tell({"handshake_expired": True})
+    def _later(self, delay: float, message: dict[str, Any]) -> Cancellable:
+        """Tell ourselves `message` after `delay` seconds (dropped if this actor has stopped by then)."""
+
+        def post() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.actor_ref.tell(message)
+
+        return self.ctx.scheduler.call_later(delay, post)
 
     def on_receive(self, message: Any) -> Any:
         if not isinstance(message, dict):
@@ -97,9 +125,44 @@ class ExecutorActor(pykka.ThreadingActor):
         if "handshake_expired" in message and self.executor_id is None:
             log.warning("executor %s did not answer executor_info in time; closing", self.who)
             self._close(1008, "executor_info not answered")
+        elif "ping" in message:
+            self._ping()
+        elif "pong_deadline" in message:
+            self._check_pong(message["pong_deadline"])
         elif "close" in message:
             self._close(1000, str(message["close"]))
         return None
+
+    # -- liveness ---------------------------------------------------------------------------------
+    def _ping(self) -> None:
+        if self.closed:
+            return
+        now = self.ctx.scheduler.now()
+        if self._unanswered_since is not None and self.socket.last_pong() >= self._unanswered_since:
+            self._unanswered_since = None  # answered: the deadline (if still armed) will find it so
+        try:
+            self.socket.ping()
+        except Exception:
+            self.close_reason = "ping failed"
+            self._close(1011, "ping failed")
+            return
+        if self._unanswered_since is None:
+            self._unanswered_since = now
+            if self._pong_deadline is not None:
+                self._pong_deadline.cancel()
+            self._pong_deadline = self._later(self.ctx.limits.pong_timeout_s, {"pong_deadline": now})
+        self._ping_timer = self._later(self.ctx.limits.ping_interval_s, {"ping": True})
+
+    def _check_pong(self, pinged_at: float) -> None:
+        """The deadline of the ping sent at `pinged_at`: a pong since then (to any ping) keeps us open."""
+        if self.closed or self._unanswered_since != pinged_at:
+            return
+        if self.socket.last_pong() >= pinged_at:
+            self._unanswered_since = None
+            return
+        log.warning("executor %s answered no ping for %g s; closing", self.who, self.ctx.limits.pong_timeout_s)
+        self.close_reason = "pong timeout"
+        self._close(1001, "pong timeout")
 
     # -- requests ---------------------------------------------------------------------------------
     def _send(self, request: Any, on_reply: Callable[[Any], None] | None = None) -> pykka.ThreadingFuture[Any]:
@@ -122,6 +185,16 @@ class ExecutorActor(pykka.ThreadingActor):
         """Send a request; the returned future gets the decoded response (or ExecutorGoneError)."""
         return self._send(request)
 
+    def request_then(self, request: Any, on_answer: Callable[[Any], None]) -> None:
+        """Send a request without anyone waiting: `on_answer` gets the decoded response, or an
+        ExecutorGoneError if the socket closes first. It runs inside this actor: keep it to a `tell`."""
+        self._send(request, on_reply=on_answer)
+        pending = self.pending.get(request.request_id)
+        if pending is None:  # not sent: closed, or the send failed
+            on_answer(ExecutorGoneError("executor disconnected"))
+        else:
+            pending.on_gone = on_answer
+
     def forget(self, request_id: str) -> None:
         """The caller gave up waiting (timeout): drop the pending entry."""
         self.pending.pop(request_id, None)
@@ -137,7 +210,9 @@ class ExecutorActor(pykka.ThreadingActor):
         entry = self.pending.pop(response.request_id, None)
         if entry is None:
             self.bad_frames += 1
-            log.warning("executor %s answered an unknown request id (type %s)", self.who, response.type)
+            # Only a known type is named: the frame's own text never reaches the log.
+            kind = response.type if response.type in _KNOWN_TYPES else "not a known type"
+            log.warning("executor %s answered an unknown request id (type %s)", self.who, kind)
             return
         if entry.on_reply is not None:
             entry.on_reply(response)
@@ -146,18 +221,26 @@ class ExecutorActor(pykka.ThreadingActor):
     def on_closed(self, reason: str) -> None:
         """The socket is gone: fail what waits, record the disconnect if this was the current connection."""
         self.closed = True
+        reason = self.close_reason or reason
         for entry in self.pending.values():
             _fail(entry.future, "executor disconnected before answering")
+            if entry.on_gone is not None:
+                entry.on_gone(ExecutorGoneError("executor disconnected before answering"))
         self.pending.clear()
         if self.executor_id is not None:
             key = (self.conn.org, self.conn.app, self.executor_id)
             with self.ctx.lock_for(key):
                 app = self.directory.application(self.conn.org, self.conn.app).proxy()
                 if app.release(self.executor_id, self.actor_ref).get():
-                    self._record_disconnect(reason)
+                    at = self._record_disconnect(reason)
+                    if at is not None:
+                        # Not waited for; sent under the lock, so it reaches the application actor
+                        # before the claim of any reconnection of this executor.
+                        app.executor_disconnected(self.executor_id, at)
         self.stop()
 
-    def _record_disconnect(self, reason: str) -> None:
+    def _record_disconnect(self, reason: str) -> datetime | None:
+        """Record the Disconnected; return its time, or None when the record refused it."""
         assert self.executor_id is not None
         now = self.ctx.clock()
         try:
@@ -166,7 +249,9 @@ class ExecutorActor(pykka.ThreadingActor):
             )
         except DomainError as error:
             log.warning("disconnect of %s not recorded: %s", self.who, error)
+            return None
         log.info("executor %s disconnected (%s)", self.who, reason)
+        return now
 
     # -- the handshake ----------------------------------------------------------------------------
     def _identified(self, response: Any) -> None:
@@ -205,11 +290,13 @@ class ExecutorActor(pykka.ThreadingActor):
                 )
             except DomainError as error:
                 app.release(executor_id, self.actor_ref).get()
+                app.rewatch(executor_id)  # the claim stopped its timers: its record is as it was
                 log.warning("executor from %s refused: %s", self.conn.peer, error)
                 self._close(1008, "executor info refused")
                 return
             self.executor_id = executor_id
             self.info = info
+            app.executor_connected(executor_id)  # a dead peer waiting for a candidate may have one
         if replaced is not None:
             replaced.tell({"close": "replaced by a new connection of the same executor"})
         if self._handshake_timer is not None:

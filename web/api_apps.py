@@ -99,7 +99,7 @@ def list_executors(org: str, app: str) -> Response:
 @bp.post("/v2/orgs/<org>/tokens/<name>")
 def create_token(org: str, name: str) -> Response:
     who = authorize("token.write", org)
-    if not TOKEN_NAME.match(name):
+    if not TOKEN_NAME.fullmatch(name):
         raise invalid("path.tokenName", "must be 1-64 characters of [A-Za-z0-9_.-]", name)
     body = json_body(allowed={"appNames", "permissions"})
     apps = body.get("appNames") or []
@@ -109,7 +109,7 @@ def create_token(org: str, name: str) -> Response:
     if not isinstance(permissions, list) or not all(isinstance(p, str) for p in permissions):
         raise invalid("body.permissions", "must be a list of permission names", permissions)
     for index, app in enumerate(apps):
-        if not APP_NAME.match(app) or runtime().views.applications.app(org, app) is None:
+        if not APP_NAME.fullmatch(app) or runtime().views.applications.app(org, app) is None:
             raise invalid(f"body.appNames[{index}]", "no such application", app)
     for index, permission in enumerate(permissions):
         if permission not in PERMISSIONS:

@@ -1,11 +1,11 @@
-"""Relay-only endpoints: health, readiness, and the event log."""
+"""Relay-only endpoints: health, readiness, the event log, and an application's recoveries."""
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
 from web import schemas
-from web.context import principal, runtime
+from web.context import authorize, principal, require_app, runtime
 from web.problems import ApiError
 from web.requests_ import check_path_names, int_arg
 
@@ -48,3 +48,31 @@ def events() -> Response:
         limit=int_arg("limit", 100, minimum=1, maximum=10_000),
     )
     return jsonify({"events": [schemas.event_entry(r) for r in rows]})
+
+
+@bp.get("/relay/v1/orgs/<org>/apps/<app>/recoveries")
+def recoveries(org: str, app: str) -> Response:
+    """Every recovery dispatch of the app's dead executors, newest first: to which peer, from which
+    instance, and its outcome (pending, failed with a reason, acknowledged)."""
+    authorize("application.read", org, app)
+    require_app(org, app)
+    rows = runtime().views.registry.recoveries(
+        org,
+        app,
+        limit=int_arg("limit", 100, minimum=1, maximum=1000),
+        offset=int_arg("offset", 0, maximum=2**31),
+    )
+    return jsonify({"recoveries": [_recovery(r) for r in rows]})
+
+
+def _recovery(row: dict) -> dict:
+    return {
+        "executorId": row["executor_id"],
+        "attempt": row["attempt"],
+        "peer": row["peer"],
+        "instance": row["instance"],
+        "dispatchedAt": row["dispatched_at"],
+        "outcome": row["outcome"],
+        "reason": row["reason"],
+        "finishedAt": row["finished_at"],
+    }

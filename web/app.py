@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from web import api_apps, api_audit, api_relay, websocket
+from web import api_apps, api_audit, api_catalog, api_raw, api_relay, api_workflows, console, openapi, websocket
 from web.problems import ApiError, problem_response
 
 if TYPE_CHECKING:
@@ -30,6 +30,10 @@ def create_app(rt: Runtime) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     for blueprint in (api_relay.bp, api_apps.bp, api_audit.bp, websocket.bp):
         app.register_blueprint(blueprint)
+    # Executor-served operations (issue 3) and the generated OpenAPI document.
+    for blueprint in (api_workflows.bp, api_catalog.bp, api_raw.bp, openapi.bp):
+        app.register_blueprint(blueprint)
+    app.register_blueprint(console.bp)  # the web console, at /
 
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError) -> Response:

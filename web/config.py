@@ -71,6 +71,7 @@ class Settings:
             handshake_timeout_s=_float(env, "RELAY_HANDSHAKE_TIMEOUT_S", 10.0),
             ping_interval_s=_float(env, "RELAY_PING_INTERVAL_S", 10.0),
             pong_timeout_s=_float(env, "RELAY_PONG_TIMEOUT_S", 25.0),
+            recovery_timeout_s=_float(env, "RELAY_RECOVERY_TIMEOUT_S", 30.0),
         )
         url = env.get("RELAY_DATABASE_URL") or None
         if url is not None and not url.startswith(("postgresql://", "postgres://")):

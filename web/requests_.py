@@ -36,9 +36,9 @@ def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dic
 
 
 def check_path_names(org: str, app: str | None = None) -> None:
-    if not ORG_NAME.match(org):
+    if not ORG_NAME.fullmatch(org):
         raise invalid("path.orgName", "must be 3-30 characters of [a-z0-9_]", org)
-    if app is not None and not APP_NAME.match(app):
+    if app is not None and not APP_NAME.fullmatch(app):
         raise invalid("path.appName", "must be 3-30 characters of [a-z0-9-_]", app)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from typing import Any
 
 import pykka
@@ -11,6 +12,7 @@ from actors.application import ApplicationActor
 from actors.context import ActorContext
 from actors.directory import Directory
 from actors.instance import InstanceActor
+from events.instance import RUNNING
 from events.log import RelayLog
 from projections.views import ProjectionRunner, Views
 from web.auth import Authenticator
@@ -51,6 +53,35 @@ class Runtime:
             self.settings.default_org,
         )
         self.wait_for_views()
+        self.resume_lifecycles()
+
+    def resume_lifecycles(self, timeout: float = 120.0) -> int:
+        """Restart safety: rebuild grace timers and recoveries from the registry view, before any executor
+        can connect. HEALTHY and DISCONNECTED records that do not come back are declared DEAD after their
+        grace period; DEAD ones get their recovery (again). Returns how many records were taken over."""
+        started_at = self.ctx.clock()
+        by_app: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        resumable: dict[str | None, bool] = {}
+        for row in self.views.registry.unfinished():
+            owner = row.get("instance")
+            if owner not in resumable:
+                resumable[owner] = self._resumable(owner)
+            if resumable[owner]:
+                by_app[(row["org"], row["app"])].append(row)
+        for (org, app), rows in by_app.items():
+            self.directory.application(org, app).proxy().adopt(rows, started_at).get(timeout=timeout)
+        count = sum(len(rows) for rows in by_app.values())
+        if count:
+            log.info("resumed the lifecycle of %d executor record(s) in %d application(s)", count, len(by_app))
+        return count
+
+    def _resumable(self, owner: str | None) -> bool:
+        """Records of this instance, or of an instance that is not running (stopped or expired): a
+        running peer keeps its own (HA lease adoption takes them over if it dies)."""
+        if owner is None or owner == self.ctx.instance_id:
+            return True
+        record = self.log.instance(owner)
+        return record is None or record.status != RUNNING
 
     def wait_for_views(self, timeout: float = 5.0) -> bool:
         """Read-your-writes: wait until the views include everything this process appended."""

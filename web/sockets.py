@@ -6,18 +6,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket as socketlib
+import struct
 import threading
 import time
 from typing import Any
 
-from geventwebsocket.exceptions import ProtocolError
+from geventwebsocket.exceptions import ProtocolError, WebSocketError
 from geventwebsocket.websocket import Header, WebSocket
 
 log = logging.getLogger("relay.websocket")
 
 
-class FrameTooLargeError(ProtocolError):
-    """A message larger than RELAY_MAX_FRAME_BYTES: refused before its payload is read."""
+class FrameTooLargeError(Exception):
+    """A message larger than RELAY_MAX_FRAME_BYTES: refused before its payload is read.
+
+    Not a ProtocolError (nor any socket.error): WebSocket.receive() swallows those into a 1002 close, and the
+    receive loop must see this one to close with 1009."""
 
 
 class RelayWebSocket(WebSocket):
@@ -45,6 +49,25 @@ class RelayWebSocket(WebSocket):
 
     def handle_pong(self, header: Any, payload: bytes) -> None:
         self.last_pong = time.monotonic()
+
+    def close(self, code: int = 1000, message: Any = b"") -> None:
+        """WebSocket.close, but the close frame carries `code` (gevent-websocket 0.10.1 drops it and sends
+        str(message) alone, so peers read the reason's first two bytes as the code)."""
+        if self.closed:
+            return
+        if isinstance(message, str):
+            message = message.encode()
+        payload = struct.pack("!H", code) + bytes(message or b"")[:123]
+        try:
+            self.send_frame(payload, self.OPCODE_CLOSE)
+        except WebSocketError:
+            log.debug("close frame not sent")
+        finally:
+            self.closed = True
+            self.stream = None
+            self.raw_write = None
+            self.raw_read = None
+            self.environ = None
 
     def hard_close(self, code: int, reason: str) -> None:
         """Send a close frame, then shut the TCP socket so the receive loop wakes up at once."""
@@ -79,13 +102,21 @@ def _read_frame_checked(ws: RelayWebSocket) -> Any:
 
 
 class GeventFrameSocket:
-    """What ExecutorActor holds: text frames out, and a close."""
+    """What ExecutorActor holds: text frames out, pings out with the time of the last pong, and a close.
+    (Pings *from* the executor are answered by gevent-websocket itself, in the receive loop.)"""
 
     def __init__(self, ws: RelayWebSocket) -> None:
         self.ws = ws
 
     def send_text(self, text: str) -> None:
         self.ws.send(text)
+
+    def ping(self) -> None:
+        # An empty payload: gevent-websocket encodes a ping's payload as text.
+        self.ws.send_frame("", self.ws.OPCODE_PING)
+
+    def last_pong(self) -> float:
+        return self.ws.last_pong
 
     def close(self, code: int, reason: str) -> None:
         self.ws.hard_close(code, reason)

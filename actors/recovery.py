@@ -1,0 +1,461 @@
+"""The grace timers and recovery dispatches of one application's executors, owned by its ApplicationActor.
+
+DESIGN.md's lifecycle: a DISCONNECTED executor that does not come back within the application's
+`executorTimeoutSecs` is declared DEAD; its recovery is dispatched to a healthy live peer of the same
+application (same `application_version` first); `success: true` acknowledges it and deletes the dead
+record; an error, a disconnect or no answer within the dispatch deadline fails that attempt and the next
+candidate is tried; with no candidate the executor stays DEAD until a peer connects.
+
+Everything here runs inside the application actor. Timers and peers' answers come back as messages
+(`post`, handled by `handle`), so this state is only ever touched from the actor's thread. The aggregate
+decides every transition: a command it refuses (the executor came back meanwhile, another instance got
+there first) just ends that line of work.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from actors import protocol
+from actors.clock import Clock
+from actors.scheduler import Cancellable, Scheduler
+from events.errors import DomainError
+from events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
+from events.log import RelayLog
+
+log = logging.getLogger("relay.actors.recovery")
+
+MESSAGE_KEY = "lifecycle"  # messages for AppLifecycle.handle carry this key
+MAX_RETRY_S = 600.0  # the longest pause before a round of peers that all failed is tried again
+STORE_RETRY_S = 5.0  # after the event store refused a write (unreachable), try again this much later
+RESTART_REASON = "not reconnected after relay restart"
+INTERRUPTED_REASON = "relay restarted before the peer answered"
+_REASON_CHARS = 200
+
+
+class Peer(Protocol):
+    """What peer selection needs of a live executor (ApplicationActor's LiveExecutor)."""
+
+    executor_id: str
+    application_version: str
+    connected_at: float
+
+
+def rank_peers(
+    dead_id: str, dead_version: str | None, live: Iterable[Peer], tried: Iterable[str] = (),
+    latest_version: str | None = None,
+) -> list[Peer]:
+    """The candidates to recover `dead_id`, best first: never itself nor one already tried; the dead
+    executor's own application_version first (the SDK only recovers workflows of its own version), then the
+    application's latest version, then the longest-connected; executor_id breaks ties."""
+    skip = {dead_id, *tried}
+    return sorted(
+        (p for p in live if p.executor_id not in skip),
+        key=lambda p: (
+            p.application_version != dead_version,
+            latest_version is None or p.application_version != latest_version,
+            p.connected_at,
+            p.executor_id,
+        ),
+    )
+
+
+def describe_answer(answer: Any) -> str | None:
+    """None when `answer` acknowledges a recovery; otherwise why the attempt failed (short, one line)."""
+    if isinstance(answer, BaseException):
+        return "peer disconnected before answering"
+    if getattr(answer, "error_message", None):
+        first_line = str(answer.error_message).strip().splitlines()[0] if answer.error_message.strip() else ""
+        return f"peer answered an error: {first_line}"[:_REASON_CHARS]
+    if not isinstance(answer, protocol.SuccessResponse) or answer.type != protocol.MessageType.RECOVERY.value:
+        return "peer sent an unexpected answer"
+    if answer.success is not True:
+        return "peer answered success: false"
+    return None
+
+
+@dataclass
+class _Grace:
+    token: int
+    timer: Cancellable
+    grace_secs: float
+    # Set when the timer was rebuilt at startup for a record still HEALTHY: the time Relay started,
+    # which is when that executor was last known connected.
+    restarted_at: datetime | None = None
+
+
+@dataclass
+class _Dispatch:
+    token: int
+    peer: Peer
+    request_id: str
+    deadline: Cancellable
+
+
+@dataclass
+class _Dead:
+    version: str | None
+    tried: set[str] = field(default_factory=set)
+    dispatch: _Dispatch | None = None
+    retry: Cancellable | None = None
+    rounds: int = 0
+
+
+class AppLifecycle:
+    """Grace timers and recovery dispatches of one application (org, app), on this instance."""
+
+    def __init__(
+        self,
+        org: str,
+        app: str,
+        *,
+        log: RelayLog,
+        instance_id: str,
+        clock: Clock,
+        scheduler: Scheduler,
+        grace_secs: Callable[[], float],
+        recovery_timeout_s: float,
+        peers: Callable[[], list[Any]],
+        latest_version: Callable[[], str | None],
+        send: Callable[[Any, protocol.RecoveryRequest, Callable[[Any], None]], None],
+        forget: Callable[[Any, str], None],
+        post: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.org = org
+        self.app = app
+        self.log = log
+        self.instance_id = instance_id
+        self.clock = clock
+        self.scheduler = scheduler
+        self.grace_secs = grace_secs
+        self.recovery_timeout_s = recovery_timeout_s
+        self.peers = peers
+        self.latest_version = latest_version
+        self.send = send
+        self.forget = forget
+        self.post = post
+        self._grace: dict[str, _Grace] = {}
+        self._dead: dict[str, _Dead] = {}
+        self._tokens = itertools.count(1)
+
+    # -- what the application actor tells us ------------------------------------------------------
+    def disconnected(self, executor_id: str, at: datetime) -> None:
+        """A Disconnected was recorded at `at`: start its grace period (counted from `at`)."""
+        grace = self.grace_secs()
+        remaining = grace - (self.clock() - at).total_seconds()
+        self._arm_grace(executor_id, remaining, grace)
+
+    def returned(self, executor_id: str) -> None:
+        """The executor connected again: no grace timer, no recovery (its record becomes HEALTHY)."""
+        watch = self._grace.pop(executor_id, None)
+        if watch is not None:
+            watch.timer.cancel()
+        dead = self._dead.pop(executor_id, None)
+        if dead is not None:
+            self._cancel(dead)
+            log.info("executor %s/%s/%s came back while DEAD: its recovery is no longer needed",
+                     self.org, self.app, executor_id)
+
+    def peer_connected(self) -> None:
+        """A live executor joined: dead executors waiting for a candidate get one now."""
+        for executor_id in list(self._dead):
+            dead = self._dead.get(executor_id)
+            if dead is not None and dead.dispatch is None:
+                self._dispatch_next(executor_id)
+
+    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime) -> None:
+        """Rebuild timers from registry rows after a restart: HEALTHY ones get a full grace period from
+        `started_at`, DISCONNECTED ones the rest of theirs, DEAD ones their recovery (again)."""
+        live = {p.executor_id for p in self.peers()}
+        for row in rows:
+            executor_id = row["executor_id"]
+            if executor_id in live or executor_id in self._grace or executor_id in self._dead:
+                continue
+            if row["status"] == HEALTHY:
+                grace = self.grace_secs()
+                self._arm_grace(executor_id, grace, grace, restarted_at=started_at)
+            elif row["status"] == DISCONNECTED:
+                at = _parse_time(row.get("disconnected_at")) or started_at
+                self.disconnected(executor_id, at)
+            elif row["status"] == DEAD:
+                self.watch_dead(executor_id, interrupted=True)
+
+    def rewatch(self, executor_id: str) -> None:
+        """Look at the record again and watch it as its state says (after a refused connection)."""
+        if executor_id in {p.executor_id for p in self.peers()}:
+            return
+        record = self.log.executor(self.org, self.app, executor_id)
+        if record is None:
+            return
+        if record.status == DISCONNECTED and record.disconnected_at is not None:
+            self.disconnected(executor_id, record.disconnected_at)
+        elif record.status == DEAD:
+            self.watch_dead(executor_id)
+
+    def watch_dead(self, executor_id: str, *, interrupted: bool = False) -> None:
+        """Take charge of a DEAD record: finish it if it was recovered, else (re)dispatch its recovery.
+        `interrupted`: a dispatch still pending in the record was sent by a previous run, whose answer
+        can no longer arrive: record it failed first."""
+        record = self.log.executor(self.org, self.app, executor_id)
+        if record is None or record.status != DEAD or executor_id in self._dead:
+            return
+        now = self.clock()
+        try:
+            if record.recovered:
+                self.log.update_executor(self.org, self.app, executor_id, lambda e: e.delete("recovered", now))
+                return
+            if interrupted and record.recovery is not None:
+                peer = str(record.recovery["peer"])
+                record = self.log.update_executor(
+                    self.org, self.app, executor_id, lambda e: e.fail_recovery(peer, INTERRUPTED_REASON, now)
+                )
+        except DomainError as error:
+            log.info("dead executor %s/%s/%s not taken over: %s", self.org, self.app, executor_id, error)
+            return
+        self._declared(record)
+
+    # -- timers and answers, as messages ----------------------------------------------------------
+    def handle(self, message: dict[str, Any]) -> None:
+        kind = message.get(MESSAGE_KEY)
+        executor_id = str(message.get("executor"))
+        token = message.get("token")
+        if kind == "grace_expired":
+            self._grace_expired(executor_id, token)
+        elif kind == "answer":
+            self._answer(executor_id, token, message.get("answer"))
+        elif kind == "deadline":
+            self._deadline(executor_id, token)
+        elif kind == "retry":
+            self._retry(executor_id, token)
+        elif kind == "rewatch":
+            self.rewatch(executor_id)
+
+    def stop(self) -> None:
+        for watch in self._grace.values():
+            watch.timer.cancel()
+        for dead in self._dead.values():
+            self._cancel(dead)
+        self._grace.clear()
+        self._dead.clear()
+
+    def snapshot(self) -> dict[str, Any]:
+        """What this lifecycle watches: executors in grace, dead ones with their pending dispatch."""
+        return {
+            "grace": sorted(self._grace),
+            "dead": {
+                executor_id: {
+                    "peer": dead.dispatch.peer.executor_id if dead.dispatch else None,
+                    "tried": sorted(dead.tried),
+                    "retry": dead.retry is not None,
+                }
+                for executor_id, dead in sorted(self._dead.items())
+            },
+        }
+
+    # -- grace ------------------------------------------------------------------------------------
+    def _arm_grace(
+        self, executor_id: str, delay: float, grace: float, restarted_at: datetime | None = None
+    ) -> None:
+        previous = self._grace.pop(executor_id, None)
+        if previous is not None:
+            previous.timer.cancel()
+        token = next(self._tokens)
+        message = {MESSAGE_KEY: "grace_expired", "executor": executor_id, "token": token}
+        timer = self.scheduler.call_later(max(0.0, delay), lambda: self.post(message))
+        self._grace[executor_id] = _Grace(token, timer, grace, restarted_at)
+
+    def _grace_expired(self, executor_id: str, token: Any) -> None:
+        watch = self._grace.get(executor_id)
+        if watch is None or watch.token != token:
+            return  # cancelled or re-armed since
+        del self._grace[executor_id]
+        if executor_id in {p.executor_id for p in self.peers()}:
+            return  # it is back
+        now = self.clock()
+
+        def declare(e: Executor) -> None:
+            # A record still HEALTHY after a restart: it never reconnected (to us, or to anyone since we
+            # started). It was last known connected when this instance started.
+            if watch.restarted_at is not None and e.status == HEALTHY and e.connected_at <= watch.restarted_at:
+                e.disconnect(RESTART_REASON, watch.restarted_at)
+            e.declare_dead(watch.grace_secs, now)
+
+        try:
+            record = self.log.update_executor(self.org, self.app, executor_id, declare)
+        except DomainError as error:
+            log.info("executor %s/%s/%s not declared dead: %s", self.org, self.app, executor_id, error)
+            return
+        except Exception:
+            log.exception("declaring %s/%s/%s dead failed; trying again", self.org, self.app, executor_id)
+            self._arm_grace(executor_id, STORE_RETRY_S, watch.grace_secs, watch.restarted_at)
+            return
+        log.info("executor %s/%s/%s declared DEAD after %g s", self.org, self.app, executor_id, watch.grace_secs)
+        self._declared(record)
+
+    # -- dispatch ---------------------------------------------------------------------------------
+    def _declared(self, record: Executor) -> None:
+        version = record.info.get("application_version") if isinstance(record.info, dict) else None
+        self._dead[record.executor] = _Dead(version=version)
+        self._dispatch_next(record.executor)
+
+    def _dispatch_next(self, executor_id: str) -> None:
+        dead = self._dead.get(executor_id)
+        if dead is None or dead.dispatch is not None:
+            return
+        candidates = rank_peers(executor_id, dead.version, self.peers(), dead.tried, self.latest_version())
+        if not candidates:
+            if dead.tried and dead.retry is None:
+                # Every live peer failed this round: try them all again later, backing off.
+                delay = min(self.recovery_timeout_s * 2**dead.rounds, MAX_RETRY_S)
+                dead.rounds += 1
+                dead.retry = self._later(delay, "retry", executor_id)
+                log.warning("recovery of %s/%s/%s failed on every live peer; again in %g s",
+                            self.org, self.app, executor_id, delay)
+            elif not dead.tried:
+                log.warning("executor %s/%s/%s is DEAD and no healthy peer is connected: its recovery waits "
+                            "for one", self.org, self.app, executor_id)
+            return
+        peer = candidates[0]
+        now = self.clock()
+        try:
+            self.log.update_executor(
+                self.org, self.app, executor_id, lambda e: e.dispatch_recovery(peer.executor_id, self.instance_id, now)
+            )
+        except DomainError as error:
+            log.info("recovery of %s/%s/%s not dispatched: %s", self.org, self.app, executor_id, error)
+            self._forget_dead(executor_id)
+            return
+        except Exception:
+            log.exception("recording the recovery dispatch of %s/%s/%s failed; trying again",
+                          self.org, self.app, executor_id)
+            if dead.retry is None:
+                dead.retry = self._later(STORE_RETRY_S, "retry", executor_id)
+            return
+        if dead.retry is not None:
+            dead.retry.cancel()
+            dead.retry = None
+        request = protocol.RecoveryRequest(executor_ids=[executor_id])
+        token = next(self._tokens)
+        deadline = self._later(self.recovery_timeout_s, "deadline", executor_id, token)
+        dead.dispatch = _Dispatch(token, peer, request.request_id, deadline)
+        answer_message: dict[str, Any] = {MESSAGE_KEY: "answer", "executor": executor_id, "token": token}
+        log.info("recovery of %s/%s/%s dispatched to %s", self.org, self.app, executor_id, peer.executor_id)
+        self.send(peer, request, lambda answer: self.post({**answer_message, "answer": answer}))
+
+    def _answer(self, executor_id: str, token: Any, answer: Any) -> None:
+        dead, dispatch = self._current(executor_id, token)
+        if dead is None or dispatch is None:
+            return  # stale: timed out, or the executor came back
+        dispatch.deadline.cancel()
+        dead.dispatch = None
+        reason = describe_answer(answer)
+        if reason is not None:
+            self._failed(executor_id, dead, dispatch.peer, reason)
+            return
+        peer = dispatch.peer.executor_id
+        now = self.clock()
+
+        def acknowledge(e: Executor) -> None:
+            e.acknowledge_recovery(peer, now)
+            e.delete(f"recovered by {peer}", now)
+
+        try:
+            self.log.update_executor(self.org, self.app, executor_id, acknowledge)
+        except DomainError as error:
+            log.info("recovery of %s/%s/%s not acknowledged: %s", self.org, self.app, executor_id, error)
+        except Exception:
+            # Not recorded: dispatch again (idempotent) rather than lose it.
+            log.exception("recording the recovery of %s/%s/%s failed; dispatching again",
+                          self.org, self.app, executor_id)
+            dead.retry = self._later(STORE_RETRY_S, "retry", executor_id)
+            return
+        else:
+            log.info("executor %s/%s/%s recovered by %s; its record is deleted", self.org, self.app, executor_id, peer)
+        self._forget_dead(executor_id)
+
+    def _deadline(self, executor_id: str, token: Any) -> None:
+        dead, dispatch = self._current(executor_id, token)
+        if dead is None or dispatch is None:
+            return
+        dead.dispatch = None
+        self.forget(dispatch.peer, dispatch.request_id)
+        self._failed(executor_id, dead, dispatch.peer, f"no answer within {self.recovery_timeout_s:g} s")
+
+    def _failed(self, executor_id: str, dead: _Dead, peer: Peer, reason: str) -> None:
+        now = self.clock()
+        log.warning("recovery of %s/%s/%s on %s failed: %s", self.org, self.app, executor_id, peer.executor_id, reason)
+        dead.tried.add(peer.executor_id)
+        try:
+            self.log.update_executor(
+                self.org, self.app, executor_id, lambda e: e.fail_recovery(peer.executor_id, reason, now)
+            )
+        except DomainError as error:
+            log.info("failed recovery of %s/%s/%s not recorded: %s", self.org, self.app, executor_id, error)
+            self._forget_dead(executor_id)
+            return
+        except Exception:
+            # The dispatch stays pending in the record; a later dispatch may follow a pending one.
+            log.exception("recording a failed recovery of %s/%s/%s failed", self.org, self.app, executor_id)
+        self._dispatch_next(executor_id)
+
+    def _retry(self, executor_id: str, token: Any) -> None:
+        dead = self._dead.get(executor_id)
+        if dead is None or dead.retry is None or getattr(dead.retry, "token", token) != token:
+            return
+        dead.retry = None
+        if dead.dispatch is None:
+            dead.tried.clear()
+            self._dispatch_next(executor_id)
+
+    # -- small helpers ----------------------------------------------------------------------------
+    def _later(self, delay: float, kind: str, executor_id: str, token: int | None = None) -> Cancellable:
+        token = next(self._tokens) if token is None else token
+        message = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
+        timer = self.scheduler.call_later(delay, lambda: self.post(message))
+        return _Tokened(timer, token)
+
+    def _current(self, executor_id: str, token: Any) -> tuple[_Dead | None, _Dispatch | None]:
+        dead = self._dead.get(executor_id)
+        if dead is None or dead.dispatch is None or dead.dispatch.token != token:
+            return None, None
+        return dead, dead.dispatch
+
+    def _cancel(self, dead: _Dead) -> None:
+        if dead.dispatch is not None:
+            dead.dispatch.deadline.cancel()
+            dead.dispatch = None
+        if dead.retry is not None:
+            dead.retry.cancel()
+            dead.retry = None
+
+    def _forget_dead(self, executor_id: str) -> None:
+        dead = self._dead.pop(executor_id, None)
+        if dead is not None:
+            self._cancel(dead)
+
+
+@dataclass
+class _Tokened:
+    """A timer with the token its message carries (so a retry can tell it is the current one)."""
+
+    timer: Cancellable
+    token: int
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None

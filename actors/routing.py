@@ -1,0 +1,63 @@
+"""Which executor answers a request: a pure ranking of an application's live executors.
+
+An executor may take a message type when nothing says it cannot: it was not marked unsupported (it answered
+"Unknown message type" before) and, when Relay knows its SDK release (``protocol.supported_types``), that
+release has the type. Among those, executors running the application's latest version come first, then the
+most recently connected. No I/O, no clock: the caller passes what it read from the ApplicationActor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from actors import protocol
+from actors.application import LiveExecutor
+
+
+def supports(executor: LiveExecutor, message_type: str) -> bool:
+    """Whether the executor may answer ``message_type`` (True when nothing says otherwise)."""
+    if message_type in executor.unsupported:
+        return False
+    known = protocol.supported_types(executor.language, executor.dbos_version)
+    return known is None or message_type in known
+
+
+@dataclass(frozen=True)
+class Route:
+    """The result of ranking: who to try, in order, and who is known to lack the type."""
+
+    candidates: list[LiveExecutor]
+    lacking: list[LiveExecutor]
+
+
+def rank(
+    executors: Iterable[LiveExecutor],
+    message_type: str,
+    latest_version: str | None,
+    *,
+    healthy: Callable[[LiveExecutor], bool] = lambda _: True,
+) -> Route:
+    """Order the healthy executors that may take ``message_type``: the latest application version first,
+    then the most recently connected (ties broken by executor id, so the order is stable)."""
+    alive = [e for e in executors if healthy(e)]
+    candidates = [e for e in alive if supports(e, message_type)]
+    lacking = [e for e in alive if not supports(e, message_type)]
+    candidates.sort(
+        key=lambda e: (latest_version is None or e.application_version != latest_version, -e.connected_at,
+                       e.executor_id)
+    )
+    lacking.sort(key=lambda e: e.executor_id)
+    return Route(candidates=candidates, lacking=lacking)
+
+
+def describe_lacking(executors: Sequence[LiveExecutor]) -> str:
+    """Name the SDK releases that lack a type, e.g. "python 2.12.0 (2 executors), typescript 4.8.1"."""
+    counts: dict[tuple[str, str], int] = {}
+    for executor in executors:
+        release = (executor.language or "unknown language", executor.dbos_version or "unknown version")
+        counts[release] = counts.get(release, 0) + 1
+    parts = []
+    for (language, version), count in sorted(counts.items()):
+        parts.append(f"{language} {version}" + (f" ({count} executors)" if count > 1 else ""))
+    return ", ".join(parts)

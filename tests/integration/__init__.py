@@ -1,0 +1,1 @@
+"""Integration tests (a package, so module basenames may repeat across tests/unit and tests/integration)."""

@@ -1,0 +1,203 @@
+"""web/executor_calls.py with actors and no sockets (a stand-in for ApplicationActor's routing side, scripted
+executor actors): the answers for every way an executor call can fail, and what each executor was sent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pykka
+import pytest
+from flask import Flask
+
+from actors import protocol
+from actors.application import LiveExecutor
+from actors.context import Limits
+from actors.directory import Directory
+from actors.executor import ExecutorGoneError
+from web.executor_calls import call, summarize_error
+from web.problems import ApiError
+
+ORG, APP = "local", "calls-app"
+
+
+class FakeApplication(pykka.ThreadingActor):
+    """The part of ApplicationActor that executor calls use: the live executors, marks, the latest version."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[str, LiveExecutor] = {}
+        self.latest_version: str | None = None
+
+    def claim(self, executor: LiveExecutor) -> None:
+        self.live[executor.executor_id] = executor
+
+    def mark_unsupported(self, executor_id: str, message_type: str) -> None:
+        self.live[executor_id].unsupported.add(message_type)
+
+    def live_executors(self) -> list[LiveExecutor]:
+        return list(self.live.values())
+
+    def routing_snapshot(self) -> tuple[list[LiveExecutor], str | None]:
+        return list(self.live.values()), self.latest_version
+
+
+class ScriptedExecutor(pykka.ThreadingActor):
+    """Answers each request with ``script(request)``: a dict of response fields, an exception class to fail
+    the future with, or None to never answer."""
+
+    def __init__(self, script: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.script = script
+        self.received: list[Any] = []
+        self.forgotten: list[str] = []
+
+    def request(self, request: Any) -> pykka.ThreadingFuture[Any]:
+        self.received.append(request)
+        future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+        answer = self.script(request)
+        if isinstance(answer, type) and issubclass(answer, Exception):
+            future.set_exception((answer, answer("scripted"), None))
+        elif answer is not None:
+            frame = {"type": str(request.type), "request_id": request.request_id, **answer}
+            future.set(protocol.decode_response(json.dumps(frame)))
+        return future
+
+    def forget(self, request_id: str) -> None:
+        self.forgotten.append(request_id)
+
+    def seen(self) -> tuple[list[Any], list[str]]:
+        return list(self.received), list(self.forgotten)
+
+
+@pytest.fixture
+def world() -> Iterator[SimpleNamespace]:
+    directory = Directory(lambda org, app: FakeApplication.start())
+    flask_app = Flask("calls-test")
+    flask_app.extensions["relay"] = SimpleNamespace(
+        directory=directory, settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3))
+    )
+    executors: dict[str, pykka.ActorRef[Any]] = {}
+
+    def add(executor_id: str, script: Callable[[Any], Any], *, dbos: str = "3.2.0", connected_at: float = 0.0,
+            version: str = "v1") -> pykka.ActorRef[Any]:
+        ref = ScriptedExecutor.start(script)
+        executors[executor_id] = ref
+        live = LiveExecutor(executor_id=executor_id, ref=ref, application_version=version, language="python",
+                            dbos_version=dbos, connected_at=connected_at)
+        directory.application(ORG, APP).proxy().claim(live).get()
+        return ref
+
+    def seen(executor_id: str) -> tuple[list[Any], list[str]]:
+        return executors[executor_id].proxy().seen().get()
+
+    def unsupported(executor_id: str) -> set[str]:
+        live = directory.application(ORG, APP).proxy().live_executors().get()
+        return next(e.unsupported for e in live if e.executor_id == executor_id)
+
+    with flask_app.app_context():
+        yield SimpleNamespace(add=add, seen=seen, unsupported=unsupported)
+    pykka.ActorRegistry.stop_all()
+
+
+OK = {"output": {"WorkflowUUID": "wf"}}
+UNKNOWN = {"error_message": "Unknown message type"}
+GET = protocol.GetWorkflowRequest(workflow_id="wf")
+
+
+def failure(request: Any, status: int) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        call(ORG, APP, request)
+    assert caught.value.status == status, caught.value.detail
+    return caught.value
+
+
+def test_no_executor_is_503(world: SimpleNamespace) -> None:
+    assert "no executor" in failure(GET, 503).detail
+
+
+def test_the_preferred_executor_answers(world: SimpleNamespace) -> None:
+    world.add("older", lambda r: OK, connected_at=1)
+    world.add("newer", lambda r: OK, connected_at=2)
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
+    assert len(world.seen("newer")[0]) == 1 and world.seen("older")[0] == []
+    # A fresh request id per attempt, never the caller's.
+    assert world.seen("newer")[0][0].request_id != GET.request_id
+
+
+def test_unknown_type_marks_and_moves_on_then_501(world: SimpleNamespace) -> None:
+    world.add("lacks", lambda r: UNKNOWN, connected_at=2)
+    world.add("has", lambda r: OK, connected_at=1)
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
+    assert world.unsupported("lacks") == {"get_workflow"}
+    call(ORG, APP, GET)
+    assert len(world.seen("lacks")[0]) == 1  # marked: not asked again
+    queues = protocol.ListQueuesRequest()
+    world.add("old", lambda r: OK, dbos="2.12.0", connected_at=3)  # lacks list_queues: never sent
+    world.add("also-lacks", lambda r: UNKNOWN, connected_at=0)
+    world.add("has-not-either", lambda r: UNKNOWN, connected_at=0.5)
+    world.unsupported("has").add("list_queues")
+    problem = failure(queues, 501)
+    assert "list_queues" in problem.detail
+    assert "python 2.12.0" in problem.detail and "python 3.2.0 (4 executors)" in problem.detail
+    assert world.seen("old")[0] == []
+
+
+def test_an_executor_that_leaves_is_replaced_by_the_next(world: SimpleNamespace) -> None:
+    world.add("leaves", lambda r: ExecutorGoneError, connected_at=2)
+    world.add("stays", lambda r: OK, connected_at=1)
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
+
+
+def test_every_executor_leaving_is_502(world: SimpleNamespace) -> None:
+    world.add("a", lambda r: ExecutorGoneError)
+    world.add("b", lambda r: ExecutorGoneError)
+    assert "disconnected" in failure(GET, 502).detail
+
+
+def test_an_executor_error_is_502_with_its_message_and_no_retry(world: SimpleNamespace) -> None:
+    message = ("Exception encountered when getting workflow wf: Traceback (most recent call last):\n"
+               '  File "conductor.py", line 3, in run\n    raise KeyError("x")\nKeyError: \'x\'\n')
+    world.add("fails", lambda r: {"error_message": message}, connected_at=2)
+    world.add("fine", lambda r: OK, connected_at=1)
+    problem = failure(GET, 502)
+    assert problem.detail == "Exception encountered when getting workflow wf: KeyError: 'x'"
+    assert world.seen("fine")[0] == []
+
+
+def test_no_answer_in_time_is_504_and_forgotten(world: SimpleNamespace) -> None:
+    world.add("silent", lambda r: None, connected_at=2)
+    world.add("unused", lambda r: OK, connected_at=1)
+    problem = failure(GET, 504)
+    assert "did not answer" in problem.detail
+    received, forgotten = world.seen("silent")
+    assert forgotten == [received[0].request_id]
+    assert world.seen("unused")[0] == []
+
+
+def test_several_workflows_go_one_by_one_to_releases_without_bulk_ids(world: SimpleNamespace) -> None:
+    world.add("old", lambda r: {"success": True}, dbos="2.14.0")
+    cancel = protocol.CancelRequest(workflow_ids=["a", "b", "c"], cancel_children=True)
+    assert call(ORG, APP, cancel).success is True
+    sent = world.seen("old")[0]
+    assert [(r.workflow_id, r.workflow_ids, r.cancel_children) for r in sent] == [
+        ("a", None, True), ("b", None, True), ("c", None, True)]
+
+
+def test_several_workflows_go_in_one_request_to_newer_releases(world: SimpleNamespace) -> None:
+    world.add("new", lambda r: {"success": True}, dbos="3.2.0")
+    call(ORG, APP, protocol.DeleteRequest(workflow_ids=["a", "b"]))
+    (sent,) = world.seen("new")[0]
+    assert sent.workflow_ids == ["a", "b"]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("plain failure", "plain failure"),
+    ("ctx: Traceback (most recent call last):\n  File \"a\", line 1\nValueError: boom\n", "ctx: ValueError: boom"),
+    ("ctx: Traceback (most recent call last):", "ctx"),
+    ("x" * 5000, "x" * 1999 + "…"),
+])
+def test_summarize_error(message: str, expected: str) -> None:
+    assert summarize_error(message) == expected

@@ -1,0 +1,27 @@
+"""The web console: server-rendered pages over the same views and actor commands as the HTTP API.
+
+Served by Relay's Flask app at `/`. Login with an API key or the admin token; a signed session cookie
+carries the token's hash (never the token); every POST carries a CSRF token. Pages read Relay's views
+and, for what executors serve (workflows, queues, schedules, versions), `web.executor_calls`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Blueprint
+
+_WEB = Path(__file__).resolve().parent.parent
+
+bp = Blueprint(
+    "console",
+    __name__,
+    template_folder=str(_WEB / "templates"),
+    static_folder=str(_WEB / "static"),
+    static_url_path="/console/static",
+)
+
+# The route modules register on `bp` when imported.
+from web.console import auth, views, workflows  # noqa: E402
+
+__all__ = ["auth", "bp", "views", "workflows"]

@@ -1,0 +1,202 @@
+"""Console login: session cookie, CSRF tokens, and the principal of the logged-in user.
+
+The session holds the SHA-256 hash of the token the user logged in with (the same hash the applications
+view keeps), never the token itself; each request looks the hash up again, so a revoked key ends its
+console sessions at once. The session secret is derived from the admin token, so every instance of a
+cluster (which share it) accepts the same cookies, and rotating the admin token logs everyone out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from flask import (
+    Flask,
+    Response,
+    abort,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+
+from web.auth import ADMIN, Principal, hash_key
+from web.console import bp
+from web.context import runtime
+
+if TYPE_CHECKING:
+    from flask.blueprints import BlueprintSetupState
+
+SESSION_COOKIE = "relay_console"
+SESSION_MAX_AGE_S = 12 * 3600
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "X-CSRF-Token"
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+# Endpoints reachable without a session (the login form itself, and the stylesheet it uses).
+_OPEN_ENDPOINTS = frozenset({"console.login", "console.static"})
+
+
+@bp.record_once
+def _configure(state: BlueprintSetupState) -> None:
+    app: Flask = state.app
+    rt = app.extensions["relay"]
+    token = rt.settings.admin_token or secrets.token_urlsafe(32)
+    app.secret_key = hmac.new(token.encode(), b"relay console session v1", hashlib.sha256).hexdigest()
+    app.config.update(
+        SESSION_COOKIE_NAME=SESSION_COOKIE,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        PERMANENT_SESSION_LIFETIME=SESSION_MAX_AGE_S,
+    )
+
+
+# -- the principal --------------------------------------------------------------------------------
+def _principal_for_hash(token_hash: str) -> Principal | None:
+    rt = runtime()
+    admin_token = rt.settings.admin_token
+    if admin_token and hmac.compare_digest(token_hash, hash_key(admin_token)):
+        return ADMIN
+    row = rt.views.applications.key_by_hash(token_hash)
+    if row is None or not hmac.compare_digest(str(row["key_hash"]), token_hash):
+        return None
+    return Principal(
+        admin=False,
+        org=row["org"],
+        key_name=row["name"],
+        apps=tuple(row["apps"]),
+        permissions=frozenset(row["permissions"]),
+    )
+
+
+def current() -> Principal:
+    """The logged-in principal (every console view but login runs after `_guard` set it)."""
+    who = g.get("console_principal")
+    if who is None:
+        abort(401)
+    return who
+
+
+@bp.app_template_global()
+def can(permission: str, org: str, app: str | None = None) -> bool:
+    who = g.get("console_principal")
+    return who is not None and who.allows(permission, org, app)
+
+
+def require(permission: str, org: str, app: str | None = None) -> Principal:
+    who = current()
+    if not who.allows(permission, org, app):
+        abort(403, f"your key lacks '{permission}' here")
+    return who
+
+
+# -- CSRF -----------------------------------------------------------------------------------------
+@bp.app_template_global()
+def csrf_token() -> str:
+    token = session.get("csrf")
+    if not token:
+        token = session["csrf"] = secrets.token_urlsafe(32)
+    return str(token)
+
+
+def _csrf_ok() -> bool:
+    expected = session.get("csrf")
+    sent = request.form.get(CSRF_FIELD) or request.headers.get(CSRF_HEADER) or ""
+    return bool(expected) and hmac.compare_digest(str(expected), sent)
+
+
+@bp.app_context_processor
+def _template_helpers() -> dict[str, Any]:
+    return {"who": g.get("console_principal")}
+
+
+# -- the guard: runs before every console view ----------------------------------------------------
+@bp.before_request
+def _guard() -> Response | None:
+    if request.method not in ("GET", "HEAD", "OPTIONS") and not _csrf_ok():
+        abort(403, "missing or wrong CSRF token; reload the page and try again")
+    if request.endpoint in _OPEN_ENDPOINTS:
+        return None
+    token_hash = session.get("h")
+    logged_in_at = session.get("t", 0)
+    who = _principal_for_hash(token_hash) if isinstance(token_hash, str) else None
+    if who is None or time.time() - float(logged_in_at) > SESSION_MAX_AGE_S:
+        if token_hash:
+            session.clear()
+            flash("Your session ended (expired, or the key was revoked). Log in again.", "error")
+        return redirect(url_for("console.login", next=request.full_path.rstrip("?")))
+    g.console_principal = who
+    return None
+
+
+@bp.after_request
+def _no_cache(response: Response) -> Response:
+    # Pages show live state and sometimes a key shown once: never from a cache.
+    if request.endpoint != "console.static":
+        response.headers["Cache-Control"] = "no-store"
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("Referrer-Policy", "same-origin")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        # Scripts only from the console's own file; no inline script, no framing, forms post here only.
+        response.headers.setdefault("Content-Security-Policy", CSP)
+    return response
+
+
+def safe_path(target: str | None) -> str:
+    """Only a path on this site is a redirect target: no scheme, no host, not protocol-relative (browsers
+    read a backslash as a slash), no control characters; anything else means the console's home."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return url_for("console.home")
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or any(ord(c) < 32 for c in target):
+        return url_for("console.home")
+    return target
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login() -> Any:
+    if request.method == "POST":
+        token = (request.form.get("token") or "").strip()
+        rt = runtime()
+        who = rt.auth.principal_for(token) if token else None
+        if who is None:
+            flash("Unknown or revoked token.", "error")
+            return render_template("console/login.html", next=request.form.get("next", "")), 401
+        next_url = safe_path(request.form.get("next"))
+        session.clear()  # a new session (and CSRF token) at every login: no fixation
+        session.permanent = True
+        session["h"] = hash_key(token)
+        session["t"] = time.time()
+        csrf_token()
+        return redirect(next_url)
+    return render_template("console/login.html", next=request.args.get("next", ""))
+
+
+@bp.post("/logout")
+def logout() -> Response:
+    session.clear()
+    flash("Logged out.", "info")
+    return redirect(url_for("console.login"))
+
+
+def confirmed() -> bool:
+    """Actions run only when the form says the user confirmed them (see templates/console/confirm.html)."""
+    return request.form.get("confirmed") == "yes"
+
+
+def confirm_page(title: str, message: str, button: str, *, back: str, danger: bool = False) -> str:
+    """The confirmation step of an action: the same form again, with `confirmed=yes`."""
+    fields = [(k, v) for k, values in request.form.lists() for v in values if k not in (CSRF_FIELD, "confirmed")]
+    return render_template(
+        "console/confirm.html", title=title, message=message, button=button, danger=danger,
+        fields=fields, action=request.path, back=safe_path(back),
+        **{k: v for k, v in (request.view_args or {}).items() if k in ("org", "app")},  # for the navigation
+    )

@@ -1,0 +1,155 @@
+"""What every console page shares: name checks, error pages, template filters."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import abort, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
+
+from events.names import APP_NAME, ORG_NAME
+from web.console import bp
+from web.console.auth import current
+from web.context import runtime
+from web.problems import ApiError
+
+PAGE_SIZE = 25
+
+log = logging.getLogger("relay.console")
+
+
+def check_org(org: str) -> None:
+    """404 for a malformed or unknown organization, and for one the key does not belong to."""
+    who = current()
+    if not ORG_NAME.match(org) or not runtime().views.applications.organization_exists(org):
+        abort(404, f"no organization '{org}'")
+    if not who.admin and who.org != org:
+        abort(404, f"no organization '{org}'")
+
+
+def check_app(org: str, app: str, permission: str = "application.read") -> dict[str, Any]:
+    """The application's row; 404 when unknown, 403 when the key may not `permission` it."""
+    check_org(org)
+    if not APP_NAME.match(app):
+        abort(404, f"no application '{app}'")
+    if not current().allows(permission, org, app):
+        abort(403, f"your key lacks '{permission}' for '{app}'")
+    row = runtime().views.applications.app(org, app)
+    if row is None:
+        abort(404, f"no application '{app}' in '{org}'")
+    return row
+
+
+def page_number(raw: str | None) -> int:
+    try:
+        return max(1, min(int(raw or 1), 100_000))
+    except ValueError:
+        return 1
+
+
+# -- error pages (HTML for the console; the API keeps problem+json) -----------------------------
+@bp.errorhandler(HTTPException)
+def _http_error(error: HTTPException) -> tuple[str, int]:
+    status = error.code or 500
+    return render_template("console/error.html", status=status, title=error.name,
+                           detail=error.description), status
+
+
+@bp.errorhandler(Exception)
+def _unexpected(error: Exception) -> tuple[str, int]:
+    log.exception("console error on %s %s", request.method, request.path, exc_info=error)
+    return render_template("console/error.html", status=500, title="Internal error",
+                           detail="Something went wrong; the Relay log has the details."), 500
+
+
+@bp.errorhandler(ApiError)
+def _api_error(error: ApiError) -> tuple[str, int]:
+    return render_template("console/error.html", status=error.status, title=error.title,
+                           detail=error.detail), error.status
+
+
+# -- template filters -----------------------------------------------------------------------------
+def _parse_time(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value / 1000, tz=UTC)
+    text = str(value)
+    if text.isdigit():
+        return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@bp.app_template_filter("ts")
+def format_time(value: Any) -> str:
+    parsed = _parse_time(value)
+    if parsed is None:
+        return "—" if value in (None, "") else str(value)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_template_filter("ago")
+def format_ago(value: Any) -> str:
+    parsed = _parse_time(value)
+    if parsed is None:
+        return ""
+    seconds = int((datetime.now(UTC) - parsed).total_seconds())
+    if seconds < 0:
+        return "in the future"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+@bp.app_template_filter("duration")
+def format_duration(ms: Any) -> str:
+    if ms is None:
+        return "—"
+    ms = float(ms)
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.2f} s"
+    return f"{ms / 60_000:.1f} min"
+
+
+@bp.app_template_filter("pretty")
+def pretty_json(value: Any) -> str:
+    """Show a serialized value readably: JSON is re-indented, anything else is shown as it is."""
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        try:
+            return json.dumps(json.loads(value), indent=2, sort_keys=True)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def millis_between(start: Any, end: Any) -> float | None:
+    a, b = _parse_time(start), _parse_time(end)
+    if a is None or b is None:
+        return None
+    return max(0.0, (b - a).total_seconds() * 1000)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@bp.app_template_global()
+def page_url(page: int) -> str:
+    """This page's URL with its filters and another page number."""
+    args = request.args.to_dict(flat=False)
+    args["page"] = [str(page)]
+    return url_for(str(request.endpoint), **(request.view_args or {}), **args)

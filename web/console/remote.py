@@ -1,0 +1,225 @@
+"""What the console asks an application's executors, through the HTTP API's own machinery.
+
+Requests are built by web.translate from v2 bodies (the same checks as the API, before any frame is
+sent), sent with web.executor_calls.call (the same routing, version-skew handling and error mapping),
+and their answers translated back by web.translate: pages show exactly what the API returns. Every
+ApiError (422 bad input, 503 no executor, 502 executor error, 501 unsupported, 504 timeout) becomes an
+`ExecutorProblem`, which pages show as a clear state rather than a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any, ParamSpec, TypeVar
+
+from actors import protocol
+from web import executor_calls, translate
+from web.context import runtime
+from web.problems import ApiError, not_found
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_KINDS = {503: "no-executor", 504: "timeout", 501: "unsupported", 422: "invalid", 400: "invalid",
+          404: "not-found"}
+
+
+class ExecutorProblem(Exception):
+    """The executors could not answer: `kind` is no-executor, timeout, unsupported, invalid, not-found or
+    error (an executor's error_message)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.kind = _KINDS.get(status, "error")
+
+
+def _problems(function: Callable[P, T]) -> Callable[P, T]:
+    @wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return function(*args, **kwargs)
+        except ApiError as error:
+            raise ExecutorProblem(error.status, error.detail) from None
+
+    return wrapper
+
+
+def _call(org: str, app: str, request: Any) -> Any:
+    return executor_calls.call(org, app, request)
+
+
+def _act(org: str, app: str, request: Any, what: str) -> Any:
+    """An action, checked as the API checks it: a success of false is an executor error too."""
+    response = _call(org, app, request)
+    if getattr(response, "success", True) is False:
+        raise ApiError(502, f"the executor reported that {what} failed", title="Executor Error")
+    return response
+
+
+# -- workflows ------------------------------------------------------------------------------------
+@_problems
+def search_workflows(org: str, app: str, search: dict[str, Any]) -> list[dict[str, Any]]:
+    """`search` is a v2 WorkflowSearchBody (status, workflowName, startTime, limit, ...)."""
+    response = _call(org, app, translate.search_workflows_request(search))
+    return [translate.workflow(r) for r in response.output or []]
+
+
+@_problems
+def get_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any] | None:
+    response = _call(org, app, translate.get_workflow_request(workflow_id))
+    return translate.workflow(response.output) if response.output else None
+
+
+@_problems
+def list_steps(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+    response = _call(org, app, translate.list_steps_request(workflow_id, {}))
+    return [translate.step(r) for r in response.output or []]
+
+
+@_problems
+def workflow_events(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+    response = _call(org, app, protocol.GetWorkflowEventsRequest(workflow_id=workflow_id))
+    return [translate.event(r) for r in response.events or []]
+
+
+@_problems
+def workflow_notifications(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+    response = _call(org, app, protocol.GetWorkflowNotificationsRequest(workflow_id=workflow_id))
+    return [translate.notification(r) for r in response.notifications or []]
+
+
+@_problems
+def workflow_streams(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+    response = _call(org, app, protocol.GetWorkflowStreamsRequest(workflow_id=workflow_id))
+    return [translate.stream_entry(r) for r in response.streams or []]
+
+
+@_problems
+def cancel(org: str, app: str, workflow_ids: list[str]) -> None:
+    if len(workflow_ids) == 1:
+        request = translate.cancel_request(workflow_ids[0], {})
+        executor_calls.require_workflow(org, app, workflow_ids[0])
+    else:
+        request = translate.bulk_cancel_request({"workflowIds": workflow_ids})
+    _act(org, app, request, "the cancellation")
+
+
+@_problems
+def resume(org: str, app: str, workflow_ids: list[str]) -> None:
+    if len(workflow_ids) == 1:
+        request = translate.resume_request(workflow_ids[0], {})
+        executor_calls.require_workflow(org, app, workflow_ids[0])
+    else:
+        request = translate.bulk_resume_request({"workflowIds": workflow_ids})
+    _act(org, app, request, "the resumption")
+
+
+@_problems
+def delete(org: str, app: str, workflow_id: str) -> None:
+    request = translate.delete_request(workflow_id, {})
+    executor_calls.require_workflow(org, app, workflow_id)
+    _act(org, app, request, "the deletion")
+
+
+@_problems
+def fork(org: str, app: str, workflow_id: str, start_step: int, app_version: str | None) -> str:
+    body: dict[str, Any] = {"startStep": start_step}
+    if app_version:
+        body["appVersion"] = app_version
+    request = translate.fork_request(workflow_id, body)
+    executor_calls.require_workflow(org, app, workflow_id)
+    new_id = _call(org, app, request).new_workflow_id
+    if not new_id:
+        raise ApiError(502, f"the executor did not fork workflow '{workflow_id}'", title="Executor Error")
+    return str(new_id)
+
+
+# -- aggregates -----------------------------------------------------------------------------------
+@_problems
+def workflow_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """`body` is a v2 WorkflowAggregatesBody."""
+    response = _call(org, app, translate.workflow_aggregates_request(body))
+    return [translate.workflow_aggregate(r) for r in response.output or []]
+
+
+@_problems
+def step_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """`body` is a v2 StepAggregatesBody."""
+    response = _call(org, app, translate.step_aggregates_request(body))
+    return [translate.step_aggregate(r) for r in response.output or []]
+
+
+# -- queues, schedules, versions --------------------------------------------------------------------
+@_problems
+def list_queues(org: str, app: str) -> list[dict[str, Any]]:
+    response = _call(org, app, protocol.ListQueuesRequest())
+    return [translate.queue(r) for r in response.output or []]
+
+
+@_problems
+def list_schedules(org: str, app: str) -> list[dict[str, Any]]:
+    response = _call(org, app, translate.list_schedules_request({}))
+    return [translate.schedule(r) for r in response.output or []]
+
+
+def _require_schedule(org: str, app: str, name: str) -> str:
+    name = translate.schedule_name(name)
+    response = _call(org, app, protocol.GetScheduleRequest(schedule_name=name, load_context=False))
+    if response.output is None:
+        raise not_found(f"schedule '{name}' not found in application '{app}'")
+    return name
+
+
+@_problems
+def pause_schedule(org: str, app: str, name: str) -> None:
+    request = protocol.PauseScheduleRequest(schedule_name=_require_schedule(org, app, name))
+    _act(org, app, request, "pausing")
+
+
+@_problems
+def resume_schedule(org: str, app: str, name: str) -> None:
+    request = protocol.ResumeScheduleRequest(schedule_name=_require_schedule(org, app, name))
+    _act(org, app, request, "resuming")
+
+
+@_problems
+def trigger_schedule(org: str, app: str, name: str) -> str:
+    request = protocol.TriggerScheduleRequest(schedule_name=_require_schedule(org, app, name))
+    workflow_id = _call(org, app, request).workflow_id
+    if not workflow_id:
+        raise ApiError(502, f"the executor started no workflow for schedule '{name}'", title="Executor Error")
+    return str(workflow_id)
+
+
+@_problems
+def backfill_schedule(org: str, app: str, name: str, start: str, end: str) -> list[str]:
+    request = translate.backfill_request(name, {"startTime": start, "endTime": end})
+    _require_schedule(org, app, name)
+    return list(_call(org, app, request).workflow_ids or [])
+
+
+def _versions(org: str, app: str) -> list[dict[str, Any]]:
+    # As the API does: listing versions tells the application actor which one is the latest.
+    response = _call(org, app, protocol.ListApplicationVersionsRequest())
+    versions = translate.application_versions(response.output or [])
+    runtime().directory.application(org, app).proxy().note_latest_version(
+        versions[0]["versionName"] if versions else None)
+    return versions
+
+
+@_problems
+def list_versions(org: str, app: str) -> list[dict[str, Any]]:
+    """Latest first."""
+    return _versions(org, app)
+
+
+@_problems
+def set_latest_version(org: str, app: str, version_name: str) -> None:
+    name = translate.latest_version_name({"versionName": version_name})
+    if name not in {v["versionName"] for v in _versions(org, app)}:
+        raise not_found(f"application version '{name}' not found in application '{app}'")
+    _act(org, app, protocol.SetLatestApplicationVersionRequest(version_name=name), "setting the latest version")
+    runtime().directory.application(org, app).proxy().note_latest_version(name)

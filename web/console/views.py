@@ -1,0 +1,319 @@
+"""Console pages served from Relay's own store: applications, executors, settings, keys, recoveries,
+audit log, cluster. Reads go to the views; actions to the same actor commands as the HTTP API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
+
+from events.app import DEFAULT_SETTINGS
+from events.names import APP_NAME, TOKEN_NAME
+from events.organization import PERMISSIONS
+from web.auth import hash_key, new_api_key
+from web.console import bp, charts
+from web.console.auth import confirm_page, confirmed, current, require
+from web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
+from web.context import ask, runtime
+from web.problems import ApiError
+
+# What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
+DEFAULT_KEY_PERMISSIONS = ("application.read", "application.write", "metric.read", "websocket.connect")
+RETENTION_SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+EXECUTOR_STATES = ("HEALTHY", "DISCONNECTED", "DEAD")
+
+
+def _organizations() -> list[str]:
+    """Organizations the logged-in principal may look at (the admin: every one)."""
+    who = current()
+    if not who.admin:
+        return [who.org] if who.org else []
+    rows = runtime().views.audit.entries(event="Organization.Created", limit=1000)
+    return sorted({str(r["subject"]) for r in rows if r["subject"]})
+
+
+@bp.app_context_processor
+def _nav() -> dict[str, Any]:
+    # A callable: the layout calls it only once someone is logged in.
+    return {"organizations": _organizations}
+
+
+@bp.get("/")
+def home() -> Response:
+    """The first page the principal may see: applications, else API keys, else the audit log."""
+    who = current()
+    org = who.org or runtime().settings.default_org
+    for permission, endpoint in (("application.read", "console.apps"), ("token.read", "console.keys"),
+                                 ("organization.read", "console.audit")):
+        if who.allows(permission, org):
+            return redirect(url_for(endpoint, org=org))
+    abort(403, "this key has none of the permissions the console shows (application.read, token.read, "
+               "organization.read)")
+
+
+# -- applications ---------------------------------------------------------------------------------
+def _executor_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An executor as pages and the live table show it: no instance-internal columns."""
+    return {
+        "executorId": row["executor_id"],
+        "status": row["status"],
+        "appVersion": row["app_version"] or "",
+        "hostname": row["hostname"] or "",
+        "language": row["language"] or "",
+        "dbosVersion": row["dbos_version"] or "",
+        "instance": row["instance"] or "",
+        "connectedAt": row["connected_at"],
+        "disconnectedAt": row["disconnected_at"],
+        "deadAt": row["dead_at"],
+        "recoveryAttempts": row["recovery_attempts"],
+    }
+
+
+def _app_summary(org: str, row: dict[str, Any]) -> dict[str, Any]:
+    registry = runtime().views.registry
+    executors = registry.executors(org, row["name"])
+    counts = registry.counts_by_status(org, row["name"])
+    return {
+        "name": row["name"],
+        "settings": row["settings"],
+        "created_at": row["created_at"],
+        "counts": {state: counts.get(state, 0) for state in EXECUTOR_STATES},
+        "versions": sorted({e["app_version"] for e in executors if e["app_version"] and e["status"] == "HEALTHY"}),
+        "languages": sorted({f"{e['language']} {e['dbos_version']}" for e in executors if e["language"]}),
+    }
+
+
+@bp.get("/orgs/<org>/apps")
+def apps(org: str) -> str:
+    check_org(org)
+    who = current()
+    if not who.allows("application.read", org):
+        abort(403, "your key lacks 'application.read' in this organization")
+    rows = [r for r in runtime().views.applications.apps(org) if who.allows("application.read", org, r["name"])]
+    return render_template("console/apps.html", org=org, apps=[_app_summary(org, r) for r in rows])
+
+
+@bp.post("/orgs/<org>/apps")
+def register_app(org: str) -> Response:
+    check_org(org)
+    name = (request.form.get("name") or "").strip()
+    if not APP_NAME.match(name):
+        flash("An application name is 3-30 characters of a-z, 0-9, '-' and '_'.", "error")
+        return redirect(url_for("console.apps", org=org))
+    who = require("application.write", org, name)
+    if runtime().views.applications.app(org, name) is not None:
+        flash(f"Application '{name}' is already registered.", "info")
+    else:
+        try:
+            ask(lambda: runtime().directory.application(org, name).proxy().register(by=who.display))
+            flash(f"Application '{name}' registered. Executors can now connect with a key for it.", "ok")
+        except ApiError as error:
+            flash(f"Could not register '{name}': {error.detail}", "error")
+    return redirect(url_for("console.apps", org=org))
+
+
+@bp.get("/orgs/<org>/apps/<app>")
+def app_overview(org: str, app: str) -> str:
+    row = check_app(org, app)
+    executors = [_executor_row(e) for e in runtime().views.registry.executors(org, app)]
+    chart = charts.app_charts(org, app) if executors else None
+    return render_template(
+        "console/app.html", org=org, app=app, summary=_app_summary(org, row), executors=executors,
+        chart=chart, tab="overview",
+    )
+
+
+@bp.get("/orgs/<org>/apps/<app>/executors.json")
+def executors_json(org: str, app: str) -> Response:
+    """The live executors table polls this (web/static/console.js)."""
+    check_app(org, app)
+    rows = [_executor_row(e) for e in runtime().views.registry.executors(org, app)]
+    counts = runtime().views.registry.counts_by_status(org, app)
+    return jsonify({"executors": rows, "counts": {s: counts.get(s, 0) for s in EXECUTOR_STATES}})
+
+
+# -- settings: grace period and retention -----------------------------------------------------------
+def _parse_settings(form: Any, current_settings: dict[str, Any]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for key in ("executorTimeoutSecs", *RETENTION_SETTINGS):
+        raw = (form.get(key) or "").strip()
+        if raw == "":
+            if key == "executorTimeoutSecs":
+                raise ValueError("the grace period is required")
+            value = None
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{key} must be a whole number") from None
+            if value < 1:
+                raise ValueError(f"{key} must be at least 1")
+        if current_settings.get(key) != value:
+            changes[key] = value
+    return changes
+
+
+@bp.route("/orgs/<org>/apps/<app>/settings", methods=["GET", "POST"])
+def app_settings(org: str, app: str) -> Any:
+    row = check_app(org, app)
+    if request.method == "GET":
+        return render_template("console/settings.html", org=org, app=app, settings=row["settings"],
+                               defaults=DEFAULT_SETTINGS, tab="settings")
+    who = require("application.write", org, app)
+    try:
+        changes = _parse_settings(request.form, row["settings"])
+    except ValueError as error:
+        flash(str(error), "error")
+        return redirect(url_for("console.app_settings", org=org, app=app))
+    if not changes:
+        flash("Nothing changed.", "info")
+        return redirect(url_for("console.app_settings", org=org, app=app))
+    if not confirmed():
+        described = ", ".join(f"{k} → {'unset' if v is None else v}" for k, v in changes.items())
+        return confirm_page(f"Change the settings of {app}?", described, "Save settings",
+                            back=url_for("console.app_settings", org=org, app=app))
+    try:
+        ask(lambda: runtime().directory.application(org, app).proxy().change_settings(changes, by=who.display))
+        flash("Settings saved.", "ok")
+    except ApiError as error:
+        flash(f"Settings not saved: {error.detail}", "error")
+    return redirect(url_for("console.app_settings", org=org, app=app))
+
+
+# -- recoveries and alerts ------------------------------------------------------------------------
+@bp.get("/orgs/<org>/apps/<app>/recoveries")
+def recoveries(org: str, app: str) -> str:
+    check_app(org, app)
+    page = page_number(request.args.get("page"))
+    rows = runtime().views.registry.recoveries(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    return render_template("console/recoveries.html", org=org, app=app, rows=rows[:PAGE_SIZE], page=page,
+                           more=len(rows) > PAGE_SIZE, tab="recoveries")
+
+
+@bp.get("/orgs/<org>/apps/<app>/alerts")
+def alerts(org: str, app: str) -> str:
+    check_app(org, app)
+    return render_template("console/alerts.html", org=org, app=app, tab="alerts")
+
+
+# -- API keys -------------------------------------------------------------------------------------
+@bp.get("/orgs/<org>/keys")
+def keys(org: str) -> str:
+    check_org(org)
+    require("token.read", org)
+    return _keys_page(org)
+
+
+def _keys_page(org: str, created: dict[str, str] | None = None) -> str:
+    rows = [
+        {"name": r["name"], "apps": r["apps"], "permissions": r["permissions"],
+         "issued_at": r["issued_at"], "revoked_at": r["revoked_at"]}
+        for r in runtime().views.applications.keys(org)
+    ]  # the hash stays in the view: pages show names, scopes and dates only
+    app_names = [a["name"] for a in runtime().views.applications.apps(org)]
+    return render_template("console/keys.html", org=org, keys=rows, app_names=app_names,
+                           permissions=PERMISSIONS, defaults=DEFAULT_KEY_PERMISSIONS, created=created)
+
+
+@bp.post("/orgs/<org>/keys")
+def create_key(org: str) -> Any:
+    check_org(org)
+    who = require("token.write", org)
+    name = (request.form.get("name") or "").strip()
+    apps_ = sorted(set(request.form.getlist("apps")))
+    permissions = sorted(set(request.form.getlist("permissions"))) or list(DEFAULT_KEY_PERMISSIONS)
+    problem = None
+    if not TOKEN_NAME.match(name):
+        problem = "A key name is 1-64 characters of A-Z, a-z, 0-9, '_', '.' and '-'."
+    elif any(runtime().views.applications.app(org, a) is None for a in apps_ if APP_NAME.match(a)) or not all(
+        APP_NAME.match(a) for a in apps_
+    ):
+        problem = "Unknown application in the key's scope."
+    elif not set(permissions) <= set(PERMISSIONS):
+        problem = "Unknown permission."
+    elif not who.admin and (set(permissions) - who.permissions or (who.apps and not set(apps_ or ["*"]) <= set(
+            who.apps))):
+        problem = "A key cannot grant more than its own permissions and applications."
+    if problem:
+        flash(problem, "error")
+        return redirect(url_for("console.keys", org=org))
+    key = new_api_key()
+    instance = runtime().instance
+    if instance is None:
+        abort(503, "this instance is not started")
+    try:
+        ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps_, permissions, by=who.display))
+    except ApiError as error:
+        flash(f"Key not created: {error.detail}", "error")
+        return redirect(url_for("console.keys", org=org))
+    # Rendered in this response only (no redirect, no flash, no-store): the key is shown exactly once.
+    return _keys_page(org, created={"name": name, "key": key})
+
+
+@bp.post("/orgs/<org>/keys/<name>/revoke")
+def revoke_key(org: str, name: str) -> Any:
+    check_org(org)
+    who = require("token.write", org)
+    if not confirmed():
+        return confirm_page(
+            f"Revoke the API key '{name}'?",
+            "Every executor and client using it is refused from now on; its open executor sockets are closed.",
+            "Revoke key", danger=True, back=url_for("console.keys", org=org),
+        )
+    instance = runtime().instance
+    if instance is None:
+        abort(503, "this instance is not started")
+    try:
+        closed = ask(lambda: instance.proxy().revoke_key(org, name, by=who.display))
+        flash(f"Key '{name}' revoked ({closed} executor socket(s) closed).", "ok")
+    except ApiError as error:
+        flash(f"Key not revoked: {error.detail}", "error")
+    return redirect(url_for("console.keys", org=org))
+
+
+# -- audit log ------------------------------------------------------------------------------------
+@bp.get("/orgs/<org>/audit")
+def audit(org: str) -> str:
+    check_org(org)
+    require("organization.read", org)
+    app = (request.args.get("app") or "").strip() or None
+    kind = (request.args.get("type") or "").strip() or None
+    page = page_number(request.args.get("page"))
+    rows = runtime().views.audit.entries(
+        org=org, app=app if app and APP_NAME.match(app) else None, event=kind, newest_first=True,
+        limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE,
+    )
+    return render_template("console/audit.html", org=org, rows=rows[:PAGE_SIZE], page=page,
+                           more=len(rows) > PAGE_SIZE, app_filter=app or "", type_filter=kind or "")
+
+
+# -- cluster: instances and leases ----------------------------------------------------------------
+def _instances(org: str | None) -> list[dict[str, Any]]:
+    """Each instance's state, folded from its events (audit view), with the executors it holds (registry
+    view: an executor's lease is the instance its connection reached); of `org` only unless None."""
+    instances: dict[str, dict[str, Any]] = {}
+    for row in runtime().views.audit.entries(event="RelayInstance", limit=10_000):
+        entry = instances.setdefault(str(row["subject"]), {"instance": str(row["subject"])})
+        details, event = row["details"], row["event"].split(".", 1)[1]
+        if event in ("Started", "Restarted"):
+            entry.update(status="RUNNING", address=details.get("address"), port=details.get("port"),
+                         version=details.get("version"), started_at=row["at"], stopped_at=None, expired_by=None)
+        elif event == "Stopped":
+            entry.update(status="STOPPED", stopped_at=row["at"])
+        elif event == "Expired":
+            entry.update(status="EXPIRED", stopped_at=row["at"], expired_by=details.get("by"))
+    held = runtime().views.registry.leases()
+    out = []
+    for name in sorted(set(instances) | set(held)):
+        leases = [r for r in held.get(name, []) if org is None or r["org"] == org]
+        out.append({"instance": name, "status": None, **instances.get(name, {}), "leases": leases})
+    return out
+
+
+@bp.get("/orgs/<org>/cluster")
+def cluster(org: str) -> str:
+    check_org(org)
+    who = require("organization.read", org)
+    return render_template("console/cluster.html", org=org, instances=_instances(None if who.admin else org),
+                           this_instance=runtime().settings.instance_id)
+

@@ -1,0 +1,316 @@
+"""Console pages served by an application's executors: workflows and their steps, queues, schedules and
+versions, with their actions (cancel, resume, delete, fork, bulk, schedule actions, latest version)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Response, abort, flash, redirect, render_template, request, url_for
+
+from web.console import bp, remote
+from web.console.auth import confirm_page, confirmed, require, safe_path
+from web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
+from web.context import runtime
+
+STATUSES = ("PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+# Query parameter of the workflows page → WorkflowSearchBody filter (a list of one value).
+TEXT_FILTERS = {
+    "name": "workflowName",
+    "queue": "queueName",
+    "version": "appVersion",
+    "executor": "executorId",
+    "id": "workflowIdPrefix",
+}
+BULK_ACTIONS = ("cancel", "resume")
+WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
+SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
+MAX_BULK = 200
+
+
+def _utc(raw: str) -> str | None:
+    """A `datetime-local` value (read as UTC) or an RFC 3339 time, as RFC 3339; None when empty or bad."""
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _filters(args: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """The WorkflowSearchBody filters of the query string, and the form's values to show again."""
+    shown = {k: (args.get(k) or "").strip() for k in ("status", "start", "end", *TEXT_FILTERS)}
+    filters: dict[str, Any] = {}
+    if shown["status"] in STATUSES:
+        filters["status"] = [shown["status"]]
+    for param, field in TEXT_FILTERS.items():
+        if shown[param]:
+            filters[field] = [shown[param]]
+    for param, field in (("start", "startTime"), ("end", "endTime")):
+        value = _utc(shown[param])
+        if value:
+            filters[field] = value
+        elif shown[param]:
+            flash(f"Ignored the {param} time '{shown[param]}': not a date and time.", "error")
+    return filters, shown
+
+
+def _search(org: str, app: str, filters: dict[str, Any], *, limit: int, offset: int) -> list[dict[str, Any]]:
+    body = {**filters, "limit": limit, "offset": offset, "sortDesc": True, "loadInput": False,
+            "loadOutput": False}
+    return remote.search_workflows(org, app, body)
+
+
+def _attempt(work: Callable[[], Any]) -> tuple[Any, remote.ExecutorProblem | None]:
+    try:
+        return work(), None
+    except remote.ExecutorProblem as problem:
+        return None, problem
+
+
+# -- workflows ------------------------------------------------------------------------------------
+@bp.get("/orgs/<org>/apps/<app>/workflows")
+def workflows(org: str, app: str) -> str:
+    check_app(org, app)
+    filters, shown = _filters(request.args)
+    page = page_number(request.args.get("page"))
+    rows, problem = _attempt(lambda: _search(org, app, filters, limit=PAGE_SIZE + 1,
+                                             offset=(page - 1) * PAGE_SIZE))
+    rows = rows or []
+    return render_template(
+        "console/workflows.html", org=org, app=app, tab="workflows", rows=rows[:PAGE_SIZE], page=page,
+        more=len(rows) > PAGE_SIZE, problem=problem, shown=shown, statuses=STATUSES,
+    )
+
+
+@bp.post("/orgs/<org>/apps/<app>/workflows-bulk")
+def bulk(org: str, app: str) -> Any:
+    check_app(org, app)
+    require("application.write", org, app)
+    action = request.form.get("action", "")
+    ids = [i for i in dict.fromkeys(request.form.getlist("ids")) if i][:MAX_BULK]
+    back = request.form.get("back") or url_for("console.workflows", org=org, app=app)
+    back = safe_path(back)
+    if action not in BULK_ACTIONS or not ids:
+        flash("Select workflows and an action first.", "error")
+        return redirect(back)
+    if not confirmed():
+        return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids), action.capitalize(),
+                            danger=action == "cancel", back=back)
+    _, problem = _attempt(lambda: (remote.cancel if action == "cancel" else remote.resume)(org, app, ids))
+    if problem:
+        flash(f"Bulk {action} failed: {problem.detail}", "error")
+    else:
+        flash(f"Asked the executor to {action} {len(ids)} workflow(s).", "ok")
+    return redirect(back)
+
+
+@bp.get("/orgs/<org>/apps/<app>/workflows/<path:workflow_id>")
+def workflow(org: str, app: str, workflow_id: str) -> Any:
+    check_app(org, app)
+    found, problem = _attempt(lambda: remote.get_workflow(org, app, workflow_id))
+    if problem:
+        return render_template("console/workflow.html", org=org, app=app, tab="workflows", wf=None,
+                               workflow_id=workflow_id, problem=problem), 200
+    if found is None:
+        abort(404, f"the executors of '{app}' know no workflow '{workflow_id}'")
+    sections: dict[str, Any] = {}
+    problems: dict[str, remote.ExecutorProblem] = {}
+    calls: dict[str, Callable[[], Any]] = {
+        "steps": lambda: remote.list_steps(org, app, workflow_id),
+        "children": lambda: _search(org, app, {"parentWorkflowId": [workflow_id]}, limit=100, offset=0),
+        "events": lambda: remote.workflow_events(org, app, workflow_id),
+        "notifications": lambda: remote.workflow_notifications(org, app, workflow_id),
+        "streams": lambda: remote.workflow_streams(org, app, workflow_id),
+    }
+    for name, work in calls.items():
+        value, failed = _attempt(work)
+        sections[name] = value or []
+        if failed:
+            problems[name] = failed
+    versions = sorted({e["app_version"] for e in runtime().views.registry.executors(org, app)
+                       if e["app_version"] and e["status"] == "HEALTHY"})
+    return render_template(
+        "console/workflow.html", org=org, app=app, tab="workflows", wf=found, workflow_id=workflow_id,
+        problem=None, timeline=_timeline(found, sections["steps"]), problems=problems, versions=versions,
+        **sections,
+    )
+
+
+def _timeline(wf: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps placed on the workflow's time axis: offset and width in percent, duration in ms."""
+    starts = [s.get("startedAt") for s in steps if s.get("startedAt")]
+    origin = wf.get("createdAt") or (min(starts) if starts else None)
+    ends = [s.get("completedAt") or s.get("startedAt") for s in steps] + [wf.get("updatedAt")]
+    total = max((millis_between(origin, e) or 0 for e in ends if e), default=0) or 1
+    out = []
+    for step in steps:
+        offset = millis_between(origin, step.get("startedAt")) or 0
+        duration = millis_between(step.get("startedAt"), step.get("completedAt"))
+        out.append({
+            **step,
+            "durationMs": duration,
+            "left": min(100.0, 100 * offset / total),
+            "width": max(0.8, min(100.0, 100 * (duration or 0) / total)),
+        })
+    return out
+
+
+@bp.post("/orgs/<org>/apps/<app>/workflow-actions/<action>")
+def workflow_action(org: str, app: str, action: str) -> Any:
+    check_app(org, app)
+    require("application.write", org, app)
+    workflow_id = (request.form.get("workflow_id") or "").strip()
+    if action not in WORKFLOW_ACTIONS or not workflow_id:
+        abort(404)
+    page = url_for("console.workflow", org=org, app=app, workflow_id=workflow_id)
+    start_step = 1
+    if action == "fork":
+        try:
+            start_step = int(request.form.get("start_step") or 1)
+        except ValueError:
+            start_step = -1
+        if start_step < 0:
+            flash("The step to fork from must be a step number.", "error")
+            return redirect(page)
+    version = (request.form.get("app_version") or "").strip() or None
+    if not confirmed():
+        messages = {
+            "cancel": "The workflow stops at its next step; it can be resumed later.",
+            "resume": "The workflow runs again from its last completed step.",
+            "delete": "The workflow and its steps are removed from the application's database.",
+            "fork": f"A new workflow starts from step {start_step} of this one"
+                    + (f", on version {version}." if version else ", on the latest version."),
+        }
+        return confirm_page(f"{action.capitalize()} workflow {workflow_id}?", messages[action],
+                            action.capitalize(), danger=action in ("cancel", "delete"), back=page)
+    if action == "fork":
+        new_id, problem = _attempt(lambda: remote.fork(org, app, workflow_id, start_step, version))
+        if problem:
+            flash(f"Fork failed: {problem.detail}", "error")
+            return redirect(page)
+        flash(f"Forked {workflow_id} from step {start_step}: new workflow {new_id}.", "ok")
+        return redirect(url_for("console.workflow", org=org, app=app, workflow_id=new_id) if new_id else page)
+    work: dict[str, Callable[[], Any]] = {
+        "cancel": lambda: remote.cancel(org, app, [workflow_id]),
+        "resume": lambda: remote.resume(org, app, [workflow_id]),
+        "delete": lambda: remote.delete(org, app, workflow_id),
+    }
+    _, problem = _attempt(work[action])
+    if problem:
+        flash(f"{action.capitalize()} failed: {problem.detail}", "error")
+        return redirect(page)
+    flash(f"Asked the executor to {action} {workflow_id}.", "ok")
+    return redirect(url_for("console.workflows", org=org, app=app) if action == "delete" else page)
+
+
+# -- queues ---------------------------------------------------------------------------------------
+@bp.get("/orgs/<org>/apps/<app>/queues")
+def queues(org: str, app: str) -> str:
+    check_app(org, app)
+    rows, problem = _attempt(lambda: remote.list_queues(org, app))
+    depth: dict[str, dict[str, int]] = {}
+    if not problem:
+        counts, depth_problem = _attempt(lambda: remote.workflow_aggregates(org, app, {
+            "groupByQueueName": True, "groupByStatus": True, "selectCount": True,
+            "status": ["ENQUEUED", "PENDING"],
+        }))
+        for row in counts or []:
+            group = row.get("group") or {}
+            name = group.get("queueName")
+            status = str(group.get("status"))
+            if name:
+                depth.setdefault(str(name), {})[status] = int(row.get("count") or 0)
+        if depth_problem:
+            flash(f"Queue depths unavailable: {depth_problem.detail}", "error")
+    return render_template("console/queues.html", org=org, app=app, tab="queues", rows=rows or [],
+                           depth=depth, problem=problem)
+
+
+# -- schedules ------------------------------------------------------------------------------------
+@bp.get("/orgs/<org>/apps/<app>/schedules")
+def schedules(org: str, app: str) -> str:
+    check_app(org, app)
+    rows, problem = _attempt(lambda: remote.list_schedules(org, app))
+    return render_template("console/schedules.html", org=org, app=app, tab="schedules", rows=rows or [],
+                           problem=problem)
+
+
+@bp.post("/orgs/<org>/apps/<app>/schedule-actions/<action>")
+def schedule_action(org: str, app: str, action: str) -> Response | str:
+    check_app(org, app)
+    require("application.write", org, app)
+    name = (request.form.get("schedule_name") or "").strip()
+    if action not in SCHEDULE_ACTIONS or not name:
+        abort(404)
+    back = url_for("console.schedules", org=org, app=app)
+    start = end = None
+    if action == "backfill":
+        start, end = _utc(request.form.get("start") or ""), _utc(request.form.get("end") or "")
+        if not start or not end or start >= end:
+            flash("A backfill needs a start and a later end.", "error")
+            return redirect(back)
+    if not confirmed():
+        messages = {
+            "pause": "It fires no more workflows until resumed.",
+            "resume": "It fires on its cron expression again.",
+            "trigger": "One workflow of the schedule starts now.",
+            "backfill": f"A workflow starts for every time the schedule would have fired from {start} to {end}.",
+        }
+        return confirm_page(f"{action.capitalize()} schedule {name}?", messages[action], action.capitalize(),
+                            back=back)
+    work: dict[str, Callable[[], Any]] = {
+        "pause": lambda: remote.pause_schedule(org, app, name),
+        "resume": lambda: remote.resume_schedule(org, app, name),
+        "trigger": lambda: remote.trigger_schedule(org, app, name),
+        "backfill": lambda: remote.backfill_schedule(org, app, name, str(start), str(end)),
+    }
+    result, problem = _attempt(work[action])
+    if problem:
+        flash(f"{action.capitalize()} of {name} failed: {problem.detail}", "error")
+    elif action == "trigger":
+        flash(f"Triggered {name}: workflow {result}.", "ok")
+    elif action == "backfill":
+        flash(f"Backfilled {name}: {len(result)} workflow(s) started.", "ok")
+    else:
+        flash(f"Schedule {name}: {action}d.", "ok")
+    return redirect(back)
+
+
+# -- versions -------------------------------------------------------------------------------------
+@bp.get("/orgs/<org>/apps/<app>/versions")
+def versions(org: str, app: str) -> str:
+    check_app(org, app)
+    rows, problem = _attempt(lambda: remote.list_versions(org, app))
+    running: dict[str, int] = {}
+    for executor in runtime().views.registry.executors(org, app):
+        if executor["status"] == "HEALTHY" and executor["app_version"]:
+            running[executor["app_version"]] = running.get(executor["app_version"], 0) + 1
+    return render_template("console/versions.html", org=org, app=app, tab="versions", rows=rows or [],
+                           running=running, problem=problem)
+
+
+@bp.post("/orgs/<org>/apps/<app>/versions/latest")
+def set_latest(org: str, app: str) -> Response | str:
+    check_app(org, app)
+    require("application.write", org, app)
+    name = (request.form.get("version_name") or "").strip()
+    back = url_for("console.versions", org=org, app=app)
+    if not name:
+        abort(404)
+    if not confirmed():
+        return confirm_page(f"Make {name} the latest version of {app}?",
+                            "New workflows and recovery prefer executors of the latest version.", "Set latest",
+                            back=back)
+    _, problem = _attempt(lambda: remote.set_latest_version(org, app, name))
+    if problem:
+        flash(f"Could not set the latest version: {problem.detail}", "error")
+    else:
+        flash(f"{name} is now the latest version.", "ok")
+    return redirect(back)

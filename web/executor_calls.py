@@ -1,0 +1,181 @@
+"""Calling an application's executors from an HTTP request, with the API's answers for every way it can fail.
+
+- no executor of the application connected here: 503;
+- candidates are tried in routing order (actors/routing.py); an "Unknown message type" answer marks that
+  executor as not supporting the type and moves on; when no connected executor supports the type: 501,
+  naming the SDK languages/releases that lack it;
+- an executor that disconnects before answering: the next candidate; none left: 502;
+- an executor's ``error_message``: 502, the message (without the SDK's traceback) in ``detail``;
+- no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, 504.
+
+Each HTTP request runs in its own greenlet and only waits on its own future, so a slow executor or a
+huge answer holds up nobody else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from typing import Any
+
+import pykka
+
+from actors import protocol, routing
+from actors.application import LiveExecutor
+from actors.executor import ExecutorGoneError
+from web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
+from web.problems import ApiError, not_found
+
+log = logging.getLogger("relay.web.executor_calls")
+
+MAX_DETAIL_CHARS = 2000
+_TRACEBACK = "Traceback (most recent call last):"
+_BULK_CAPABLE = (protocol.CancelRequest, protocol.ResumeRequest, protocol.DeleteRequest)
+
+
+class NoExecutorError(ApiError):
+    def __init__(self, app: str) -> None:
+        super().__init__(503, f"no executor of application '{app}' is connected")
+
+
+def summarize_error(message: str) -> str:
+    """An executor's error_message for the API: the Python SDK appends a traceback to its context line;
+    keep the context and the exception's last line (API.md: never a stack trace)."""
+    head, found, tail = message.partition(_TRACEBACK)
+    if found:
+        lines = [line.strip() for line in tail.strip().splitlines() if line.strip()]
+        message = f"{head.strip().rstrip(':')}: {lines[-1]}" if lines else head.strip().rstrip(":")
+    message = message.strip()
+    return message if len(message) <= MAX_DETAIL_CHARS else message[: MAX_DETAIL_CHARS - 1] + "…"
+
+
+def snapshot(org: str, app: str) -> tuple[list[LiveExecutor], str | None]:
+    """The application's live executors and latest version, as its actor knows them."""
+    actor = runtime().directory.application(org, app).proxy()
+    try:
+        return actor.routing_snapshot().get(timeout=ASK_TIMEOUT_S)
+    except pykka.Timeout:
+        raise ApiError(504, f"application '{app}' did not answer Relay in time") from None
+
+
+def call(org: str, app: str, request: protocol.Request) -> Any:
+    """Send ``request`` to the best executor of the application and return its (successful) response."""
+    executors, latest = snapshot(org, app)
+    if not executors:
+        raise NoExecutorError(app)
+    message_type = str(request.type.value)
+    route = routing.rank(executors, message_type, latest)
+    lacking = list(route.lacking)
+    gone = 0
+    refusal: str | None = None
+    for executor in route.candidates:
+        try:
+            response = _send_all(org, app, executor, request)
+        except ExecutorGoneError:
+            gone += 1
+            continue
+        if response.error_message is None:
+            return response
+        if protocol.is_unknown_type_error(response):
+            _mark_unsupported(org, app, executor, message_type)
+            lacking.append(executor)
+            continue
+        if protocol.is_metadata_only_refusal(response):
+            refusal = summarize_error(response.error_message)
+            continue
+        raise ApiError(502, summarize_error(response.error_message), title="Executor Error")
+    if refusal is not None:
+        raise ApiError(502, refusal, title="Executor Error")
+    if gone and not lacking:
+        raise ApiError(502, f"every executor of application '{app}' disconnected before answering")
+    if gone:
+        raise ApiError(
+            502,
+            f"executors of application '{app}' disconnected before answering '{message_type}'; the others "
+            f"lack it ({routing.describe_lacking(lacking)})",
+        )
+    raise ApiError(
+        501,
+        f"no connected executor of application '{app}' supports '{message_type}': "
+        f"{routing.describe_lacking(lacking)} lack it; upgrade the DBOS SDK",
+        title="Not Implemented",
+    )
+
+
+def call_executor(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
+    """Send one request to one executor and return its response, whatever it says (the raw endpoint).
+    ExecutorGoneError → 502, timeout → 504."""
+    try:
+        response = _send_one(org, app, executor, request)
+    except ExecutorGoneError:
+        raise ApiError(502, f"executor '{executor.executor_id}' disconnected before answering") from None
+    if protocol.is_unknown_type_error(response):
+        _mark_unsupported(org, app, executor, str(request.type))
+    return response
+
+
+def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Request) -> Any:
+    """One logical request to one executor. Releases without ``workflow_ids`` support act on the first id
+    only, so a request for several workflows goes to them as one request per workflow."""
+    ids = getattr(request, "ids", None)
+    if (
+        isinstance(request, _BULK_CAPABLE)
+        and ids is not None
+        and len(ids) > 1
+        and protocol.supports_bulk_ids(executor.language, executor.dbos_version) is False
+    ):
+        response = None
+        for workflow_id in ids:
+            single = dataclasses.replace(request, workflow_id=workflow_id, workflow_ids=None)
+            response = _send_one(org, app, executor, single)
+            if response.error_message is not None:
+                return response
+        return response
+    return _send_one(org, app, executor, request)
+
+
+def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
+    """Send with a fresh request id (a retry must not reuse one) and wait up to the request timeout."""
+    attempt = dataclasses.replace(request, request_id=protocol.new_request_id())
+    timeout = runtime().settings.limits.request_timeout_s
+    try:
+        future = executor.ref.proxy().request(attempt).get(timeout=ASK_TIMEOUT_S)
+        return future.get(timeout=timeout)
+    except pykka.ActorDeadError:
+        raise ExecutorGoneError("executor connection closed") from None
+    except pykka.Timeout:
+        with contextlib.suppress(pykka.ActorDeadError):
+            executor.ref.proxy().forget(attempt.request_id)
+        log.warning(
+            "executor %s/%s/%s did not answer %s within %g s",
+            org, app, executor.executor_id, attempt.type, timeout,
+        )
+        raise ApiError(
+            504,
+            f"executor '{executor.executor_id}' did not answer '{attempt.type}' within {timeout:g} s",
+            title="Gateway Timeout",
+        ) from None
+
+
+def _mark_unsupported(org: str, app: str, executor: LiveExecutor, message_type: str) -> None:
+    log.info(
+        "executor %s/%s/%s (%s %s) does not support %s",
+        org, app, executor.executor_id, executor.language, executor.dbos_version, message_type,
+    )
+    runtime().directory.application(org, app).proxy().mark_unsupported(executor.executor_id, message_type)
+
+
+def authorize_app(permission: str, org: str, app: str) -> dict[str, Any]:
+    """Authenticate, check the permission, and find the application (401/403/404/422), before any frame."""
+    authorize(permission, org, app)
+    return require_app(org, app)
+
+
+def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:
+    """The workflow's status record (without input or output), or 404 when the executor has no such one."""
+    response = call(org, app, protocol.GetWorkflowRequest(workflow_id=workflow_id, load_input=False,
+                                                          load_output=False))
+    if response.output is None:
+        raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
+    return response.output

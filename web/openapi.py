@@ -1,0 +1,243 @@
+"""GET /openapi.json: Relay's OpenAPI 3.1 document, generated from the routes it serves.
+
+Every route of the Flask app appears (its path and methods come from the URL map); what the URL map cannot
+say (operation id, query parameters, body, response) comes from a small registry: ``@operation(...)`` on a
+view, or ``describe("module.function", ...)`` for a view defined elsewhere. A route nobody described still
+appears, marked undocumented. Flask's variable names are mapped to the API's (``<org>`` → ``{orgName}``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from flask import Blueprint, Flask, Response, current_app, jsonify
+
+from web.openapi_schemas import COMPONENTS, Schema, array_of, ref
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+bp = Blueprint("openapi", __name__)
+
+OPENAPI_VERSION = "3.1.0"
+
+# Flask variable → API path parameter, unless an operation says otherwise.
+PATH_NAMES = {
+    "org": "orgName",
+    "app": "appName",
+    "workflow_id": "workflowId",
+    "queue_name": "queueName",
+    "schedule_name": "scheduleName",
+    "executor_id": "executorId",
+}
+PATH_SCHEMAS: dict[str, Schema] = {
+    "orgName": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-z0-9_]+$"},
+    "appName": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-z0-9-_]+$"},
+}
+_VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+_ERROR = {
+    "description": "Error",
+    "content": {"application/problem+json": {"schema": ref("ErrorModel")}},
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter."""
+
+    name: str
+    schema: Schema
+    required: bool = False
+    description: str | None = None
+
+    def doc(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "in": "query", "explode": False, "schema": self.schema}
+        if self.required:
+            out["required"] = True
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+def query(name: str, kind: str, fmt: str | None = None, *, required: bool = False,
+          description: str | None = None) -> Param:
+    schema: Schema = {"type": kind}
+    if fmt:
+        schema["format"] = fmt
+    return Param(name, schema, required, description)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What the URL map cannot tell about an operation.
+
+    ``returns``: a component name (``"Workflow"``), a list of them (``"Workflow[]"``), an inline schema, or
+    None for a response without content. ``path_names`` overrides PATH_NAMES for this route.
+    """
+
+    operation_id: str
+    summary: str
+    tag: str
+    status: int = 200
+    returns: str | Schema | None = None
+    query: Sequence[Param] = ()
+    body: str | None = None
+    body_required: bool = False
+    path_names: Mapping[str, str] = field(default_factory=dict)
+    public: bool = False
+    description: str | None = None
+    content_type: str = "application/json"
+
+
+_REGISTRY: dict[str, Operation] = {}
+
+
+def _key(view: Callable[..., Any]) -> str:
+    return f"{view.__module__}.{view.__qualname__}"
+
+
+def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
+    """Describe the decorated view (put it below the route decorator)."""
+
+    def register(view: F) -> F:
+        _REGISTRY[_key(view)] = Operation(operation_id, **details)
+        return view
+
+    return register
+
+
+def describe(view: str, operation_id: str, **details: Any) -> None:
+    """Describe a view defined in another module, named ``"module.function"``."""
+    _REGISTRY[view] = Operation(operation_id, **details)
+
+
+def _response_schema(returns: str | Schema) -> Schema:
+    if isinstance(returns, dict):
+        return returns
+    if returns.endswith("[]"):
+        return array_of(returns[:-2])
+    return ref(returns)
+
+
+_STATUS_TEXT = {200: "OK", 201: "Created", 204: "No Content", 101: "Switching Protocols"}
+
+
+def _operation_doc(op: Operation, path_params: list[dict[str, Any]]) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": _STATUS_TEXT.get(op.status, "OK")}
+    if op.returns is not None:
+        response["content"] = {op.content_type: {"schema": _response_schema(op.returns)}}
+    doc: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "tags": [op.tag],
+        "parameters": [*path_params, *(p.doc() for p in op.query)],
+        "responses": {str(op.status): response, "default": _ERROR},
+    }
+    if op.description:
+        doc["description"] = op.description
+    if op.body is not None:
+        doc["requestBody"] = {"content": {"application/json": {"schema": ref(op.body)}},
+                              "required": op.body_required}
+    if op.public:
+        doc["security"] = []
+    return doc
+
+
+def _undocumented(endpoint: str, method: str, path_params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "operationId": f"{endpoint.replace('.', '_')}_{method.lower()}",
+        "summary": f"{endpoint} (undocumented)",
+        "tags": ["Undocumented"],
+        "parameters": path_params,
+        "responses": {"default": _ERROR},
+    }
+
+
+def build_document(app: Flask, version: str) -> dict[str, Any]:
+    """The OpenAPI document of every route ``app`` serves."""
+    paths: dict[str, dict[str, Any]] = {}
+    for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
+        if rule.endpoint == "static":
+            continue
+        view = app.view_functions[rule.endpoint]
+        op = _REGISTRY.get(_key(view))
+        names = {**PATH_NAMES, **(op.path_names if op else {})}
+        path = _VARIABLE.sub(lambda m, names=names: "{" + names.get(m.group(1), m.group(1)) + "}", rule.rule)
+        path_params = [
+            {"name": names.get(v, v), "in": "path", "required": True,
+             "schema": PATH_SCHEMAS.get(names.get(v, v), {"type": "string"})}
+            for v in _VARIABLE.findall(rule.rule)
+        ]
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            doc = _operation_doc(op, path_params) if op else _undocumented(rule.endpoint, method, path_params)
+            paths.setdefault(path, {})[method.lower()] = doc
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "Relay",
+            "version": version,
+            "description": "A self-hosted DBOS Conductor: the Conductor API v2, plus Relay's own /relay/v1.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"BearerAuth": []}],
+        "paths": paths,
+        "components": {
+            "schemas": COMPONENTS,
+            "securitySchemes": {
+                "BearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API key (prefixed dbos_, see POST /v2/orgs/{orgName}/tokens/{tokenName}) "
+                    "or Relay's admin token.",
+                }
+            },
+        },
+    }
+
+
+@bp.get("/openapi.json")
+@operation("getOpenAPI", summary="This OpenAPI document", tag="Relay", returns="OpenAPIDocument", public=True)
+def openapi_json() -> Response:
+    from web.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
+
+    cached = current_app.extensions.get("relay.openapi")
+    if cached is None:
+        cached = current_app.extensions["relay.openapi"] = build_document(current_app, VERSION)
+    return jsonify(cached)
+
+
+# -- routes defined in modules that do not use the decorator -----------------------------------------------
+_ORG = "Orgs"
+describe("web.api_relay.healthz", "getHealth", summary="Process up", tag="Relay", returns="Health", public=True)
+describe("web.api_relay.readyz", "getReadiness", summary="Store reachable (503 when not)", tag="Relay",
+         returns="Readiness", public=True)
+describe("web.api_relay.events", "listRelayEvents", summary="Relay's event log, oldest first, with positions",
+         tag="Relay", returns="RelayEventList",
+         query=(query("org", "string"), query("app", "string"), query("type", "string"),
+                query("since", "integer", "int64"), query("limit", "integer", "int64")))
+describe("web.api_apps.get_org", "getOrg", summary="Get org", tag=_ORG, returns="Organization")
+describe("web.api_apps.list_apps", "listApps", summary="List applications", tag="Applications",
+         returns="Application[]")
+describe("web.api_apps.get_app", "getApp", summary="Get application", tag="Applications", returns="Application")
+describe("web.api_apps.register_app", "registerApp", summary="Register application", tag="Applications",
+         status=204, body="PutAppInputBody")
+describe("web.api_apps.update_app", "updateApp", summary="Update application", tag="Applications", status=204,
+         body="PatchAppInputBody", body_required=True)
+describe("web.api_apps.delete_app", "deleteApp", summary="Delete application", tag="Applications", status=204)
+describe("web.api_apps.list_executors", "listExecutors", summary="List executors", tag="Executors",
+         returns="Executor[]")
+describe("web.api_apps.create_token", "createToken", summary="Create token", tag="Tokens", status=201,
+         returns="TokenCreated", body="CreateTokenInputBody", path_names={"name": "tokenName"})
+describe("web.api_apps.list_tokens", "listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
+describe("web.api_apps.delete_token", "deleteToken", summary="Delete token", tag="Tokens", status=204,
+         path_names={"name": "tokenName"})
+describe("web.api_audit.list_audit_logs", "listAuditLogs", summary="List audit logs", tag="Audit",
+         returns="AuditLogEntry[]",
+         query=(query("startTime", "string", "date-time"), query("endTime", "string", "date-time"),
+                query("operation", "string"), query("subject", "string"), query("target", "string"),
+                query("limit", "integer", "int64"), query("offset", "integer", "int64")))
+describe("web.websocket.executor_socket", "executorWebSocket", tag="Executors", status=101, public=True,
+         summary="The executor WebSocket (the conductor key is the last path segment)",
+         path_names={"key": "conductorKey"})

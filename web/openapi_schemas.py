@@ -1,0 +1,199 @@
+"""The JSON Schemas of what Relay's HTTP API accepts and returns, as named components of /openapi.json.
+
+The Conductor v2 shapes say what web/translate.py and web/schemas.py produce and read; their names, fields,
+types and formats are those of Conductor's reference document (tests/unit/test_openapi_conformance.py holds
+them to it). Relay-only shapes follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Schema = dict[str, Any]
+
+
+def _t(kind: str | list[str], fmt: str | None = None, **extra: Any) -> Schema:
+    out: Schema = {"type": kind}
+    if fmt:
+        out["format"] = fmt
+    out.update(extra)
+    return out
+
+
+def _null(kind: str, fmt: str | None = None) -> Schema:
+    return _t([kind, "null"], fmt)
+
+
+STR = _t("string")
+NSTR = _null("string")
+BOOL = _t("boolean")
+INT32 = _t("integer", "int32")
+INT64 = _t("integer", "int64")
+TIME = _t("string", "date-time")
+NTIME = _null("string", "date-time")
+STRS = _t("array", items=STR)
+NSTRS = _t(["array", "null"], items=STR)
+ANY_OBJECT = _t("object", additionalProperties={})
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def array_of(name: str) -> Schema:
+    return {"type": "array", "items": ref(name)}
+
+
+def _obj(properties: dict[str, Schema], required: list[str] | None = None, *, closed: bool = True) -> Schema:
+    out: Schema = {"type": "object", "properties": properties}
+    if closed:
+        out["additionalProperties"] = False
+    if required:
+        out["required"] = required
+    return out
+
+
+def _all_required(properties: dict[str, Schema]) -> Schema:
+    return _obj(properties, list(properties))
+
+
+_FILTERS: dict[str, Schema] = {
+    "workflowName": NSTRS, "status": NSTRS, "user": NSTRS, "appVersion": NSTRS, "executorId": NSTRS,
+    "queueName": NSTRS, "workflowIdPrefix": NSTRS, "workflowIds": NSTRS, "forkedFrom": NSTRS,
+    "parentWorkflowId": NSTRS, "scheduleName": NSTRS, "startTime": TIME, "endTime": TIME,
+    "completedAfter": TIME, "completedBefore": TIME, "dequeuedAfter": TIME, "dequeuedBefore": TIME,
+    "wasForkedFrom": BOOL, "hasParent": BOOL, "attributes": ANY_OBJECT,
+}  # fmt: skip
+
+COMPONENTS: dict[str, Schema] = {
+    # -- problems
+    "ErrorDetail": _obj({"location": STR, "message": STR, "value": {}}),
+    "ErrorModel": _obj({
+        "type": _t("string", "uri", default="about:blank"), "title": STR, "status": INT64, "detail": STR,
+        "instance": _t("string", "uri"), "errors": _t(["array", "null"], items=ref("ErrorDetail")),
+    }),
+    # -- served by executors
+    "Workflow": _all_required({
+        "workflowId": STR, "status": STR, "workflowName": NSTR, "workflowClass": NSTR, "workflowConfig": NSTR,
+        "user": NSTR, "assumedRole": NSTR, "roles": NSTR, "input": NSTR, "output": NSTR, "error": NSTR,
+        "createdAt": TIME, "updatedAt": TIME, "queueName": NSTR, "appVersion": NSTR, "executorId": NSTR,
+        "timeoutMs": _null("integer", "int64"), "deadline": NTIME, "deduplicationId": NSTR, "priority": INT32,
+        "queuePartitionKey": NSTR, "forkedFrom": NSTR, "wasForkedFrom": BOOL, "parentWorkflowId": NSTR,
+        "dequeuedAt": NTIME, "delayUntil": NTIME, "completedAt": NTIME, "attributes": NSTR,
+        "scheduleName": NSTR, "applicationName": NSTR,
+    }),
+    "Step": _all_required({
+        "stepId": INT32, "stepName": STR, "output": NSTR, "error": NSTR, "childWorkflowId": NSTR,
+        "startedAt": NTIME, "completedAt": NTIME,
+    }),
+    "Event": _all_required({"key": STR, "value": STR}),
+    "Notification": _all_required({"topic": NSTR, "message": STR, "createdAt": TIME, "consumed": BOOL}),
+    "StreamEntry": _all_required({"key": STR, "values": STRS}),
+    "WorkflowAggregate": _obj({
+        "group": _t("object", additionalProperties=NSTR), "count": INT64, "minCreatedAt": TIME,
+        "maxQueueWaitMs": INT64, "maxTotalLatencyMs": INT64,
+    }, ["group"]),
+    "StepAggregate": _obj({
+        "group": _t("object", additionalProperties=NSTR), "count": INT64, "maxDurationMs": INT64,
+    }, ["group"]),
+    "Queue": _all_required({
+        "name": STR, "concurrency": _null("integer", "int32"), "workerConcurrency": _null("integer", "int32"),
+        "rateLimitMax": _null("integer", "int32"), "rateLimitPeriodSecs": _null("number", "double"),
+        "priorityEnabled": BOOL, "partitionQueue": BOOL, "pollingIntervalSecs": _t("number", "double"),
+        "applicationName": NSTR,
+    }),
+    "Schedule": _all_required({
+        "scheduleId": STR, "scheduleName": STR, "workflowName": STR, "workflowClass": NSTR,
+        "cronExpression": STR, "status": STR, "context": NSTR, "lastFiredAt": NTIME, "automaticBackfill": BOOL,
+        "cronTimezone": NSTR, "applicationName": NSTR,
+    }),
+    "ApplicationVersion": _all_required({
+        "versionId": STR, "versionName": STR, "versionTimestamp": TIME, "createdAt": TIME,
+    }),
+    "Metric": _all_required({
+        "appId": STR, "metricType": STR, "metricName": STR, "granularity": INT32, "timeBucket": TIME,
+        "value": INT64,
+    }),
+    # -- request bodies
+    "WorkflowSearchBody": _obj({
+        **_FILTERS, "limit": INT64, "offset": INT64, "sortDesc": BOOL, "loadInput": BOOL, "loadOutput": BOOL,
+        "queuesOnly": BOOL,
+    }),
+    "WorkflowAggregatesBody": _obj({
+        **_FILTERS, "groupByStatus": BOOL, "groupByWorkflowName": BOOL, "groupByQueueName": BOOL,
+        "groupByExecutorId": BOOL, "groupByAppVersion": BOOL, "groupByApplicationName": BOOL,
+        "selectCount": BOOL, "selectMinCreatedAt": BOOL, "selectMaxQueueWaitMs": BOOL,
+        "selectMaxTotalLatencyMs": BOOL, "timeBucketSizeMs": INT64,
+    }),
+    "StepAggregatesBody": _obj({
+        "groupByFunctionName": BOOL, "groupByStatus": BOOL, "selectCount": BOOL, "selectMaxDurationMs": BOOL,
+        "timeBucketSizeMs": INT64, "status": STRS, "stepName": STRS, "workflowIdPrefix": STRS,
+        "completedAfter": TIME, "completedBefore": TIME,
+    }),
+    "CancelWorkflowInputBody": _obj({"cancelChildren": BOOL}),
+    "ResumeWorkflowInputBody": _obj({"queueName": STR}),
+    "ForkWorkflowInputBody": _obj({
+        "startStep": INT32, "newWorkflowId": STR, "appVersion": STR, "queueName": STR, "queuePartitionKey": STR,
+    }),
+    "ForkWorkflowOutputBody": _all_required({"workflowId": STR}),
+    "ExportWorkflowOutputBody": _all_required({"serializedWorkflow": STR}),
+    "ImportWorkflowInputBody": _all_required({"serializedWorkflow": STR}),
+    "BulkCancelInputBody": _obj({"workflowIds": STRS, "cancelChildren": BOOL}, ["workflowIds"]),
+    "BulkResumeInputBody": _obj({"workflowIds": STRS, "queueName": STR}, ["workflowIds"]),
+    "BulkDeleteInputBody": _obj({"workflowIds": STRS, "deleteChildren": BOOL}, ["workflowIds"]),
+    "BulkForkFromFailureBody": _obj({
+        "workflowIds": STRS, "appVersion": STR, "queueName": STR, "queuePartitionKey": STR,
+        "fromLastFailure": BOOL, "fromLastStep": BOOL, "fromStep": INT32, "fromStepName": STR,
+    }, ["workflowIds"]),
+    "BulkForkFromFailureOutputBody": _all_required({"workflowIds": STRS}),
+    "BackfillInputBody": _all_required({"startTime": TIME, "endTime": TIME}),
+    "BackfillOutputBody": _all_required({"workflowIds": STRS}),
+    "TriggerOutputBody": _all_required({"workflowId": STR}),
+    "PatchLatestVersionInputBody": _all_required({"versionName": STR}),
+    # -- served from Relay's store (web/schemas.py)
+    "Organization": _all_required({"id": STR, "name": STR}),
+    "Application": _all_required({
+        "id": STR, "name": STR, "orgId": STR, "status": _t("string", enum=["AVAILABLE", "UNAVAILABLE"]),
+        "language": NSTR, "gcTimeThresholdMs": _null("integer", "int64"),
+        "gcRowsThreshold": _null("integer", "int64"), "globalTimeoutMs": _null("integer", "int64"),
+        "executorTimeoutSecs": INT64, "privateMode": BOOL, "dbosCloud": BOOL,
+    }),
+    "PutAppInputBody": _obj({"privateMode": BOOL}),
+    "PatchAppInputBody": _obj({
+        "executorTimeoutSecs": INT64, "gcRowsThreshold": INT64, "gcTimeThresholdMs": INT64,
+        "globalTimeoutMs": INT64, "privateMode": BOOL,
+    }),
+    "Executor": _all_required({
+        "executorId": STR, "appId": STR, "appVersion": STR,
+        "status": _t("string", enum=["HEALTHY", "DISCONNECTED", "DEAD"]), "hostId": NSTR, "hostname": NSTR,
+        "createdAt": TIME, "updatedAt": TIME, "language": NSTR, "dbosVersion": NSTR,
+        "executorMetadata": _t(["object", "null"], additionalProperties={}),
+    }),
+    "Token": _all_required({"tokenName": STR, "createdAt": TIME, "permissions": STRS, "appIds": STRS}),
+    "TokenCreated": _all_required({"token": STR, "tokenName": STR}),
+    "CreateTokenInputBody": _obj({"appNames": _t(["array", "null"], items=STR, uniqueItems=True),
+                                  "permissions": NSTRS}),
+    "AuditSubject": _all_required({"type": _t("string", enum=["user", "api_key"]), "id": STR, "display": STR}),
+    "AuditTarget": _all_required({"type": _t("string", enum=[
+        "application", "token", "role", "user", "organization", "workflow", "schedule", "alerting_rule",
+        "domain_claim",
+    ]), "id": STR}),
+    "AuditLogEntry": _obj({
+        "id": STR, "emitTime": TIME, "operation": STR, "status": _t("string", enum=["success", "failure"]),
+        "subject": ref("AuditSubject"), "target": ref("AuditTarget"), "sourceIp": STR,
+        "details": _t(["object", "null"], additionalProperties={}),
+    }, ["id", "emitTime", "operation", "status", "subject", "sourceIp", "details"]),
+    # -- Relay-only
+    "Health": _all_required({"status": STR}),
+    "Readiness": _all_required({"status": _t("string", enum=["ready", "not ready"]), "detail": STR}),
+    "RelayEvent": _all_required({
+        "position": INT64, "event": STR, "kind": STR, "at": NTIME, "recordedAt": NTIME, "org": NSTR,
+        "app": NSTR, "subject": NSTR, "details": ANY_OBJECT,
+    }),
+    "RelayEventList": _all_required({"events": array_of("RelayEvent")}),
+    "RawRequestBody": _obj({"type": STR}, ["type"], closed=False),
+    "RawResponse": _obj({"type": STR, "request_id": STR, "error_message": NSTR},
+                        ["type", "request_id", "error_message"], closed=False),
+    "OpenAPIDocument": _obj({"openapi": STR, "info": ANY_OBJECT, "paths": ANY_OBJECT}, ["openapi", "paths"],
+                            closed=False),
+}
