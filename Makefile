@@ -12,7 +12,7 @@ DBOS_SDK := dbos==3.2.0
 PYTEST_ARGS ?=
 RELAY_ARGS ?=
 
-.PHONY: venv test-deps run test lint clean distclean
+.PHONY: venv test-deps run test lint bench clean distclean
 
 venv: $(STAMP)
 
@@ -33,6 +33,13 @@ CHROMIUM := /usr/bin/chromium
 
 $(CHROMIUM):
 	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+# The HA tests (tests/integration/test_ha.py) put three instances behind Debian's haproxy, as a real load
+# balancer on loopback: install it when the binary is missing.
+HAPROXY := /usr/sbin/haproxy
+
+$(HAPROXY):
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y haproxy
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our
 # dependencies): an older DBOS Python release (version skew), dbos-mcp (a real Conductor API v2 client),
@@ -65,12 +72,25 @@ $(TS_APP)/node_modules/.installed: $(TS_APP)/package.json $(TS_APP)/package-lock
 	touch $@
 
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
-test: venv $(CHROMIUM) test-deps
+test: venv $(CHROMIUM) $(HAPROXY) test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .
+
+# The benchmark suite (bench/, issue 6), not part of `make test`: real `relay serve` processes against
+# simulated executors; writes bench/RESULTS.md. BENCH_ARGS=--quick divides every count by 20 (a few minutes).
+# Its own pins (websockets, py-spy) are in bench/requirements.txt.
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(BENCH_STAMP): bench/requirements.txt | $(STAMP)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r bench/requirements.txt
+	touch $@
+
+bench: venv $(BENCH_STAMP)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 # Build and test leftovers. Keeps .venv (see distclean) and relay-data (someone's local store).
 clean:

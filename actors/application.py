@@ -1,23 +1,27 @@
 """ApplicationActor: one per application; knows its live executors and runs its lifecycle commands.
 
 It also owns the application's executor lifecycle on this instance (actors/recovery.py): grace timers
-of disconnected executors and recovery dispatches of dead ones, to its own live executors only.
+of disconnected executors and recovery dispatches of dead ones, to its own live executors only; and its
+alerting (actors/alerting.py: rules evaluated every interval) and managed retention (actors/retention.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pykka
 
-from actors import protocol
+from actors import alerting, protocol, retention
 from actors.context import ActorContext
-from actors.recovery import MESSAGE_KEY, AppLifecycle
+from actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
+from events.alerting import AlertingRule
 from events.app import DEFAULT_SETTINGS, App
 
 log = logging.getLogger("relay.actors.application")
@@ -36,12 +40,25 @@ class LiveExecutor:
     unsupported: set[str] = field(default_factory=set)
 
 
+class RemotePeers(Protocol):
+    """Executors of the application on other instances (HA), and a way to send them a request: Runtime
+    passes web/forward_client.py's Forwarder. `send` blocks until the peer instance answers; it raises
+    PeerUnreachableError (or anything else) when the answer does not come back."""
+
+    poll_s: float
+
+    def executors(self, org: str, app: str) -> list[Any]: ...
+
+    def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> Any: ...
+
+
 class ApplicationActor(pykka.ThreadingActor):
-    def __init__(self, ctx: ActorContext, org: str, app: str) -> None:
+    def __init__(self, ctx: ActorContext, org: str, app: str, remote: RemotePeers | None = None) -> None:
         super().__init__()
         self.ctx = ctx
         self.org = org
         self.app = app
+        self.remote = remote
         self.live: dict[str, LiveExecutor] = {}
         # The application version executors reported as latest (list_application_versions);
         # routing prefers executors running it. None until an executor has told us.
@@ -60,7 +77,17 @@ class ApplicationActor(pykka.ThreadingActor):
             send=self._send_recovery,
             forget=self._forget_request,
             post=self._post,
+            remote_peers=(lambda: remote.executors(org, app)) if remote is not None else None,
+            remote_poll_s=remote.poll_s if remote is not None else 2.0,
         )
+        self.alerting = alerting.AppAlerting(org, app, ctx=ctx, snapshot=self.routing_snapshot, post=self._post,
+                                             mark_unsupported=self._tell_unsupported)
+        self.retention = retention.AppRetention(org, app, ctx=ctx, snapshot=self.routing_snapshot,
+                                                post=self._post, mark_unsupported=self._tell_unsupported)
+
+    def on_start(self) -> None:
+        self.alerting.start()
+        self.retention.start()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, dict) and MESSAGE_KEY in message:
@@ -69,10 +96,18 @@ class ApplicationActor(pykka.ThreadingActor):
             except Exception:
                 # A told message has no caller to fail: an escaping error would stop this actor.
                 log.exception("lifecycle of %s/%s failed handling %s", self.org, self.app, message[MESSAGE_KEY])
+        elif isinstance(message, dict) and (alerting.MESSAGE_KEY in message or retention.MESSAGE_KEY in message):
+            owner = self.alerting if alerting.MESSAGE_KEY in message else self.retention
+            try:
+                owner.handle(message)
+            except Exception:
+                log.exception("alerting/retention of %s/%s failed handling %s", self.org, self.app, message)
         return None
 
     def on_stop(self) -> None:
         self.lifecycle.stop()
+        self.alerting.stop()
+        self.retention.stop()
 
     # -- lifecycle commands (from the HTTP API) ---------------------------------------------------
     def register(self, by: str = "relay") -> App:
@@ -80,6 +115,16 @@ class ApplicationActor(pykka.ThreadingActor):
 
     def change_settings(self, changes: dict[str, Any], by: str = "relay") -> App:
         return self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock(), by)
+
+    def create_alerting_rule(
+        self, rule_type: str, metadata: Any, receiving_app: str | None, min_interval_secs: Any, by: str = "relay"
+    ) -> AlertingRule:
+        rule_id = str(uuid.uuid4())
+        return self.ctx.log.create_alerting_rule(self.org, self.app, rule_id, rule_type, metadata, receiving_app,
+                                                 min_interval_secs, self.ctx.clock(), by)
+
+    def delete_alerting_rule(self, rule_id: str, by: str = "relay") -> AlertingRule:
+        return self.ctx.log.delete_alerting_rule(self.org, self.app, rule_id, self.ctx.clock(), by)
 
     def delete(self, by: str = "relay") -> App:
         deleted = self.ctx.log.delete_app(self.org, self.app, self.ctx.clock(), by)
@@ -134,9 +179,14 @@ class ApplicationActor(pykka.ThreadingActor):
         """A connection of this executor was refused after its claim: watch its record as it stands."""
         self.lifecycle.rewatch(executor_id)
 
-    def adopt(self, rows: list[dict[str, Any]], started_at: datetime) -> None:
-        """Take over registry rows (HEALTHY, DISCONNECTED, DEAD) after a restart: see AppLifecycle.adopt."""
-        self.lifecycle.adopt(rows, started_at)
+    def adopt(self, rows: list[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON) -> None:
+        """Take over registry rows (HEALTHY, DISCONNECTED, DEAD) after a restart or an adoption from a silent
+        instance: see AppLifecycle.adopt."""
+        self.lifecycle.adopt(rows, started_at, reason)
+
+    def forget_lifecycle(self) -> None:
+        """Drop every grace timer and dispatch (this instance was declared gone: its adopter runs them)."""
+        self.lifecycle.stop()
 
     def lifecycle_snapshot(self) -> dict[str, Any]:
         return self.lifecycle.snapshot()
@@ -156,11 +206,39 @@ class ApplicationActor(pykka.ThreadingActor):
         self, peer: LiveExecutor, request: protocol.RecoveryRequest, on_answer: Callable[[Any], None]
     ) -> None:
         # Not waited for: the answer (or the peer's disconnect) comes back through `on_answer`.
+        if getattr(peer, "remote", False) and self.remote is not None:
+            self._send_remote(peer, request, on_answer)
+            return
         try:
             peer.ref.proxy().request_then(request, on_answer)
         except pykka.ActorDeadError as error:
             on_answer(error)
 
+    def _tell_unsupported(self, executor_id: str, message_type: str) -> None:
+        """From alerting/retention workers (not this actor's thread): mark it through a message."""
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.proxy().mark_unsupported(executor_id, message_type)
+
+    def _send_remote(self, peer: Any, request: protocol.RecoveryRequest, on_answer: Callable[[Any], None]) -> None:
+        """Through the peer's instance (POST /internal/v1/forward/...), in a thread of its own (a greenlet
+        under gevent): the actor goes on; the answer is told back like a local one."""
+        remote = self.remote
+        assert remote is not None
+        timeout = self.ctx.limits.recovery_timeout_s
+
+        def run() -> None:
+            try:
+                answer: Any = remote.send(peer, self.org, self.app, request, timeout)
+            except PeerUnreachableError as error:
+                answer = error
+            except Exception as error:
+                answer = PeerUnreachableError(f"peer on instance {peer.instance} unreachable ({type(error).__name__})")
+            on_answer(answer)
+
+        threading.Thread(target=run, name=f"recovery-forward-{peer.executor_id}", daemon=True).start()
+
     def _forget_request(self, peer: LiveExecutor, request_id: str) -> None:
+        if getattr(peer, "remote", False):
+            return  # its instance forgets it when its own request timeout passes
         with contextlib.suppress(pykka.ActorDeadError):
             peer.ref.proxy().forget(request_id)

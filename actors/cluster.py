@@ -1,7 +1,23 @@
 """Cluster membership: heartbeats in the instances table, and adopting a silent peer's executors.
 
-Exactly one survivor adopts a peer: adoption starts by recording RelayInstance.Expired on the peer's
-own aggregate, and the event store's version check lets only one writer append that event.
+Exactly one survivor adopts a peer: adoption records RelayInstance.Expired on the peer's own aggregate
+together with a LeaseAdopted per executor the registry shows on the peer, in one transaction
+(`RelayLog.adopt_instance`); the event store's version check on the peer's aggregate lets only one writer
+append them. A peer beats before it records its (re)start, and the adopter checks its silence again after
+loading the aggregates, so a peer that restarts meanwhile is never expired: a record is taken over either by
+its own restarted instance or by one adopter, never both.
+
+What else a beat does:
+- an instance that finds itself EXPIRED (it was silent too long, yet lives: a stalled process, a store outage)
+  rejoins: it records its restart and the rejoin handlers drop what it watched and close its sockets, so its
+  executors reconnect and the adopter's timers see them come back;
+- leftovers: registry rows still on an instance that has no heartbeat row. A legacy instance (one that never
+  beat) is expired and adopted like a silent one; rows left on an EXPIRED instance (its adopter's view missed
+  them) go to the instance responsible for it: its expirer, or, if that one was expired itself later, its
+  expirer's expirer, and so on (`responsible`), so exactly one instance takes them whoever died meanwhile.
+
+Also here: which HEALTHY executors of an application sit on other live instances (for forwarding and for
+recovery across instances).
 """
 
 from __future__ import annotations
@@ -9,24 +25,78 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar
 
 from eventsourcing.persistence import IntegrityError
 
 from actors.context import ActorContext
 from actors.heartbeats import InstanceTable
 from events.errors import DomainError
-from events.instance import EXPIRED, lease_key
+from events.executor import HEALTHY
+from events.ids import instance_id
+from events.instance import EXPIRED, RUNNING, STOPPED, lease_key
 
 log = logging.getLogger("relay.cluster")
 
 # Called with (org, app, executor ids, the instance they were on) after an adoption.
 AdoptionHandler = Callable[[str, str, list[str], str], None]
+# Called (in order) when this instance found itself expired by a peer, before it carries on.
+RejoinHandler = Callable[[], None]
+
+_STATUS_TTL_S = 1.0  # how long an instance's status read from its last event is reused by remote lookups
+_VIEWS_WAIT_S = 10.0
 
 
 def stale_instances(rows: list[dict[str, Any]], me: str, now: float, timeout_s: float) -> list[str]:
     """Peers whose last heartbeat is older than the timeout."""
     return [str(r["instance"]) for r in rows if r["instance"] != me and now - float(r["heartbeat_at"]) > timeout_s]
+
+
+def responsible(expiries: list[dict[str, Any]], owner: str) -> str | None:
+    """Who is responsible for what an EXPIRED instance still holds: the instance that expired it, unless that
+    one was expired itself afterwards (then whoever expired it, from then on), and so on. `expiries`: the audit
+    entries of RelayInstance.Expired (position, subject = the expired instance, details.by), oldest first.
+    Positions only grow along the chain, so every instance reading the same log finds the same answer."""
+    by_subject: dict[str, list[tuple[int, str]]] = {}
+    for entry in expiries:
+        by = (entry.get("details") or {}).get("by")
+        if entry.get("subject") and by:
+            by_subject.setdefault(str(entry["subject"]), []).append((int(entry["position"]), str(by)))
+    if not by_subject.get(owner):
+        return None
+    position, holder = by_subject[owner][-1]
+    while True:
+        later = [(p, by) for p, by in by_subject.get(holder, []) if p > position]
+        if not later:
+            return holder
+        position, holder = later[0]
+
+
+@dataclass
+class RemoteExecutor:
+    """A HEALTHY executor connected to another live instance, as routing and recovery see it."""
+
+    remote: ClassVar[bool] = True
+    executor_id: str
+    application_version: str
+    language: str
+    dbos_version: str
+    connected_at: float  # epoch seconds (a local executor's is monotonic: they are never compared)
+    instance: str
+    address: str
+    port: int
+    unsupported: set[str] = field(default_factory=set)
+
+
+def _epoch(value: Any) -> float:
+    if isinstance(value, str) and value:
+        try:
+            return datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0
 
 
 class Cluster:
@@ -46,12 +116,16 @@ class Cluster:
         self.timeout_s = timeout_s
         self.wall = wall
         self.handlers: list[AdoptionHandler] = []
+        self.rejoin_handlers: list[RejoinHandler] = []
+        self._statuses: dict[str, tuple[float, str | None]] = {}
+        self._unknown_owners: set[str] = set()
 
     @property
     def me(self) -> str:
         return self.ctx.instance_id
 
     def join(self) -> None:
+        """Beat as a (re)started instance. Comes before the start is recorded (see the module doc)."""
         self.table.beat(self.me, self.address, self.port, self.wall(), started=True)
 
     def leave(self) -> None:
@@ -59,39 +133,150 @@ class Cluster:
         self.table.beat(self.me, self.address, self.port, 0.0)
 
     def beat(self) -> list[str]:
-        """Refresh our heartbeat and adopt whichever silent peers we win; return those adopted."""
+        """Refresh our heartbeat, rejoin if we were expired, adopt whichever silent peers we win, and take
+        over leftovers we are responsible for; return the peers adopted."""
         now = self.wall()
         self.table.beat(self.me, self.address, self.port, now)
+        if self.status_of(self.me, cached=False) == EXPIRED:
+            self._rejoin()
+        rows = self.table.rows()
         adopted = []
-        for peer in stale_instances(self.table.rows(), self.me, now, self.timeout_s):
+        for peer in stale_instances(rows, self.me, now, self.timeout_s):
             if self.adopt(peer):
                 adopted.append(peer)
+        self._sweep({str(r["instance"]) for r in self.table.rows()})
         return adopted
 
+    # -- adoption ---------------------------------------------------------------------------------
     def adopt(self, peer: str) -> bool:
         aggregate = self.ctx.log.instance(peer)
         if aggregate is None or aggregate.status == EXPIRED:
             self.table.remove(peer)
             return False
-        at = self.ctx.clock()
+        # Make sure our views include everything the peer recorded before we read its executors.
+        self._wait_for_views()
+        rows = self.ctx.views.registry.held_by(peer)
+        leases = [lease_key(r["org"], r["app"], r["executor_id"]) for r in rows]
         try:
-            self.ctx.log.update_instance(peer, lambda i: i.expire(self.me, at))
+            won = self.ctx.log.adopt_instance(peer, self.me, leases, self.ctx.clock(), lambda: self.silent(peer))
         except (DomainError, IntegrityError):
             return False  # another survivor won
-        log.info("instance %s stopped heartbeating; %s adopts its executors", peer, self.me)
-        # Make sure our views include everything the peer recorded before we read its executors.
-        self.ctx.runner.wait_for(self.ctx.log.recorder.max_notification_id() or 0, timeout=10)
-        rows = self.ctx.views.registry.held_by(peer)
-        if rows:
-            self.ctx.log.update_instance(
-                self.me,
-                lambda i: [i.adopt_lease(lease_key(r["org"], r["app"], r["executor_id"]), peer, at) for r in rows],
-            )
+        if not won:
+            return False  # it beat again meanwhile: it lives (restarted)
+        log.info("instance %s stopped heartbeating; %s adopts its %d executor(s)", peer, self.me, len(rows))
         self.table.remove(peer)
+        self._statuses.pop(peer, None)
+        self._hand_over(rows, peer)
+        return True
+
+    def silent(self, peer: str) -> bool:
+        """Whether the peer has no heartbeat row, or one older than the timeout, right now."""
+        now = self.wall()
+        row = next((r for r in self.table.rows() if r["instance"] == peer), None)
+        return row is None or now - float(row["heartbeat_at"]) > self.timeout_s
+
+    def _hand_over(self, rows: list[dict[str, Any]], peer: str) -> None:
         by_app: dict[tuple[str, str], list[str]] = {}
         for row in rows:
             by_app.setdefault((row["org"], row["app"]), []).append(row["executor_id"])
         for (org, app), executor_ids in by_app.items():
             for handler in self.handlers:
-                handler(org, app, executor_ids, peer)
-        return True
+                try:
+                    handler(org, app, executor_ids, peer)
+                except Exception:
+                    log.exception("taking over the executors of %s/%s from %s failed", org, app, peer)
+
+    def _rejoin(self) -> None:
+        log.warning("instance %s was declared gone by a peer while it still ran; rejoining", self.me)
+        self._statuses.pop(self.me, None)
+        for handler in self.rejoin_handlers:
+            try:
+                handler()
+            except Exception:
+                log.exception("rejoining the cluster failed in a handler")
+
+    def _sweep(self, listed: set[str]) -> None:
+        """Registry rows on instances without a heartbeat row (see the module doc)."""
+        owners = [o for o in self.ctx.views.registry.holders() if o and o != self.me and o not in listed]
+        if not owners:
+            return
+        self._wait_for_views()
+        expiries: list[dict[str, Any]] | None = None
+        for owner in owners:
+            status = self.status_of(owner, cached=False)
+            if status is None:
+                if owner not in self._unknown_owners:
+                    self._unknown_owners.add(owner)
+                    log.warning("executors are recorded on instance %s, which never started", owner)
+                continue
+            if status != EXPIRED:
+                self.adopt(owner)  # it never beat (an older Relay), or its row went: adopt it like a silent one
+                continue
+            if expiries is None:
+                expiries = self.ctx.views.audit.entries(event="RelayInstance.Expired", limit=1_000_000)
+            if responsible(expiries, owner) == self.me:
+                self._take_leftovers(owner)
+
+    def _take_leftovers(self, owner: str) -> None:
+        rows = self.ctx.views.registry.held_by(owner)
+        if not rows:
+            return
+        at = self.ctx.clock()
+        try:
+            self.ctx.log.update_instance(
+                self.me,
+                lambda i: [i.adopt_lease(lease_key(r["org"], r["app"], r["executor_id"]), owner, at) for r in rows],
+            )
+        except DomainError as error:
+            log.warning("could not take over what %s left: %s", owner, error)
+            return
+        log.info("%s takes over %d executor(s) left on expired instance %s", self.me, len(rows), owner)
+        self._hand_over(rows, owner)
+
+    def _wait_for_views(self) -> None:
+        self.ctx.runner.wait_for(self.ctx.log.recorder.max_notification_id() or 0, timeout=_VIEWS_WAIT_S)
+
+    # -- who is where -----------------------------------------------------------------------------
+    def status_of(self, instance: str, *, cached: bool = True) -> str | None:
+        """RUNNING, STOPPED or EXPIRED, read from the instance's last event (one row, not the aggregate's
+        whole history); None for an instance that never started."""
+        now = time.monotonic()
+        if cached:
+            hit = self._statuses.get(instance)
+            if hit is not None and now - hit[0] < _STATUS_TTL_S:
+                return hit[1]
+        last = next(iter(self.ctx.log.events.get(instance_id(instance), desc=True, limit=1)), None)
+        status = None if last is None else {"Stopped": STOPPED, "Expired": EXPIRED}.get(type(last).__name__, RUNNING)
+        self._statuses[instance] = (now, status)
+        return status
+
+    def live_peers(self) -> dict[str, dict[str, Any]]:
+        """Other instances with a fresh heartbeat, by id (their instances-table rows)."""
+        now = self.wall()
+        return {
+            str(r["instance"]): r for r in self.table.rows()
+            if r["instance"] != self.me and now - float(r["heartbeat_at"]) <= self.timeout_s
+        }
+
+    def remote_executors(self, org: str, app: str) -> list[RemoteExecutor]:
+        """HEALTHY executors of the application on other RUNNING instances whose heartbeat is fresh."""
+        peers = self.live_peers()
+        if not peers:
+            return []
+        out = []
+        for row in self.ctx.views.registry.executors(org, app):
+            owner = row.get("instance")
+            if row["status"] != HEALTHY or owner not in peers or self.status_of(str(owner)) != RUNNING:
+                continue
+            peer = peers[str(owner)]
+            out.append(RemoteExecutor(
+                executor_id=str(row["executor_id"]),
+                application_version=str(row.get("app_version") or ""),
+                language=str(row.get("language") or ""),
+                dbos_version=str(row.get("dbos_version") or ""),
+                connected_at=_epoch(row.get("connected_at")),
+                instance=str(owner),
+                address=str(peer["address"]),
+                port=int(peer["port"]),
+            ))
+        return out

@@ -26,6 +26,8 @@ class Limits:
     pong_timeout_s: float = 25.0
     # How long a peer may take to answer a recovery dispatch before the next candidate gets it.
     recovery_timeout_s: float = 30.0
+    # API requests one executor may have unanswered at once; more are refused (429) until it answers.
+    max_inflight_per_executor: int = 256
 
 
 @dataclass

@@ -2,12 +2,17 @@
 
 Liveness: it pings every `ping_interval_s`; an executor that answers no ping (pong) within `pong_timeout_s`
 is treated like a dropped socket (closed; the disconnect path records it). Pings are not events.
+
+When the event store fails (unreachable, locked, full): a Disconnected that cannot be recorded is tried again
+with backoff, the actor living on (socketless) until it is recorded or superseded; a Connected that cannot be
+recorded closes the socket with 1013 (try again later), and the executor's own reconnect tries again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +21,7 @@ from typing import Any, Protocol
 
 import pykka
 
-from actors import protocol
+from actors import metrics, protocol
 from actors.application import LiveExecutor
 from actors.context import ActorContext
 from actors.directory import Directory
@@ -27,6 +32,14 @@ from events.executor import ExecutorInfo
 log = logging.getLogger("relay.actors.executor")
 
 _KNOWN_TYPES = frozenset(t.value for t in protocol.MessageType)
+# A bad frame is logged (without its content) up to this many times per connection; after that only every
+# BAD_FRAME_LOG_EVERY-th is, with the count: a flooding executor cannot flood the log.
+BAD_FRAME_LOG_LIMIT = 100
+BAD_FRAME_LOG_EVERY = 1000
+# Backoff of a Disconnected the store refused: 0.5 s, 1 s, 2 s, ... at most 30 s between attempts.
+RECORD_RETRY_FIRST_S = 0.5
+RECORD_RETRY_MAX_S = 30.0
+_REQUEST_ID = re.compile(r'"request_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
 
 
 class FrameSocket(Protocol):
@@ -49,10 +62,23 @@ class ExecutorGoneError(Exception):
     """The executor's socket closed before it answered."""
 
 
-def _fail(future: pykka.ThreadingFuture[Any], message: str) -> None:
-    """Fail a future with ExecutorGoneError (pykka wants an exc_info triple, not an exception)."""
-    error = ExecutorGoneError(message)
-    future.set_exception((ExecutorGoneError, error, None))
+class MalformedAnswerError(Exception):
+    """The executor answered a request (its request_id is in the frame) with a frame that breaks the protocol.
+    The message is the decoder's reason, which never quotes the frame."""
+
+
+class InFlightLimitError(Exception):
+    """The executor already has RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: this one was not sent."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} requests already in flight")
+        self.limit = limit
+
+
+def _fail(future: pykka.ThreadingFuture[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
+    """Fail a future (pykka wants an exc_info triple, not an exception)."""
+    error = kind(message)
+    future.set_exception((kind, error, None))
 
 
 @dataclass
@@ -92,6 +118,9 @@ class ExecutorActor(pykka.ThreadingActor):
         self._pong_deadline: Cancellable | None = None
         # Why this actor closed its socket itself (recorded as the disconnect reason).
         self.close_reason: str | None = None
+        # A Disconnected the store refused (reason, time): tried again until recorded; then the actor stops.
+        self._unrecorded_disconnect: tuple[str, datetime] | None = None
+        self._record_attempts = 0
 
     @property
     def who(self) -> str:
@@ -131,6 +160,8 @@ class ExecutorActor(pykka.ThreadingActor):
             self._check_pong(message["pong_deadline"])
         elif "close" in message:
             self._close(1000, str(message["close"]))
+        elif "record_disconnect" in message and self._record_disconnect(first=False):
+            self.stop()
         return None
 
     # -- liveness ---------------------------------------------------------------------------------
@@ -182,7 +213,13 @@ class ExecutorActor(pykka.ThreadingActor):
         return future
 
     def request(self, request: Any) -> pykka.ThreadingFuture[Any]:
-        """Send a request; the returned future gets the decoded response (or ExecutorGoneError)."""
+        """Send a request; the returned future gets the decoded response (or ExecutorGoneError,
+        MalformedAnswerError; InFlightLimitError, unsent, when RELAY_MAX_INFLIGHT_PER_EXECUTOR are pending)."""
+        limit = self.ctx.limits.max_inflight_per_executor
+        if len(self.pending) >= limit:
+            future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+            future.set_exception((InFlightLimitError, InFlightLimitError(limit), None))
+            return future
         return self._send(request)
 
     def request_then(self, request: Any, on_answer: Callable[[Any], None]) -> None:
@@ -205,18 +242,49 @@ class ExecutorActor(pykka.ThreadingActor):
             response = protocol.decode_response(frame, max_bytes=self.ctx.limits.max_frame_bytes)
         except protocol.ProtocolError as error:
             self.bad_frames += 1
-            log.warning("executor %s sent a bad frame: %s", self.who, error)
+            if self._log_bad_frame():
+                log.warning("executor %s sent a bad frame: %s", self.who, error)
+            self._answered_badly(frame, error.reason)
             return
         entry = self.pending.pop(response.request_id, None)
         if entry is None:
             self.bad_frames += 1
-            # Only a known type is named: the frame's own text never reaches the log.
-            kind = response.type if response.type in _KNOWN_TYPES else "not a known type"
-            log.warning("executor %s answered an unknown request id (type %s)", self.who, kind)
+            if self._log_bad_frame():
+                # Only a known type is named: the frame's own text never reaches the log.
+                kind = response.type if response.type in _KNOWN_TYPES else "not a known type"
+                log.warning("executor %s answered an unknown request id (type %s)", self.who, kind)
             return
         if entry.on_reply is not None:
             entry.on_reply(response)
         entry.future.set(response)
+
+    def _log_bad_frame(self) -> bool:
+        """Whether this bad frame (already counted) is logged; past the limit, every so often with the count."""
+        if self.bad_frames <= BAD_FRAME_LOG_LIMIT:
+            if self.bad_frames == BAD_FRAME_LOG_LIMIT:
+                log.warning("executor %s sent %d bad frames: further ones are counted, and logged once every %d",
+                            self.who, BAD_FRAME_LOG_LIMIT, BAD_FRAME_LOG_EVERY)
+            return True
+        if self.bad_frames % BAD_FRAME_LOG_EVERY == 0:
+            log.warning("executor %s has sent %d bad frames", self.who, self.bad_frames)
+        return False
+
+    def _answered_badly(self, frame: str | bytes, reason: str) -> None:
+        """A bad frame naming a pending request's id fails that request now (rather than at its timeout)."""
+        if not self.pending or not isinstance(frame, str | bytes):
+            return
+        text = frame if isinstance(frame, str) else frame.decode("utf-8", "replace")
+        for match in _REQUEST_ID.finditer(text):
+            entry = self.pending.pop(match.group(1), None)
+            if entry is None:
+                continue
+            _fail(entry.future, reason, MalformedAnswerError)
+            if entry.on_gone is not None:
+                entry.on_gone(MalformedAnswerError(reason))
+            elif entry.on_reply is not None:  # our own request: executor_info
+                log.warning("executor from %s answered executor_info with a bad frame; closing", self.conn.peer)
+                self._close(1002, "executor_info failed")
+            return
 
     def on_closed(self, reason: str) -> None:
         """The socket is gone: fail what waits, record the disconnect if this was the current connection."""
@@ -228,30 +296,46 @@ class ExecutorActor(pykka.ThreadingActor):
                 entry.on_gone(ExecutorGoneError("executor disconnected before answering"))
         self.pending.clear()
         if self.executor_id is not None:
-            key = (self.conn.org, self.conn.app, self.executor_id)
-            with self.ctx.lock_for(key):
-                app = self.directory.application(self.conn.org, self.conn.app).proxy()
-                if app.release(self.executor_id, self.actor_ref).get():
-                    at = self._record_disconnect(reason)
-                    if at is not None:
-                        # Not waited for; sent under the lock, so it reaches the application actor
-                        # before the claim of any reconnection of this executor.
-                        app.executor_disconnected(self.executor_id, at)
+            self._unrecorded_disconnect = (reason, self.ctx.clock())
+            if not self._record_disconnect(first=True):
+                return  # the store failed: tried again later, and this actor stops once it is recorded
         self.stop()
 
-    def _record_disconnect(self, reason: str) -> datetime | None:
-        """Record the Disconnected; return its time, or None when the record refused it."""
-        assert self.executor_id is not None
-        now = self.ctx.clock()
-        try:
-            self.ctx.log.update_executor(
-                self.conn.org, self.conn.app, self.executor_id, lambda e: e.disconnect(reason, now)
-            )
-        except DomainError as error:
-            log.warning("disconnect of %s not recorded: %s", self.who, error)
-            return None
-        log.info("executor %s disconnected (%s)", self.who, reason)
-        return now
+    def _record_disconnect(self, first: bool) -> bool:
+        """Record the Disconnected of this connection under the executor's lock. The first time, only if this
+        connection is still the current one; later (retries), only if no other connection took over meanwhile.
+        False when the store failed: a retry is scheduled (with backoff)."""
+        assert self.executor_id is not None and self._unrecorded_disconnect is not None
+        reason, at = self._unrecorded_disconnect
+        key = (self.conn.org, self.conn.app, self.executor_id)
+        with self.ctx.lock_for(key):
+            app = self.directory.application(self.conn.org, self.conn.app).proxy()
+            if first:
+                if not app.release(self.executor_id, self.actor_ref).get():
+                    return True
+            elif any(e.executor_id == self.executor_id for e in app.live_executors().get()):
+                log.info("disconnect of %s not recorded: it connected again meanwhile", self.who)
+                return True
+            try:
+                self.ctx.log.update_executor(
+                    self.conn.org, self.conn.app, self.executor_id, lambda e: e.disconnect(reason, at)
+                )
+            except DomainError as error:
+                log.warning("disconnect of %s not recorded: %s", self.who, error)
+                return True
+            except Exception as error:
+                self._record_attempts += 1
+                delay = min(RECORD_RETRY_MAX_S, RECORD_RETRY_FIRST_S * 2 ** (self._record_attempts - 1))
+                log.warning("recording the disconnect of %s failed (%s); trying again in %g s",
+                            self.who, type(error).__name__, delay)
+                self._later(delay, {"record_disconnect": True})
+                return False
+            log.info("executor %s disconnected (%s)", self.who, reason)
+            metrics.EXECUTOR_DISCONNECTS.labels(self.conn.org, self.conn.app).inc()
+            # Not waited for; sent under the lock, so it reaches the application actor before the claim of
+            # any reconnection of this executor.
+            app.executor_disconnected(self.executor_id, at)
+        return True
 
     # -- the handshake ----------------------------------------------------------------------------
     def _identified(self, response: Any) -> None:
@@ -294,6 +378,15 @@ class ExecutorActor(pykka.ThreadingActor):
                 log.warning("executor from %s refused: %s", self.conn.peer, error)
                 self._close(1008, "executor info refused")
                 return
+            except Exception as error:
+                # The store failed (unreachable, locked, full): nothing was recorded. Close with "try again
+                # later"; the executor reconnects by itself and its next handshake records it.
+                app.release(executor_id, self.actor_ref).get()
+                app.rewatch(executor_id)
+                log.warning("executor from %s not admitted: recording its connection failed (%s); closing",
+                            self.conn.peer, type(error).__name__)
+                self._close(1013, "relay store unavailable, reconnect later")
+                return
             self.executor_id = executor_id
             self.info = info
             app.executor_connected(executor_id)  # a dead peer waiting for a candidate may have one
@@ -305,6 +398,7 @@ class ExecutorActor(pykka.ThreadingActor):
             "executor %s connected (%s %s, version %s)",
             self.who, info.language, info.dbos_version, info.application_version,
         )
+        metrics.EXECUTOR_CONNECTS.labels(self.conn.org, self.conn.app).inc()
 
     def _close(self, code: int, reason: str) -> None:
         try:

@@ -40,11 +40,18 @@ class InstanceActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         now = self.ctx.clock()
-        self.ctx.log.instance_started(self.ctx.instance_id, self.address, self.port, self.version, now)
+        if self.cluster is not None:
+            # Beat before recording the (re)start: a peer about to adopt us checks our heartbeat again after
+            # loading our aggregate, so either it adopts our old records or we resume them, never both.
+            self.cluster.join()
+            self.cluster.rejoin_handlers.insert(0, self._record_start)
+        self._record_start()
         self.ctx.log.ensure_organization(self.default_org, now)
         if self.cluster is not None:
-            self.cluster.join()
             threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+
+    def _record_start(self) -> None:
+        self.ctx.log.instance_started(self.ctx.instance_id, self.address, self.port, self.version, self.ctx.clock())
 
     def _heartbeat_loop(self) -> None:
         # The loop only knocks; the beat itself runs inside the actor, one at a time.
@@ -65,10 +72,13 @@ class InstanceActor(pykka.ThreadingActor):
         self._stopping.set()
         try:
             self.ctx.log.update_instance(self.ctx.instance_id, lambda i: i.stop(self.ctx.clock()))
-            if self.cluster is not None:
-                self.cluster.leave()
         except Exception:
             log.exception("could not record this instance's stop")
+        if self.cluster is not None:
+            try:
+                self.cluster.leave()
+            except Exception:
+                log.warning("could not mark this instance's heartbeat stale; peers adopt it after the timeout")
 
     def ensure_organization(self, org: str) -> Organization:
         return self.ctx.log.ensure_organization(org, self.ctx.clock())

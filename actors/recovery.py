@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from actors import protocol
 from actors.clock import Clock
 from actors.scheduler import Cancellable, Scheduler
-from events.errors import DomainError
+from events.errors import DomainError, IllegalTransitionError
 from events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
 from events.log import RelayLog
 
@@ -34,12 +34,14 @@ MESSAGE_KEY = "lifecycle"  # messages for AppLifecycle.handle carry this key
 MAX_RETRY_S = 600.0  # the longest pause before a round of peers that all failed is tried again
 STORE_RETRY_S = 5.0  # after the event store refused a write (unreachable), try again this much later
 RESTART_REASON = "not reconnected after relay restart"
+ADOPTED_REASON = "not reconnected after its relay instance stopped"
 INTERRUPTED_REASON = "relay restarted before the peer answered"
 _REASON_CHARS = 200
 
 
 class Peer(Protocol):
-    """What peer selection needs of a live executor (ApplicationActor's LiveExecutor)."""
+    """What peer selection needs of a live executor (ApplicationActor's LiveExecutor, or an executor on
+    another instance: actors/cluster.py's RemoteExecutor, whose class says ``remote = True``)."""
 
     executor_id: str
     application_version: str
@@ -52,13 +54,15 @@ def rank_peers(
 ) -> list[Peer]:
     """The candidates to recover `dead_id`, best first: never itself nor one already tried; the dead
     executor's own application_version first (the SDK only recovers workflows of its own version), then the
-    application's latest version, then the longest-connected; executor_id breaks ties."""
+    application's latest version, then executors connected to this instance before those on others, then the
+    longest-connected; executor_id breaks ties."""
     skip = {dead_id, *tried}
     return sorted(
         (p for p in live if p.executor_id not in skip),
         key=lambda p: (
             p.application_version != dead_version,
             latest_version is None or p.application_version != latest_version,
+            bool(getattr(p, "remote", False)),
             p.connected_at,
             p.executor_id,
         ),
@@ -67,6 +71,8 @@ def rank_peers(
 
 def describe_answer(answer: Any) -> str | None:
     """None when `answer` acknowledges a recovery; otherwise why the attempt failed (short, one line)."""
+    if isinstance(answer, PeerUnreachableError):
+        return str(answer)[:_REASON_CHARS]
     if isinstance(answer, BaseException):
         return "peer disconnected before answering"
     if getattr(answer, "error_message", None):
@@ -79,14 +85,25 @@ def describe_answer(answer: Any) -> str | None:
     return None
 
 
+class PeerUnreachableError(Exception):
+    """A dispatch to an executor on another instance that did not reach it (or whose answer did not come
+    back): the message says why, for the failed attempt's reason."""
+
+
 @dataclass
 class _Grace:
     token: int
     timer: Cancellable
     grace_secs: float
-    # Set when the timer was rebuilt at startup for a record still HEALTHY: the time Relay started,
-    # which is when that executor was last known connected.
+    # Set when the timer was rebuilt at startup (or at an adoption) for a record still HEALTHY: the time
+    # Relay started (adopted it), which is when that executor was last known connected.
     restarted_at: datetime | None = None
+    # What the timer was armed for, so it declares dead that and nothing newer (in a cluster, another
+    # instance may have seen the executor come back, or go again, meanwhile): the Disconnected it counts
+    # from, or, for a HEALTHY record taken over, that connection's time.
+    since: datetime | None = None
+    connection: datetime | None = None
+    reason: str = RESTART_REASON
 
 
 @dataclass
@@ -104,6 +121,7 @@ class _Dead:
     dispatch: _Dispatch | None = None
     retry: Cancellable | None = None
     rounds: int = 0
+    waiting: bool = False  # logged as waiting for a peer
 
 
 class AppLifecycle:
@@ -125,6 +143,8 @@ class AppLifecycle:
         send: Callable[[Any, protocol.RecoveryRequest, Callable[[Any], None]], None],
         forget: Callable[[Any, str], None],
         post: Callable[[dict[str, Any]], None],
+        remote_peers: Callable[[], list[Any]] | None = None,
+        remote_poll_s: float = 2.0,
     ) -> None:
         self.org = org
         self.app = app
@@ -139,6 +159,10 @@ class AppLifecycle:
         self.send = send
         self.forget = forget
         self.post = post
+        # In a cluster: HEALTHY executors of the app on other instances, also candidates for recovery (after
+        # local ones of the same rank); a dead executor without candidates looks for one every poll.
+        self.remote_peers = remote_peers
+        self.remote_poll_s = remote_poll_s
         self._grace: dict[str, _Grace] = {}
         self._dead: dict[str, _Dead] = {}
         self._tokens = itertools.count(1)
@@ -148,7 +172,7 @@ class AppLifecycle:
         """A Disconnected was recorded at `at`: start its grace period (counted from `at`)."""
         grace = self.grace_secs()
         remaining = grace - (self.clock() - at).total_seconds()
-        self._arm_grace(executor_id, remaining, grace)
+        self._arm_grace(executor_id, remaining, grace, since=at)
 
     def returned(self, executor_id: str) -> None:
         """The executor connected again: no grace timer, no recovery (its record becomes HEALTHY)."""
@@ -168,9 +192,11 @@ class AppLifecycle:
             if dead is not None and dead.dispatch is None:
                 self._dispatch_next(executor_id)
 
-    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime) -> None:
-        """Rebuild timers from registry rows after a restart: HEALTHY ones get a full grace period from
-        `started_at`, DISCONNECTED ones the rest of theirs, DEAD ones their recovery (again)."""
+    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON) -> None:
+        """Rebuild timers from registry rows after a restart (or an adoption from a silent instance): HEALTHY
+        ones get a full grace period from `started_at` (then, if that very connection never came back, they
+        are recorded disconnected for `reason` and declared dead), DISCONNECTED ones the rest of theirs, DEAD
+        ones their recovery (again)."""
         live = {p.executor_id for p in self.peers()}
         for row in rows:
             executor_id = row["executor_id"]
@@ -178,7 +204,9 @@ class AppLifecycle:
                 continue
             if row["status"] == HEALTHY:
                 grace = self.grace_secs()
-                self._arm_grace(executor_id, grace, grace, restarted_at=started_at)
+                connection = _parse_time(row.get("connected_at"))
+                self._arm_grace(executor_id, grace, grace, restarted_at=started_at, since=started_at,
+                                connection=connection, reason=reason)
             elif row["status"] == DISCONNECTED:
                 at = _parse_time(row.get("disconnected_at")) or started_at
                 self.disconnected(executor_id, at)
@@ -189,7 +217,15 @@ class AppLifecycle:
         """Look at the record again and watch it as its state says (after a refused connection)."""
         if executor_id in {p.executor_id for p in self.peers()}:
             return
-        record = self.log.executor(self.org, self.app, executor_id)
+        try:
+            record = self.log.executor(self.org, self.app, executor_id)
+        except Exception:
+            # The store is unreachable: the refused connection's claim stopped this executor's timers, so
+            # read it again later rather than forget it (it would never be declared dead).
+            log.warning("reading %s/%s/%s failed; looking again in %g s", self.org, self.app, executor_id,
+                        STORE_RETRY_S)
+            self._later(STORE_RETRY_S, "rewatch", executor_id)
+            return
         if record is None:
             return
         if record.status == DISCONNECTED and record.disconnected_at is not None:
@@ -259,7 +295,8 @@ class AppLifecycle:
 
     # -- grace ------------------------------------------------------------------------------------
     def _arm_grace(
-        self, executor_id: str, delay: float, grace: float, restarted_at: datetime | None = None
+        self, executor_id: str, delay: float, grace: float, restarted_at: datetime | None = None, *,
+        since: datetime | None = None, connection: datetime | None = None, reason: str = RESTART_REASON,
     ) -> None:
         previous = self._grace.pop(executor_id, None)
         if previous is not None:
@@ -267,7 +304,7 @@ class AppLifecycle:
         token = next(self._tokens)
         message = {MESSAGE_KEY: "grace_expired", "executor": executor_id, "token": token}
         timer = self.scheduler.call_later(max(0.0, delay), lambda: self.post(message))
-        self._grace[executor_id] = _Grace(token, timer, grace, restarted_at)
+        self._grace[executor_id] = _Grace(token, timer, grace, restarted_at, since, connection, reason)
 
     def _grace_expired(self, executor_id: str, token: Any) -> None:
         watch = self._grace.get(executor_id)
@@ -281,8 +318,15 @@ class AppLifecycle:
         def declare(e: Executor) -> None:
             # A record still HEALTHY after a restart: it never reconnected (to us, or to anyone since we
             # started). It was last known connected when this instance started.
-            if watch.restarted_at is not None and e.status == HEALTHY and e.connected_at <= watch.restarted_at:
-                e.disconnect(RESTART_REASON, watch.restarted_at)
+            if watch.restarted_at is not None and e.status == HEALTHY and e.connected_at <= min(
+                watch.restarted_at, watch.connection or watch.restarted_at
+            ):
+                e.disconnect(watch.reason, watch.restarted_at)
+            elif (e.status == DISCONNECTED and watch.since is not None and e.disconnected_at is not None
+                  and e.disconnected_at > watch.since):
+                # Another disconnection than ours (it came back elsewhere and went again): whoever
+                # recorded it watches it.
+                raise IllegalTransitionError(f"executor '{e.executor}'", "disconnected again since", "declare it dead")
             e.declare_dead(watch.grace_secs, now)
 
         try:
@@ -292,7 +336,8 @@ class AppLifecycle:
             return
         except Exception:
             log.exception("declaring %s/%s/%s dead failed; trying again", self.org, self.app, executor_id)
-            self._arm_grace(executor_id, STORE_RETRY_S, watch.grace_secs, watch.restarted_at)
+            self._arm_grace(executor_id, STORE_RETRY_S, watch.grace_secs, watch.restarted_at, since=watch.since,
+                            connection=watch.connection, reason=watch.reason)
             return
         log.info("executor %s/%s/%s declared DEAD after %g s", self.org, self.app, executor_id, watch.grace_secs)
         self._declared(record)
@@ -307,7 +352,7 @@ class AppLifecycle:
         dead = self._dead.get(executor_id)
         if dead is None or dead.dispatch is not None:
             return
-        candidates = rank_peers(executor_id, dead.version, self.peers(), dead.tried, self.latest_version())
+        candidates = rank_peers(executor_id, dead.version, self._candidates(), dead.tried, self.latest_version())
         if not candidates:
             if dead.tried and dead.retry is None:
                 # Every live peer failed this round: try them all again later, backing off.
@@ -317,8 +362,13 @@ class AppLifecycle:
                 log.warning("recovery of %s/%s/%s failed on every live peer; again in %g s",
                             self.org, self.app, executor_id, delay)
             elif not dead.tried:
-                log.warning("executor %s/%s/%s is DEAD and no healthy peer is connected: its recovery waits "
-                            "for one", self.org, self.app, executor_id)
+                if not dead.waiting:
+                    dead.waiting = True
+                    log.warning("executor %s/%s/%s is DEAD and no healthy peer is connected: its recovery waits "
+                                "for one", self.org, self.app, executor_id)
+                if self.remote_peers is not None and dead.retry is None:
+                    # A peer may connect to another instance, which would not tell us: look again later.
+                    dead.retry = self._later(self.remote_poll_s, "retry", executor_id)
             return
         peer = candidates[0]
         now = self.clock()
@@ -413,6 +463,19 @@ class AppLifecycle:
             self._dispatch_next(executor_id)
 
     # -- small helpers ----------------------------------------------------------------------------
+    def _candidates(self) -> list[Any]:
+        local = list(self.peers())
+        if self.remote_peers is None:
+            return local
+        here = {p.executor_id for p in local}
+        try:
+            remote = [p for p in self.remote_peers() if p.executor_id not in here]
+        except Exception as error:  # the store is away: local peers only, this time
+            log.warning("looking for peers of %s/%s on other instances failed (%s)", self.org, self.app,
+                        type(error).__name__)
+            remote = []
+        return local + remote
+
     def _later(self, delay: float, kind: str, executor_id: str, token: int | None = None) -> Cancellable:
         token = next(self._tokens) if token is None else token
         message = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}

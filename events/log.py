@@ -6,6 +6,7 @@ comes from the environment it is given; the domain does not know.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -15,6 +16,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
+from events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from events.app import App
 from events.errors import AlreadyExistsError, NotFoundError
 from events.executor import Executor, ExecutorInfo
@@ -22,6 +24,7 @@ from events.ids import app_id, executor_id, instance_id, organization_id
 from events.instance import RelayInstance
 from events.names import check_app_name
 from events.organization import Organization
+from events.retention import RetentionRun, retention_run_id
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -39,6 +42,16 @@ class RelayLog(Application[UUID]):
         super().__init__(env)
         self.position = 0
         self.listeners: list[Callable[[int], None]] = []
+        # Called with how long each save (one append transaction) took, in seconds: metrics.
+        self.save_observers: list[Callable[[float], None]] = []
+
+    def save(self, *objs: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return super().save(*objs, **kwargs)
+        finally:
+            for observe in self.save_observers:
+                observe(time.perf_counter() - started)
 
     # -- generic load/mutate/save with retry on a concurrent append -------------------------------
     def _get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
@@ -193,3 +206,157 @@ class RelayLog(Application[UUID]):
             return found
 
         return self._update(instance_id(instance), RelayInstance, change)
+
+    def adopt_instance(
+        self, peer: str, by: str, leases: list[str], at: datetime, still_silent: Callable[[], bool]
+    ) -> bool:
+        """`by` declares `peer` gone and adopts `leases` from it: RelayInstance.Expired on the peer and one
+        LeaseAdopted per lease on `by`, appended in ONE transaction (both or neither). The peer's aggregate
+        version makes it exclusive: of several survivors, one appends, the others conflict, reload, and the
+        domain refuses them (already EXPIRED). `still_silent` is asked after each load: a peer that beat
+        again (it restarted: it beats before recording Restarted) is not expired. Returns whether we did."""
+        for attempt in range(_SAVE_ATTEMPTS):
+            gone = self._get(instance_id(peer), RelayInstance)
+            adopter = self._get(instance_id(by), RelayInstance)
+            if gone is None or adopter is None:
+                raise NotFoundError(f"no relay instance '{peer if gone is None else by}'")
+            if not still_silent():
+                return False
+            gone.expire(by, at)
+            for lease in leases:
+                adopter.adopt_lease(lease, peer, at)
+            try:
+                recordings = self.save(gone, adopter)
+            except IntegrityError:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+                continue
+            self._appended([r.notification.id for r in recordings])
+            return True
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- alerting rules, alerts and retention runs (events/alerting.py, events/retention.py) --------
+    def alerting_rule(self, org: str, app: str, rule_id: str) -> AlertingRule | None:
+        return self._get(rule_aggregate_id(org, app, rule_id), AlertingRule)
+
+    def create_alerting_rule(
+        self,
+        org: str,
+        app: str,
+        rule_id: str,
+        rule_type: str,
+        metadata: Any,
+        receiving_app: str | None,
+        min_interval_secs: Any,
+        at: datetime,
+        by: str = "relay",
+    ) -> AlertingRule:
+        def change(found: AlertingRule | None) -> AlertingRule:
+            if found is not None:
+                raise AlreadyExistsError(f"an alerting rule '{rule_id}' exists in '{org}/{app}'")
+            return AlertingRule.create(org, app, rule_id, rule_type, metadata, receiving_app, min_interval_secs,
+                                       at, by)
+
+        return self._update(rule_aggregate_id(org, app, rule_id), AlertingRule, change)
+
+    def delete_alerting_rule(self, org: str, app: str, rule_id: str, at: datetime, by: str = "relay") -> AlertingRule:
+        def change(found: AlertingRule | None) -> AlertingRule:
+            if found is None or found.deleted:
+                raise NotFoundError(f"no alerting rule '{rule_id}' in '{org}/{app}'")
+            found.delete(at, by)
+            return found
+
+        return self._update(rule_aggregate_id(org, app, rule_id), AlertingRule, change)
+
+    def latest_alert(self, org: str, app: str, rule_id: str, known: int = 0) -> Alert | None:
+        """The rule's latest alert. ``known``: how many the caller has seen (the view's count), where the
+        walk along the numbered alerts starts."""
+        sequence, previous = max(known, 0), None
+        if sequence:
+            previous = self._get(alert_aggregate_id(org, app, rule_id, sequence), Alert)
+            if previous is None:
+                sequence = 0  # a hint ahead of the log: walk from the first
+        while (following := self._get(alert_aggregate_id(org, app, rule_id, sequence + 1), Alert)) is not None:
+            previous, sequence = following, sequence + 1
+        return previous
+
+    def fire_alert(
+        self,
+        org: str,
+        app: str,
+        rule_id: str,
+        slot: int,
+        message: str,
+        metadata: dict[str, str],
+        instance: str,
+        at: datetime,
+        known: int = 0,
+    ) -> Alert:
+        """Record the rule's next alert, or raise a domain error (deleted rule, fired in this interval or too
+        soon). Another instance recording the same alert first makes our save conflict: we then read its
+        alert and the domain refuses ours, so exactly one of them fires."""
+        for attempt in range(_SAVE_ATTEMPTS):
+            rule = self.alerting_rule(org, app, rule_id)
+            if rule is None:
+                raise NotFoundError(f"no alerting rule '{rule_id}' in '{org}/{app}'")
+            previous = self.latest_alert(org, app, rule_id, known)
+            alert = Alert.fire(rule, previous, slot, message, metadata, instance, at)
+            try:
+                recordings = self.save(alert)
+            except IntegrityError:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise
+                continue
+            self._appended([r.notification.id for r in recordings])
+            return alert
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def record_alert_delivery(
+        self,
+        org: str,
+        app: str,
+        rule_id: str,
+        sequence: int,
+        delivered_to: list[str],
+        failed: list[dict[str, str]],
+        webhook: dict[str, Any] | None,
+        at: datetime,
+    ) -> Alert:
+        def change(found: Alert | None) -> Alert:
+            if found is None:
+                raise NotFoundError(f"no alert {sequence} of rule '{rule_id}' in '{org}/{app}'")
+            found.deliver(delivered_to, failed, webhook, at)
+            return found
+
+        return self._update(alert_aggregate_id(org, app, rule_id, sequence), Alert, change)
+
+    def start_retention_run(
+        self,
+        org: str,
+        app: str,
+        slot: int,
+        executor: str,
+        policy: dict[str, int | None],
+        settings: dict[str, int | None],
+        instance: str,
+        at: datetime,
+    ) -> RetentionRun:
+        """AlreadyExistsError when this interval's run is recorded already (by another instance)."""
+
+        def change(found: RetentionRun | None) -> RetentionRun:
+            if found is not None:
+                raise AlreadyExistsError(f"the retention run of interval {slot} of '{org}/{app}' exists")
+            return RetentionRun.start(org, app, slot, executor, policy, settings, instance, at)
+
+        return self._update(retention_run_id(org, app, slot), RetentionRun, change)
+
+    def finish_retention_run(
+        self, org: str, app: str, slot: int, outcome: str, reason: str | None, at: datetime
+    ) -> RetentionRun:
+        def change(found: RetentionRun | None) -> RetentionRun:
+            if found is None:
+                raise NotFoundError(f"no retention run of interval {slot} of '{org}/{app}'")
+            found.finish(outcome, reason, at)
+            return found
+
+        return self._update(retention_run_id(org, app, slot), RetentionRun, change)

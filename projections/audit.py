@@ -12,8 +12,25 @@ from projections.projector import Handler, ViewProjection, event_name, iso, to_j
 # auditor has no use for it and it need not travel further than the applications view.
 _HIDDEN = {"originator_id", "originator_version", "timestamp", "originator_topic", "key_hash", "at"}
 
-# Which attribute names the subject of a creation event, per aggregate.
-_SUBJECT = {"Organization": "name", "App": "name", "Executor": "executor", "RelayInstance": "instance"}
+
+
+def _subject_of(kind: str, e: Any) -> tuple[str | None, str | None, str | None] | None:
+    """(org, app, subject) named by an aggregate's creation event, or None for unknown kinds."""
+    if kind == "Organization":
+        return e.name, None, e.name
+    if kind == "App":
+        return e.org, e.name, e.name
+    if kind == "RelayInstance":
+        return None, None, e.instance
+    subject = {
+        "Executor": lambda: e.executor,
+        "AlertingRule": lambda: e.rule_id,
+        "Alert": lambda: f"{e.rule_id}#{e.sequence}",
+        "RetentionRun": lambda: str(e.slot),
+    }.get(kind)
+    if subject is None:
+        return None
+    return getattr(e, "org", None), getattr(e, "app", None), subject()
 
 
 class AuditSchema:
@@ -51,12 +68,11 @@ class AuditProjection(ViewProjection):
         name = event_name(e)
         kind = name.split(".")[0]
         subject_id = str(e.originator_id)
-        if e.originator_version == 1 and kind in _SUBJECT:
-            org = getattr(e, "org", None) if kind != "Organization" else e.name
+        named = _subject_of(kind, e) if e.originator_version == 1 else None
+        if named is not None:
             sql.execute(
                 "INSERT INTO {s}relay_audit_subjects (id, kind, org, app, subject) VALUES (?, ?, ?, ?, ?)",
-                (subject_id, kind, org, getattr(e, "app", None) if kind == "Executor" else
-                 (e.name if kind == "App" else None), getattr(e, _SUBJECT[kind])),
+                (subject_id, kind, *named),
             )
         subject = sql.one("SELECT * FROM {s}relay_audit_subjects WHERE id = ?", (subject_id,)) or {}
         sql.execute(

@@ -171,6 +171,14 @@ class RegistryQueries:
             held.setdefault(str(row["instance"]), []).append(row)
         return held
 
+    def holders(self) -> list[str]:
+        """The instances that hold at least one lease (a row not DELETED)."""
+        with self.store.transaction(commit=False) as sql:
+            rows = sql.all(
+                "SELECT DISTINCT instance FROM {s}relay_executors WHERE status <> 'DELETED' AND instance IS NOT NULL"
+            )
+        return sorted(str(r["instance"]) for r in rows)
+
     def held_by(self, instance: str) -> list[dict[str, Any]]:
         with self.store.transaction(commit=False) as sql:
             return sql.all(

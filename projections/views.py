@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from events.log import RelayLog
+from projections.alerts import AlertsProjection, AlertsQueries, AlertsSchema
 from projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
 from projections.audit import AuditProjection, AuditQueries, AuditSchema
 from projections.backend import StoreConfig, ViewStore
@@ -25,15 +26,18 @@ class Views:
         registry = ViewStore(config, RegistrySchema(), location=location)
         applications = ViewStore(config, ApplicationsSchema(), location=location)
         audit = ViewStore(config, AuditSchema(), location=location)
-        self.stores = (registry, applications, audit)
+        alerts = ViewStore(config, AlertsSchema(), location=location)
+        self.stores = (registry, applications, audit, alerts)
         self.projectors = (
             Projector(relay_log, RegistryProjection(registry)),
             Projector(relay_log, ApplicationsProjection(applications)),
             Projector(relay_log, AuditProjection(audit)),
+            Projector(relay_log, AlertsProjection(alerts)),
         )
         self.registry = RegistryQueries(registry)
         self.applications = ApplicationsQueries(applications)
         self.audit = AuditQueries(audit)
+        self.alerts = AlertsQueries(alerts)  # alerting rules, alerts, retention runs, Relay's own counts
 
     def position(self) -> int:
         """The position every view has reached."""

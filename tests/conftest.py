@@ -64,3 +64,27 @@ def tmp_data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "relay-data"
     path.mkdir()
     return path
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Issue 9: no secret that any Relay of the session was given or minted may be in any Relay log of the session
+    (tests/support/procs.py keeps both); a leak fails the run, naming the log and the secret's kind only."""
+    del exitstatus
+    from tests.support import procs, reliability_report
+
+    problems, counts = procs.sweep_session_logs()
+    if counts["logs"] and not problems:
+        reliability_report.record(
+            "secrets", area="Secrets in logs",
+            tried={"Relay logs grepped": counts["logs"], "log lines": counts["lines"],
+                   "secrets looked for (admin tokens, dbos_ keys, forward secrets)": counts["secrets"]},
+            outcome="none of them in any log of the run",
+        )
+    if problems:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in ["secrets found in Relay logs:", *problems]:
+            if reporter is not None:
+                reporter.write_line(line, red=True)
+            else:
+                print(line, file=sys.stderr)

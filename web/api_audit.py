@@ -17,7 +17,7 @@ from web.requests_ import int_arg
 
 bp = Blueprint("v2_audit", __name__)
 
-_TARGETS = {"App": "application", "Organization": "organization"}
+_TARGETS = {"App": "application", "Organization": "organization", "AlertingRule": "alerting_rule"}
 # Audit scans this many recent entries at most per request; the log view is the bulk interface.
 _SCAN_LIMIT = 5000
 

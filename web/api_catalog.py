@@ -12,7 +12,8 @@ from flask import Blueprint, Response, jsonify, request
 from actors import protocol
 from web import translate
 from web.context import runtime
-from web.executor_calls import authorize_app, call
+from web.executor_calls import NoExecutorError, authorize_app, call
+from web.metrics import recovery_metrics
 from web.openapi import operation, query
 from web.problems import ApiError, not_found
 from web.requests_ import json_body
@@ -173,5 +174,11 @@ def set_latest_version(org: str, app: str) -> Response:
 def list_metrics(org: str, app: str) -> Response:
     row = authorize_app("metric.read", org, app)
     window = translate.metrics_window(request.args)
-    response = call(org, app, translate.metrics_request(window))
-    return jsonify([translate.metric(m, row["id"], window) for m in response.metrics or []])
+    relay_rows = recovery_metrics(org, app, row["id"], window)  # Relay's own: recovery_count by outcome
+    try:
+        response = call(org, app, translate.metrics_request(window))
+    except NoExecutorError:
+        if not relay_rows:
+            raise
+        return jsonify(relay_rows)
+    return jsonify([translate.metric(m, row["id"], window) for m in response.metrics or []] + relay_rows)

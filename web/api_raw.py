@@ -4,6 +4,7 @@ For types a newer SDK added that Relay does not model yet (``rewind_workflow`` a
 ``POST /relay/v1/orgs/{org}/apps/{app}/executors/{executorId}/requests`` with ``{"type": T, ...fields}``.
 The answer is the executor's frame as a JSON object, ``error_message`` included (200 even when it reports
 a failure: the caller asked for the raw answer); 502 when the executor disconnects first, 504 on timeout.
+An executor connected to another instance is reached through it (forwarding, web/forward_client.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from flask import Blueprint, Response, jsonify
 
 from web import translate
 from web.context import runtime
-from web.executor_calls import authorize_app, call_executor, snapshot
+from web.executor_calls import authorize_app, call_executor, remote_executors, snapshot
 from web.openapi import operation
 from web.problems import ApiError, not_found
 from web.requests_ import json_body
@@ -28,6 +29,8 @@ def raw_request(org: str, app: str, executor_id: str) -> Response:
     request = translate.raw_request(json_body(required=True))
     executors, _latest = snapshot(org, app)
     executor = next((e for e in executors if e.executor_id == executor_id), None)
+    if executor is None:  # HA: connected to another instance, reached through it
+        executor = next((e for e in remote_executors(org, app) if e.executor_id == executor_id), None)
     if executor is None:
         known = {row["executor_id"] for row in runtime().views.registry.executors(org, app)}
         if executor_id in known:

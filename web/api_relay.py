@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gevent
 from flask import Blueprint, Response, jsonify, request
 
 from web import schemas
@@ -17,9 +18,18 @@ def healthz() -> Response:
     return jsonify({"status": "ok"})
 
 
+# A store that does not answer (PostgreSQL down: each call waits for the pool and retries for tens of seconds)
+# is not ready either: /readyz answers within this many seconds, like a probe expects.
+READY_TIMEOUT_S = 3.0
+
+
 @bp.get("/readyz")
 def readyz() -> Response:
-    ok, detail = runtime().ready()
+    try:
+        with gevent.Timeout(READY_TIMEOUT_S):
+            ok, detail = runtime().ready()
+    except gevent.Timeout:
+        ok, detail = False, f"event store not answering within {READY_TIMEOUT_S:g} s"
     response = jsonify({"status": "ready" if ok else "not ready", "detail": detail})
     response.status_code = 200 if ok else 503
     return response

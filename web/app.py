@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
+from web import api_alerting as alerting_api
 from web import api_apps, api_audit, api_catalog, api_raw, api_relay, api_workflows, console, openapi, websocket
+from web import metrics as metrics_api
+from web.api_cluster import bp as cluster_bp
 from web.problems import ApiError, problem_response
 
 if TYPE_CHECKING:
@@ -33,6 +36,12 @@ def create_app(rt: Runtime) -> Flask:
     # Executor-served operations (issue 3) and the generated OpenAPI document.
     for blueprint in (api_workflows.bp, api_catalog.bp, api_raw.bp, openapi.bp):
         app.register_blueprint(blueprint)
+    # Alerting rules and alerts, retention runs, the Prometheus scrape (issue 7); they configure the actors.
+    for blueprint in (alerting_api.bp, metrics_api.bp):
+        app.register_blueprint(blueprint)
+    alerting_api.install(rt)
+    metrics_api.install(rt)
+    app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
 
     @app.errorhandler(ApiError)

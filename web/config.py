@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 from actors.context import Limits
 from projections.backend import StoreConfig
@@ -26,6 +29,8 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number")
     if value <= 0:
         raise ConfigError(f"{name} must be positive")
     return value
@@ -44,6 +49,31 @@ def _int(env: dict[str, str], name: str, default: int) -> int:
     return value
 
 
+def _tls_files(env: dict[str, str]) -> tuple[Path | None, Path | None]:
+    cert, key = env.get("RELAY_TLS_CERT") or None, env.get("RELAY_TLS_KEY") or None
+    if (cert is None) != (key is None):
+        raise ConfigError("RELAY_TLS_CERT and RELAY_TLS_KEY must be set together")
+    for name, value in (("RELAY_TLS_CERT", cert), ("RELAY_TLS_KEY", key)):
+        if value is not None and not os.access(value, os.R_OK):
+            raise ConfigError(f"{name} must name a readable file")
+    return (Path(cert), Path(key)) if cert and key else (None, None)
+
+
+def _alerting(env: dict[str, str]) -> dict[str, Any]:
+    """Alerting and managed retention (actors/alerting.py, actors/retention.py)."""
+    url = env.get("RELAY_ALERT_WEBHOOK_URL") or None
+    if url is not None and urlparse(url).scheme not in ("http", "https"):
+        raise ConfigError("RELAY_ALERT_WEBHOOK_URL must be an http:// or https:// URL")
+    return {
+        "alert_interval_s": _float(env, "RELAY_ALERT_INTERVAL_S", 30.0),
+        "retention_interval_s": _float(env, "RELAY_RETENTION_INTERVAL_S", 300.0),
+        "alert_webhook_url": url,
+        "alert_webhook_secret": env.get("RELAY_ALERT_WEBHOOK_SECRET") or None,
+        "alert_webhook_timeout_s": _float(env, "RELAY_ALERT_WEBHOOK_TIMEOUT_S", 5.0),
+        "alert_webhook_attempts": _int(env, "RELAY_ALERT_WEBHOOK_ATTEMPTS", 3),
+    }
+
+
 @dataclass
 class Settings:
     host: str = "127.0.0.1"
@@ -56,7 +86,25 @@ class Settings:
     instance_id: str = ""
     advertise_address: str = "127.0.0.1"
     forward_secret: str | None = None
+    # HA: how often this instance beats in the instances table, and how long a silent peer has before a
+    # survivor adopts its executors.
+    heartbeat_interval_s: float = 2.0
+    instance_timeout_s: float = 10.0
     limits: Limits = field(default_factory=Limits)
+    # The edge (web/limits.py): failed executor handshakes per source address per minute, open executor
+    # sockets; and the TLS certificate chain and key of `relay serve` (both or neither).
+    handshake_failures_per_min: int = 30
+    max_connections: int = 1000
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # Alerting: how often rules are evaluated, how often managed retention runs, and the optional webhook
+    # alerts are POSTed to (URL and secret from the environment only: never logged nor recorded).
+    alert_interval_s: float = 30.0
+    retention_interval_s: float = 300.0
+    alert_webhook_url: str | None = None
+    alert_webhook_secret: str | None = None
+    alert_webhook_timeout_s: float = 5.0
+    alert_webhook_attempts: int = 3
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -72,7 +120,13 @@ class Settings:
             ping_interval_s=_float(env, "RELAY_PING_INTERVAL_S", 10.0),
             pong_timeout_s=_float(env, "RELAY_PONG_TIMEOUT_S", 25.0),
             recovery_timeout_s=_float(env, "RELAY_RECOVERY_TIMEOUT_S", 30.0),
+            max_inflight_per_executor=_int(env, "RELAY_MAX_INFLIGHT_PER_EXECUTOR", 256),
         )
+        tls_cert, tls_key = _tls_files(env)
+        heartbeat_interval_s = _float(env, "RELAY_HEARTBEAT_INTERVAL_S", 2.0)
+        instance_timeout_s = _float(env, "RELAY_INSTANCE_TIMEOUT_S", 10.0)
+        if instance_timeout_s <= heartbeat_interval_s:
+            raise ConfigError("RELAY_INSTANCE_TIMEOUT_S must be longer than RELAY_HEARTBEAT_INTERVAL_S")
         url = env.get("RELAY_DATABASE_URL") or None
         if url is not None and not url.startswith(("postgresql://", "postgres://")):
             raise ConfigError("RELAY_DATABASE_URL must be a postgresql:// URL")
@@ -87,7 +141,14 @@ class Settings:
             instance_id=env.get("RELAY_INSTANCE_ID") or f"{socket.gethostname()}:{port}",
             advertise_address=env.get("RELAY_ADVERTISE_ADDRESS") or host,
             forward_secret=env.get("RELAY_FORWARD_SECRET") or None,
+            heartbeat_interval_s=heartbeat_interval_s,
+            instance_timeout_s=instance_timeout_s,
             limits=limits,
+            handshake_failures_per_min=_int(env, "RELAY_HANDSHAKE_FAILURES_PER_MIN", 30),
+            max_connections=_int(env, "RELAY_MAX_CONNECTIONS", 1000),
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            **_alerting(env),
         )
 
     @property

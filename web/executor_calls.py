@@ -6,7 +6,13 @@
   naming the SDK languages/releases that lack it;
 - an executor that disconnects before answering: the next candidate; none left: 502;
 - an executor's ``error_message``: 502, the message (without the SDK's traceback) in ``detail``;
+- an executor that answers with a frame breaking the protocol: 502 at once, naming what is wrong;
+- an executor with RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: the next candidate; none left: 429;
 - no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, 504.
+
+HA: when no executor connected to this instance can take the request, the HEALTHY executors of the
+application on other live instances are the candidates (actors/cluster.py), reached through their instance
+(web/forward_client.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
 
 Each HTTP request runs in its own greenlet and only waits on its own future, so a slow executor or a
 huge answer holds up nobody else.
@@ -23,8 +29,11 @@ import pykka
 
 from actors import protocol, routing
 from actors.application import LiveExecutor
-from actors.executor import ExecutorGoneError
+from actors.cluster import RemoteExecutor
+from actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
+from web.forward_client import ForwardError
+from web.metrics import timed_request
 from web.problems import ApiError, not_found
 
 log = logging.getLogger("relay.web.executor_calls")
@@ -37,6 +46,20 @@ _BULK_CAPABLE = (protocol.CancelRequest, protocol.ResumeRequest, protocol.Delete
 class NoExecutorError(ApiError):
     def __init__(self, app: str) -> None:
         super().__init__(503, f"no executor of application '{app}' is connected")
+
+
+def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswerError) -> ApiError:
+    return ApiError(
+        502, f"executor '{executor.executor_id}' answered '{message_type}' with a malformed frame: {error}",
+        title="Executor Error",
+    )
+
+
+def _busy(app: str, limit: int) -> ApiError:
+    return ApiError(
+        429, f"the executors of application '{app}' already have {limit} requests each in flight "
+        "(RELAY_MAX_INFLIGHT_PER_EXECUTOR); try again later", title="Too Many Requests",
+    )
 
 
 def summarize_error(message: str) -> str:
@@ -61,13 +84,11 @@ def snapshot(org: str, app: str) -> tuple[list[LiveExecutor], str | None]:
 
 def call(org: str, app: str, request: protocol.Request) -> Any:
     """Send ``request`` to the best executor of the application and return its (successful) response."""
-    executors, latest = snapshot(org, app)
-    if not executors:
-        raise NoExecutorError(app)
     message_type = str(request.type.value)
-    route = routing.rank(executors, message_type, latest)
+    route = _route(org, app, message_type)
     lacking = list(route.lacking)
     gone = 0
+    busy: InFlightLimitError | None = None
     refusal: str | None = None
     for executor in route.candidates:
         try:
@@ -75,6 +96,11 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
         except ExecutorGoneError:
             gone += 1
             continue
+        except InFlightLimitError as error:
+            busy = error
+            continue
+        except MalformedAnswerError as error:
+            raise _malformed(executor, message_type, error) from None
         if response.error_message is None:
             return response
         if protocol.is_unknown_type_error(response):
@@ -87,6 +113,8 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
         raise ApiError(502, summarize_error(response.error_message), title="Executor Error")
     if refusal is not None:
         raise ApiError(502, refusal, title="Executor Error")
+    if busy is not None:
+        raise _busy(app, busy.limit)
     if gone and not lacking:
         raise ApiError(502, f"every executor of application '{app}' disconnected before answering")
     if gone:
@@ -103,6 +131,19 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
     )
 
 
+def _route(org: str, app: str, message_type: str) -> routing.Route:
+    """The candidates for a request: the executors connected here; when none of them can take it, those on
+    other live instances (HA). 503 when the application has no executor anywhere."""
+    executors, latest = snapshot(org, app)
+    route = routing.rank(executors, message_type, latest)
+    if not route.candidates:
+        remote = routing.rank(remote_executors(org, app), message_type, latest)  # type: ignore[arg-type]
+        route = routing.Route(candidates=remote.candidates, lacking=[*route.lacking, *remote.lacking])
+    if not route.candidates and not route.lacking:
+        raise NoExecutorError(app)
+    return route
+
+
 def call_executor(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     """Send one request to one executor and return its response, whatever it says (the raw endpoint).
     ExecutorGoneError → 502, timeout → 504."""
@@ -110,6 +151,10 @@ def call_executor(org: str, app: str, executor: LiveExecutor, request: Any) -> A
         response = _send_one(org, app, executor, request)
     except ExecutorGoneError:
         raise ApiError(502, f"executor '{executor.executor_id}' disconnected before answering") from None
+    except InFlightLimitError as error:
+        raise _busy(app, error.limit) from None
+    except MalformedAnswerError as error:
+        raise _malformed(executor, str(request.type), error) from None
     if protocol.is_unknown_type_error(response):
         _mark_unsupported(org, app, executor, str(request.type))
     return response
@@ -135,10 +180,13 @@ def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Requ
     return _send_one(org, app, executor, request)
 
 
+@timed_request  # requests by type and outcome, with their latency (GET /metrics)
 def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     """Send with a fresh request id (a retry must not reuse one) and wait up to the request timeout."""
     attempt = dataclasses.replace(request, request_id=protocol.new_request_id())
     timeout = runtime().settings.limits.request_timeout_s
+    if isinstance(executor, RemoteExecutor):
+        return _forward_one(org, app, executor, attempt, timeout)
     try:
         future = executor.ref.proxy().request(attempt).get(timeout=ASK_TIMEOUT_S)
         return future.get(timeout=timeout)
@@ -158,7 +206,46 @@ def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
         ) from None
 
 
+def send_local(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
+    """One request to one executor of this instance, its response whatever it says (a forwarded request:
+    web/api_cluster.py). Raises ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ApiError 504."""
+    response = _send_one(org, app, executor, request)
+    if protocol.is_unknown_type_error(response):
+        _mark_unsupported(org, app, executor, str(request.type))
+    return response
+
+
+def remote_executors(org: str, app: str) -> list[RemoteExecutor]:
+    """HEALTHY executors of the application on other live instances ([] when forwarding is disabled)."""
+    forwarder = getattr(runtime(), "forwarder", None)
+    return forwarder.executors(org, app) if forwarder is not None else []
+
+
+def _forward_one(org: str, app: str, executor: RemoteExecutor, request: Any, timeout: float) -> Any:
+    """One request through the executor's instance, its failures mapped as a local executor's: gone (next
+    candidate), 504, 429; a refused forward (secrets differ) or a malformed answer: 502."""
+    try:
+        return runtime().forwarder.call(executor, org, app, request, timeout)
+    except ForwardError as error:
+        if error.status in (None, 503):
+            raise ExecutorGoneError(str(error)) from None
+        if error.status == 504:
+            raise ApiError(
+                504,
+                f"executor '{executor.executor_id}' (on instance {executor.instance}) did not answer "
+                f"'{request.type}' within {timeout:g} s",
+                title="Gateway Timeout",
+            ) from None
+        if error.status == 429:  # busy there: the next candidate, as for a local one
+            raise InFlightLimitError(getattr(runtime().settings.limits, "max_inflight_per_executor", 0)) from None
+        if error.status == 502:
+            raise ApiError(502, error.detail, title="Executor Error") from None
+        raise ApiError(502, f"instance {executor.instance} refused the forwarded request: {error.detail}") from None
+
+
 def _mark_unsupported(org: str, app: str, executor: LiveExecutor, message_type: str) -> None:
+    if isinstance(executor, RemoteExecutor):
+        return  # its own instance marks it
     log.info(
         "executor %s/%s/%s (%s %s) does not support %s",
         org, app, executor.executor_id, executor.language, executor.dbos_version, message_type,

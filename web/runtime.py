@@ -9,14 +9,17 @@ from typing import Any
 import pykka
 
 from actors.application import ApplicationActor
+from actors.cluster import Cluster
 from actors.context import ActorContext
 from actors.directory import Directory
+from actors.heartbeats import InstanceTable
 from actors.instance import InstanceActor
-from events.instance import RUNNING
+from actors.recovery import ADOPTED_REASON
 from events.log import RelayLog
 from projections.views import ProjectionRunner, Views
 from web.auth import Authenticator
 from web.config import Settings
+from web.forward_client import Forwarder
 
 log = logging.getLogger("relay.runtime")
 
@@ -40,9 +43,23 @@ class Runtime:
         self.directory = Directory(self._start_application)
         self.auth = Authenticator(admin_token, self.views.applications)
         self.instance: pykka.ActorRef[Any] | None = None
+        # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
+        # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
+        self.table = InstanceTable(settings.store)
+        self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.port,
+                               settings.instance_timeout_s)
+        self.cluster.handlers.append(self._adopted)
+        self.cluster.rejoin_handlers.append(self._rejoined)
+        self.forwarder: Forwarder | None = None
+        if settings.forward_secret:
+            self.forwarder = Forwarder(
+                self.cluster, self.views.applications, settings.forward_secret,
+                poll_s=settings.heartbeat_interval_s, max_bytes=2 * settings.limits.max_frame_bytes,
+                scheme="https" if getattr(settings, "tls_cert", None) else "http",
+            )
 
     def _start_application(self, org: str, app: str) -> pykka.ActorRef[Any]:
-        return ApplicationActor.start(self.ctx, org, app)
+        return ApplicationActor.start(self.ctx, org, app, remote=self.forwarder)
 
     def start(self) -> None:
         # Catch the views up before serving, so the first reads see the whole log.
@@ -50,7 +67,7 @@ class Runtime:
         self.runner.start()
         self.instance = InstanceActor.start(
             self.ctx, self.directory, self.settings.advertise_address, self.settings.port, VERSION,
-            self.settings.default_org,
+            self.settings.default_org, cluster=self.cluster, heartbeat_interval_s=self.settings.heartbeat_interval_s,
         )
         self.wait_for_views()
         self.resume_lifecycles()
@@ -76,12 +93,38 @@ class Runtime:
         return count
 
     def _resumable(self, owner: str | None) -> bool:
-        """Records of this instance, or of an instance that is not running (stopped or expired): a
-        running peer keeps its own (HA lease adoption takes them over if it dies)."""
+        """Records of this instance (or of none). Records of any other instance are the cluster's: a peer
+        in the instances table is adopted by one survivor when it goes silent (or stops), one without a row
+        by the beat's sweep (actors/cluster.py), so a restart never takes what an adoption takes."""
         if owner is None or owner == self.ctx.instance_id:
             return True
-        record = self.log.instance(owner)
-        return record is None or record.status != RUNNING
+        if owner in {str(r["instance"]) for r in self.table.rows()}:
+            return False
+        return self.log.instance(owner) is None  # no such instance: nobody else will take them
+
+    # -- HA -----------------------------------------------------------------------------------------
+    def _adopted(self, org: str, app: str, executor_ids: list[str], peer: str) -> None:
+        """The cluster adopted these executors from a silent peer: their records now say this instance
+        (once our views include the LeaseAdopted); the application actor takes over their grace timers
+        and recoveries as after a restart."""
+        self.wait_for_views(timeout=10)
+        wanted = set(executor_ids)
+        rows = [r for r in self.views.registry.executors(org, app)
+                if r["executor_id"] in wanted and r.get("instance") == self.ctx.instance_id]
+        if not rows:
+            return
+        app_actor = self.directory.application(org, app).proxy()
+        app_actor.adopt(rows, self.ctx.clock(), ADOPTED_REASON).get(timeout=120)
+        log.info("took over the lifecycle of %d executor(s) of %s/%s from %s", len(rows), org, app, peer)
+
+    def _rejoined(self) -> None:
+        """We were declared gone while alive: our records went to the adopter. Drop what we watched and
+        close our sockets: the executors reconnect (through the balancer) and their records follow them."""
+        for ref in self.directory.applications():
+            app_actor = ref.proxy()
+            app_actor.forget_lifecycle().get(timeout=10)
+            for executor in app_actor.live_executors().get(timeout=10):
+                executor.ref.tell({"close": "relay instance rejoining its cluster: reconnect"})
 
     def wait_for_views(self, timeout: float = 5.0) -> bool:
         """Read-your-writes: wait until the views include everything this process appended."""
@@ -101,5 +144,6 @@ class Runtime:
             self.instance.stop(timeout=10)
         pykka.ActorRegistry.stop_all(timeout=10)
         self.runner.stop()
+        self.table.close()
         self.views.close()
         self.log.close()

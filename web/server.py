@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
+import ssl
 import sys
+import time
 from typing import Any
 
 import gevent
 import geventwebsocket.handler
+from flask import Flask, Response
 from gevent.event import Event
 from gevent.pywsgi import WSGIServer
 from geventwebsocket.handler import WebSocketHandler
 
 from web.app import create_app
-from web.config import Settings
+from web.config import ConfigError, Settings
+from web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
+from web.problems import ApiError, problem_response
 from web.runtime import Runtime
 from web.sockets import RelayWebSocket
 from web.websocket import check_handshake, redact_path
@@ -30,8 +36,13 @@ class RelayHandler(WebSocketHandler):
     """Checks the executor handshake before upgrading, installs RelayWebSocket, redacts access logs."""
 
     def run_application(self) -> Any:
-        check_handshake(self.server.relay, self.environ)
-        return super().run_application()
+        self.socket.settimeout(None)  # the request arrived: no deadline while it runs (a WebSocket's life)
+        check_handshake(self.server.relay, self.environ, self.server.relay_edge)
+        try:
+            return super().run_application()  # for an upgraded socket: until it closes
+        finally:
+            if self.environ.pop("relay.ws_slot", False):
+                self.server.relay_edge.slots.release()
 
     def upgrade_websocket(self) -> Any:
         if "relay.ws_refusal" in self.environ or "relay.ws_org" not in self.environ:
@@ -44,17 +55,76 @@ class RelayHandler(WebSocketHandler):
         return super().run_websocket()
 
     def format_request(self) -> str:
-        line = super().format_request()
-        if self.path and "/websocket/" in self.path:
-            line = line.replace(self.path, redact_path(self.path))
-        return line
+        # The raw request line, however malformed: redacted as a whole (not only a path that parsed).
+        return redact_path(super().format_request())
 
     def log_error(self, msg: str, *args: Any) -> None:
-        # gevent logs the request line on errors too: never with a key in it.
+        # gevent logs the request line on errors too (an invalid one quoted as sent): never with a key in it.
         text = msg % args if args else msg
-        if self.path:
-            text = text.replace(self.path, redact_path(self.path))
-        log.warning("%s", text)
+        log.warning("%s", redact_path(text))
+
+    def handle_one_request(self) -> Any:
+        # The request line and headers must arrive within RELAY_HANDSHAKE_TIMEOUT_S, in total: an idle or
+        # trickling connection holds nothing for longer. run_application lifts the deadline for the request.
+        timeout = self.server.relay.settings.limits.handshake_timeout_s
+        self._request_deadline = time.monotonic() + timeout
+        if self.socket is not None:
+            self.socket.settimeout(timeout)
+        return super().handle_one_request()
+
+    def _remaining(self) -> float:
+        return max(0.001, getattr(self, "_request_deadline", time.monotonic()) - time.monotonic())
+
+    def read_requestline(self) -> str:
+        with gevent.Timeout(self._remaining(), TimeoutError):
+            return super().read_requestline()
+
+    def read_request(self, raw_requestline: str) -> Any:
+        with gevent.Timeout(self._remaining(), TimeoutError):
+            return super().read_request(raw_requestline)
+
+    def _handle_client_error(self, ex: Exception) -> Any:
+        if isinstance(ex, TimeoutError):  # headers not received in time: no traceback for that
+            self.log_error("(from %s) request not received within %g s; closing", self.client_address[0],
+                           self.server.relay.settings.limits.handshake_timeout_s)
+            return ("400", b"")
+        return super()._handle_client_error(ex)
+
+
+class SecretFilter(logging.Filter):
+    """The last line of defence, on every log handler of `relay serve`: `dbos_` keys, and the process's own
+    secrets (admin token, forward secret), are masked in any record, its traceback included."""
+
+    API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{30,}")
+
+    def __init__(self, literals: list[str | None]) -> None:
+        super().__init__()
+        self.literals = sorted({s for s in literals if s and len(s) >= 8}, key=len, reverse=True)
+
+    def clean(self, text: str) -> str:
+        for literal in self.literals:
+            text = text.replace(literal, "<redacted>")
+        return self.API_KEY.sub("dbos_<redacted>", text)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            return True
+        cleaned = self.clean(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.clean(record.exc_text)
+        return True
+
+
+def install_secret_filter(settings: Settings) -> None:
+    secret_filter = SecretFilter([settings.admin_token, settings.forward_secret])
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(secret_filter)
 
 
 class _AccessLog:
@@ -66,14 +136,46 @@ class _AccessLog:
             logging.getLogger("relay.access").info("%s", line)
 
 
+def install_store_errors(app: Flask) -> None:
+    """The store failing under a request (web/limits.py STORE_ERRORS): 503 saying so, not a bare 500."""
+    def _store_unavailable(error: Exception) -> Response:
+        log.error("store unavailable during a request: %s", type(error).__name__)
+        response = problem_response(ApiError(503, STORE_UNAVAILABLE))
+        response.headers["Retry-After"] = "5"
+        return response
+
+    for kind in STORE_ERRORS:
+        app.register_error_handler(kind, _store_unavailable)
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext | None:
+    """The server's TLS context (TLS 1.2 or later) from RELAY_TLS_CERT/RELAY_TLS_KEY, or None for plain HTTP."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(str(settings.tls_cert), str(settings.tls_key))
+    except (ssl.SSLError, OSError) as error:
+        reason = getattr(error, "reason", None) or type(error).__name__
+        raise ConfigError(f"RELAY_TLS_CERT/RELAY_TLS_KEY cannot be used ({reason})") from None
+    return context
+
+
 def serve(settings: Settings) -> int:
+    context = tls_context(settings)  # before anything starts: a bad certificate stops `serve` at once
+    install_secret_filter(settings)
     rt = Runtime(settings)
     rt.start()
     app = create_app(rt)
+    install_store_errors(app)
+    tls: dict[str, Any] = {"ssl_context": context} if context is not None else {}
     server = WSGIServer(
-        (settings.host, settings.port), app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog()
+        (settings.host, settings.port), app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
+        **tls,
     )
     server.relay = rt  # type: ignore[attr-defined]
+    server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
     stopping = Event()
 
     def _stop(*_: Any) -> None:
@@ -83,8 +185,9 @@ def serve(settings: Settings) -> int:
     gevent.signal_handler(signal.SIGINT, _stop)
     server.start()
     log.info(
-        "relay %s listening on http://%s:%d (store %s)",
-        rt.settings.instance_id, settings.host, server.server_port, settings.store.describe(),
+        "relay %s listening on %s://%s:%d (store %s)",
+        rt.settings.instance_id, "https" if context else "http", settings.host, server.server_port,
+        settings.store.describe(),
     )
     sys.stdout.flush()
     stopping.wait()

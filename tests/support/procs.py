@@ -3,12 +3,19 @@
 Every process gets a clean environment: the ``RELAY_*`` and ``DBOS_*`` variables of the shell that runs the
 tests are dropped, so only what a test passes reaches the process. Output goes to a log file (``.log_path``,
 ``.log_text()``), and failures quote its tail.
+
+Secrets: a ``RelayProcess`` remembers every secret a test handed it or got back from it (its admin token, a
+forward secret in its environment, every ``dbos_`` key its API or CLI returned, and what a test passes to
+``remember_secret``); each stop or kill asserts that none is in its log. ``sweep_session_logs`` (called when the
+test session ends) checks every Relay log of the session against every secret of the session.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -31,6 +38,23 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 CLI_TIMEOUT_S = 60.0
 _DROPPED_PREFIXES = ("RELAY_", "DBOS_")
+_SECRET_ENV = ("RELAY_ADMIN_TOKEN", "RELAY_FORWARD_SECRET")
+_MIN_SECRET_CHARS = 12  # shorter strings are not secrets a test minted, and would match by chance
+_API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{20,}")
+# Every secret of the session (value -> label), and every Relay log written in it: see sweep_session_logs.
+SESSION_SECRETS: dict[str, str] = {}
+SESSION_LOGS: list[Path] = []
+SESSION_LOG_DIR = REPO_ROOT / "test-output" / f"relay-logs-{os.getpid()}"
+
+
+def secret_label(value: str, label: str) -> str:
+    """How a secret is named in a failure: its kind and a hash prefix, never the value."""
+    return f"{label} (sha256 {hashlib.sha256(value.encode()).hexdigest()[:12]})"
+
+
+def leaked_secrets(text: str, known: dict[str, str]) -> list[str]:
+    """The labels of the secrets in ``known`` (value -> label) that occur in ``text``."""
+    return sorted(secret_label(value, label) for value, label in known.items() if value in text)
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -201,6 +225,40 @@ class RelayProcess(ManagedProcess):
         self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
         self.session = requests.Session()
         super().__init__(Path(log_path) if log_path else self.data_dir / f"relay-{self.port}.log")
+        self.secrets: dict[str, str] = {}
+        self.remember_secret(self.admin_token, "admin token")
+        for name in _SECRET_ENV:
+            if self.extra_env.get(name):
+                self.remember_secret(self.extra_env[name], name)
+        SESSION_LOGS.append(self.log_path)
+
+    # -- secrets
+
+    def remember_secret(self, value: str | None, label: str = "secret") -> None:
+        """A secret this server must never log (checked at every stop or kill, and at the session's end)."""
+        if isinstance(value, str) and len(value) >= _MIN_SECRET_CHARS:
+            self.secrets.setdefault(value, label)
+            SESSION_SECRETS.setdefault(value, label)
+
+    def _remember_keys_in(self, text: str, label: str) -> None:
+        for key in _API_KEY.findall(text):
+            self.remember_secret(key, label)
+
+    def assert_no_secrets_logged(self) -> None:
+        """Fail when any secret this server knows of is in its log."""
+        found = leaked_secrets(self.log_text(), self.secrets)
+        if found:
+            raise AssertionError(f"secrets in the relay log {self.log_path}: {', '.join(found)}")
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        code = super().stop(timeout)
+        self.assert_no_secrets_logged()
+        return code
+
+    def kill(self) -> int | None:
+        code = super().kill()
+        self.assert_no_secrets_logged()
+        return code
 
     @property
     def base_url(self) -> str:
@@ -281,22 +339,32 @@ class RelayProcess(ManagedProcess):
         if bearer:
             headers.setdefault("Authorization", f"Bearer {bearer}")
         kwargs.setdefault("timeout", 10)
-        return self.session.request(method, f"{self.base_url}{path}", headers=headers, **kwargs)
+        response = self.session.request(method, f"{self.base_url}{path}", headers=headers, **kwargs)
+        if "json" in response.headers.get("Content-Type", "") and '"token"' in response.text:
+            self._remember_keys_in(response.text, "API key")
+        return response
 
     def run_cli(
         self, args: Sequence[str], env: Mapping[str, str] | None = None, **kwargs: Any
     ) -> subprocess.CompletedProcess[str]:
         """``run_cli`` with this server's ``RELAY_*`` settings (plus ``env``)."""
-        return run_cli(args, {**self.relay_env(), **(env or {})}, **kwargs)
+        result = run_cli(args, {**self.relay_env(), **(env or {})}, **kwargs)
+        self._remember_keys_in(result.stdout or "", "API key (CLI)")
+        return result
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         try:
-            self.stop()
+            try:
+                self.stop()
+            except AssertionError:
+                if exc_type is None:  # a leak fails the test, unless it is failing already
+                    raise
             self.session.close()
         finally:
             if self._own_dir and exc_type is None:
+                _keep_for_sweep(self.log_path)
                 shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
@@ -342,6 +410,38 @@ class ExecutorProcess(ManagedProcess):
 
     def workdir(self) -> Path:
         return self.cwd
+
+
+def _keep_for_sweep(log_path: Path) -> None:
+    """Move a log out of a data dir about to be deleted, so the session's sweep still reads it."""
+    if not log_path.exists():
+        return
+    SESSION_LOG_DIR.mkdir(parents=True, exist_ok=True)
+    kept = SESSION_LOG_DIR / f"{len(SESSION_LOGS)}-{secrets.token_hex(4)}-{log_path.name}"
+    shutil.move(str(log_path), kept)
+    SESSION_LOGS[:] = [kept if p == log_path else p for p in SESSION_LOGS]
+
+
+def sweep_session_logs() -> tuple[list[str], dict[str, int]]:
+    """Every Relay log of the session against every secret of the session (a key minted on one server must not
+    appear in another's log either). Returns the problems (log and secret labels, never values) and counts. The
+    kept logs are deleted when nothing was found."""
+    problems: list[str] = []
+    counts = {"secrets": len(SESSION_SECRETS), "logs": 0, "lines": 0, "bytes": 0}
+    for path in dict.fromkeys(SESSION_LOGS):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        counts["logs"] += 1
+        counts["lines"] += text.count("\n")
+        counts["bytes"] += len(text)
+        found = leaked_secrets(text, SESSION_SECRETS)
+        if found:
+            problems.append(f"{path}: {', '.join(found)}")
+    if not problems:
+        shutil.rmtree(SESSION_LOG_DIR, ignore_errors=True)
+    return problems, counts
 
 
 def run_cli(

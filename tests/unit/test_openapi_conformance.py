@@ -62,6 +62,9 @@ CLAIMED = [
     ("post", "/v2/orgs/{orgName}/apps/{appName}/schedules/{scheduleName}/resume"),
     ("post", "/v2/orgs/{orgName}/apps/{appName}/schedules/{scheduleName}/trigger"),
     ("post", "/v2/orgs/{orgName}/apps/{appName}/schedules/{scheduleName}/backfill"),
+    ("get", "/v2/orgs/{orgName}/apps/{appName}/alerting-rules"),
+    ("post", "/v2/orgs/{orgName}/apps/{appName}/alerting-rules"),
+    ("delete", "/v2/orgs/{orgName}/apps/{appName}/alerting-rules/{ruleId}"),
 ]
 
 # Differences known and accepted for now; each must really differ (strict xfail), so fixing one shows here.

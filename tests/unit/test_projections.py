@@ -18,6 +18,7 @@ from events.app import DEFAULT_SETTINGS
 from events.ids import app_id, executor_id, organization_id
 from events.log import RelayLog
 from projections import replay
+from projections.alerts import AlertsProjection
 from projections.applications import ApplicationsProjection
 from projections.audit import AuditProjection
 from projections.backend import StoreConfig, ViewStore
@@ -49,6 +50,7 @@ PROJECTIONS: dict[str, type[ViewProjection]] = {
     "registry": RegistryProjection,
     "applications": ApplicationsProjection,
     "audit": AuditProjection,
+    "alerts": AlertsProjection,
 }
 VIEWS = tuple(PROJECTIONS)
 N = len(HISTORY_EVENTS)
@@ -170,7 +172,7 @@ class _NoStore:
 
 def test_the_registry_view_follows_every_executor(relay_log, views):
     history(relay_log)
-    assert views.catch_up() == 3 * N
+    assert views.catch_up() == len(VIEWS) * N
     store = views.stores[0]
 
     def executor_row(app: str, executor: str, **values: Any) -> dict[str, Any]:
@@ -363,7 +365,7 @@ def test_the_audit_view_records_every_event(relay_log, views):
 
 def test_catching_up_twice_applies_nothing_twice(relay_log, views):
     history(relay_log)
-    assert views.catch_up() == 3 * N
+    assert views.catch_up() == len(VIEWS) * N
     position = views.position()
     dumps = [store.dump() for store in views.stores]
     assert position == notification_ids(relay_log)[-1]
@@ -375,7 +377,7 @@ def test_catching_up_twice_applies_nothing_twice(relay_log, views):
 
     # Only what is new is applied next time.
     more_history(relay_log, 4)
-    assert views.catch_up() == 3 * 4
+    assert views.catch_up() == len(VIEWS) * 4
     assert views.position() == notification_ids(relay_log)[-1]
     assert len(views.audit.entries(limit=1000)) == N + 4
     assert views.catch_up() == 0
@@ -397,7 +399,7 @@ def test_a_new_views_object_resumes_from_the_stored_position(store_config, relay
 
 # (view, index in HISTORY_EVENTS to fail at): an event in the middle of a batch of 5, after other
 # events of the same batch have already been written by this view.
-FAULTS = {"registry": 13, "applications": 6, "audit": 13}
+FAULTS = {"registry": 13, "applications": 6, "audit": 13, "alerts": 14}
 
 
 @pytest.mark.parametrize("view", VIEWS)
@@ -639,7 +641,7 @@ def test_verify_a_consistent_store(store_config, relay_log, views, scratch_root)
     assert report.verified is True
     assert report.differences == []
     assert report.position == notification_ids(relay_log)[-1]
-    assert report.events == 3 * N
+    assert report.events == len(VIEWS) * N
     assert views.catch_up() == 0  # verify did not touch the live views
 
 
@@ -674,7 +676,7 @@ def test_verify_finds_a_tampered_view_and_rebuild_restores_it(
 
     progress: list[int] = []
     rebuild = replay.rebuild(store_config, relay_log, progress.append)
-    assert rebuild.events == 3 * N == sum(progress)
+    assert rebuild.events == len(VIEWS) * N == sum(progress)
     assert rebuild.position == notification_ids(relay_log)[-1]
     assert store.dump() == honest
     assert views.position() == rebuild.position
@@ -689,4 +691,4 @@ def test_verify_compares_views_behind_the_log_at_their_own_position(store_config
     views.catch_up(stop=notification_ids(relay_log)[9])
     report = run_verify(store_config, relay_log, scratch_root)
     assert (report.verified, report.position) == (True, notification_ids(relay_log)[9])
-    assert report.events == 3 * 10
+    assert report.events == len(VIEWS) * 10

@@ -1,0 +1,444 @@
+"""Alerting: evaluate an application's rules every RELAY_ALERT_INTERVAL_S and fire what trips.
+
+`AppAlerting` belongs to the ApplicationActor and runs inside it: a timer posts a tick, the tick starts one
+evaluation (never two at once) in a worker greenlet with a snapshot of the live executors, and the worker
+posts back when it is done, which arms the next tick. The worker blocks on executors and on the event store,
+never the actor.
+
+An evaluation (`AlertRun`) reads the rules from the view and, per rule, what the executors report
+(`get_workflow_aggregates`, falling back to `list_workflows` on SDKs without it) or Relay's own registry
+(connected executors, and whether they answer). A rule that trips is recorded first, `Alert.Fired` through
+the event store's version check (events/alerting.py), and only then sent: to the receiving application's
+executors as an `alert` frame (name = rule type, message, string metadata with the keys Conductor documents)
+and, when RELAY_ALERT_WEBHOOK_URL is set, to that webhook as JSON. So of two instances evaluating at once
+exactly one sends. Where it went is recorded as `Alert.Delivered`.
+
+Alerts reach the executors connected to this instance; executors of the receiving application connected
+to another instance are not reached from here (the delivery record says so).
+
+Beside it: actors/executor_requests.py (asking executors), actors/delivery.py (alert frames and the webhook),
+actors/periodic.py (the timer-driven worker), actors/retention.py (managed retention, on the same machinery).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from actors import metrics, protocol
+from actors.clock import Clock
+from actors.delivery import Deliverer, Delivery, WebhookConfig
+from actors.executor_requests import ActorTransport, CannotAskError, Transport, rank, request_all
+from actors.periodic import PeriodicWork, spawn
+from events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
+from events.errors import DomainError
+
+if TYPE_CHECKING:
+    from actors.context import ActorContext
+    from events.log import RelayLog
+
+log = logging.getLogger("relay.actors.alerting")
+
+MESSAGE_KEY = "alerting"  # messages for AppAlerting.handle carry this key
+LIST_LIMIT = 10_000  # list_workflows fallback: counted up to this many rows
+METRICS_LAG_S = 2.0  # per-app workflow/step counts: how far behind the clock each window ends
+_CONFIG_ATTR = "_relay_alerting_config"
+
+
+@dataclass(frozen=True)
+class AlertingConfig:
+    """What alerting and retention need from the process (web/api_alerting.py installs it).
+
+    ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
+    application of an alert)."""
+
+    interval_s: float = 30.0
+    retention_interval_s: float = 300.0
+    request_timeout_s: float = 30.0
+    probe_timeout_s: float = 10.0
+    webhook: WebhookConfig | None = None
+    peers: Callable[[str, str], list[Any]] = field(default=lambda org, app: [])
+
+
+def install(ctx: ActorContext, config: AlertingConfig) -> None:
+    """Give this process's actors the alerting configuration. Until then (and in tests that never install
+    it) application actors evaluate nothing."""
+    # Kept on the context object without a field of its own: ActorContext and the Runtime that builds it are
+    # being reworked for HA at the moment; a `alerting: AlertingConfig | None` field there is the tidy place.
+    object.__setattr__(ctx, _CONFIG_ATTR, config)
+
+
+def config_of(ctx: ActorContext) -> AlertingConfig | None:
+    return getattr(ctx, _CONFIG_ATTR, None)
+
+
+def slot_of(at: datetime, interval_s: float) -> int:
+    """The evaluation interval `at` falls in, counted on the wall clock, so every instance agrees on it."""
+    return int(at.timestamp() // interval_s)
+
+
+def wire_time(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat()
+
+
+# ------------------------------------------------------------------------------------------- evaluation
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule that tripped: the alert's message and metadata (string values)."""
+
+    message: str
+    metadata: dict[str, str]
+
+
+class Sources(Protocol):
+    """What an evaluation reads: Relay's registry, and the application's executors connected here."""
+
+    def healthy_count(self) -> int:
+        """HEALTHY executors of the application in the registry (any instance)."""
+        ...
+
+    def local_count(self) -> int:
+        """Executors of the application connected to this instance."""
+        ...
+
+    def ask(self, request: Any) -> Any:
+        """The answer of the best local executor (CannotAskError when none gave one)."""
+        ...
+
+    def responsive_count(self) -> int:
+        """How many local executors answer a probe in time."""
+        ...
+
+
+def _count_rows(rows: Any) -> int:
+    total = 0
+    for row in rows or []:
+        try:
+            total += int(float(str(row.get("count") or 0)))
+        except (AttributeError, ValueError):
+            continue
+    return total
+
+
+def _ask_count(sources: Sources, aggregate: Any, listing: Any) -> int:
+    """Count workflows with get_workflow_aggregates, or list_workflows on an SDK that lacks it."""
+    try:
+        return _count_rows(sources.ask(aggregate).output)
+    except CannotAskError as error:
+        if not error.unsupported:
+            raise
+    return len(sources.ask(listing).output or [])
+
+
+def evaluate_workflow_failure(app: str, metadata: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
+    name = metadata.get("workflowName")
+    threshold, period = int(metadata["threshold"]), int(metadata["periodSecs"])
+    since = wire_time(now - timedelta(seconds=period))
+    aggregate = protocol.GetWorkflowAggregatesRequest(body=protocol.GetWorkflowAggregatesBody(
+        group_by_status=True, select_count=True, status=["ERROR"], completed_after=since,
+        name=[name] if name else None,
+    ))
+    # Older SDKs: failed workflows created in the period (they may not filter on completion times).
+    listing = protocol.ListWorkflowsRequest(body=protocol.ListWorkflowsBody(
+        status="ERROR", start_time=since, workflow_name=name, limit=LIST_LIMIT,
+    ))
+    failed = _ask_count(sources, aggregate, listing)
+    if failed < threshold:
+        return None
+    which = f"workflows named '{name}'" if name else "workflows"
+    return Finding(
+        message=(f"{failed} {which} of application '{app}' failed in the last {period} s "
+                 f"(threshold: {threshold})"),
+        metadata={"workflow_name": name or "*", "failed_workflow_count": str(failed), "threshold": str(threshold),
+                  "period_secs": str(period)},
+    )
+
+
+def evaluate_slow_queue(app: str, metadata: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
+    queue = metadata.get("queueName")
+    threshold = int(metadata["thresholdSecs"])
+    cutoff = wire_time(now - timedelta(seconds=threshold))
+    aggregate = protocol.GetWorkflowAggregatesRequest(body=protocol.GetWorkflowAggregatesBody(
+        group_by_queue_name=True, select_count=True, status=["ENQUEUED"], end_time=cutoff,
+        queue_name=[queue] if queue else None,
+    ))
+    listing = protocol.ListQueuedWorkflowsRequest(body=protocol.ListWorkflowsBody(
+        status="ENQUEUED", end_time=cutoff, queue_name=queue, limit=LIST_LIMIT,
+    ))
+    stuck = _ask_count(sources, aggregate, listing)
+    if stuck == 0:
+        return None
+    where = f"queue '{queue}'" if queue else "its queues"
+    return Finding(
+        message=(f"{stuck} workflows of application '{app}' have been enqueued on {where} for more than "
+                 f"{threshold} s"),
+        metadata={"queue_name": queue or "*", "stuck_workflow_count": str(stuck), "threshold_secs": str(threshold)},
+    )
+
+
+def evaluate_unresponsive(app: str, sources: Sources) -> Finding | None:
+    healthy, local = sources.healthy_count(), sources.local_count()
+    connected = max(healthy, local)
+    if connected == 0:
+        return Finding(
+            message=f"Application '{app}' is unresponsive: no executor is connected",
+            metadata={"application_name": app, "connected_executor_count": "0"},
+        )
+    if local == 0 or healthy > local:
+        return None  # (some of) its executors are connected to another instance: not ours to probe
+    if sources.responsive_count() > 0:
+        return None
+    return Finding(
+        message=f"Application '{app}' is unresponsive: none of its {connected} connected executors answers",
+        metadata={"application_name": app, "connected_executor_count": str(connected)},
+    )
+
+
+def evaluate(rule: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
+    """Whether ``rule`` (a row of the alerts view) trips now. CannotAskError: no executor here could say."""
+    app, kind, metadata = rule["app"], rule["rule_type"], rule["metadata"]
+    if kind == WORKFLOW_FAILURE:
+        return evaluate_workflow_failure(app, metadata, sources, now)
+    if kind == SLOW_QUEUE:
+        return evaluate_slow_queue(app, metadata, sources, now)
+    if kind == UNRESPONSIVE_APPLICATION:
+        return evaluate_unresponsive(app, sources)
+    return None
+
+
+class LiveSources:
+    """Sources over the registry view and a snapshot of the application's live executors."""
+
+    def __init__(
+        self, org: str, app: str, *, registry: Any, live: list[Any], latest: str | None, transport: Transport,
+        request_timeout_s: float, probe_timeout_s: float, mark_unsupported: Callable[[str, str], None],
+    ) -> None:
+        self.org, self.app = org, app
+        self.registry = registry
+        self.live = live
+        self.latest = latest
+        self.transport = transport
+        self.request_timeout_s = request_timeout_s
+        self.probe_timeout_s = probe_timeout_s
+        self.mark_unsupported = mark_unsupported
+        self._responsive: int | None = None
+
+    def healthy_count(self) -> int:
+        return int(self.registry.counts_by_status(self.org, self.app).get("HEALTHY", 0))
+
+    def local_count(self) -> int:
+        return len(self.live)
+
+    def ask(self, request: Any) -> Any:
+        message_type = str(request.type)
+        candidates = rank(self.live, message_type, self.latest)
+        if not self.live:
+            raise CannotAskError(f"no executor of '{self.app}' is connected here")
+        if not candidates:
+            raise CannotAskError(f"no executor of '{self.app}' supports {message_type}", unsupported=True)
+        last, lacking = "no answer", 0
+        for executor in candidates:
+            attempt = dataclasses.replace(request, request_id=protocol.new_request_id())
+            [answer] = request_all(self.org, self.app, self.transport, [(executor, attempt)], self.request_timeout_s)
+            if answer.outcome == metrics.OK:
+                return answer.response
+            if answer.outcome == metrics.UNSUPPORTED:
+                lacking += 1
+                self.mark_unsupported(executor.executor_id, message_type)
+                continue
+            last = answer.reason
+        if lacking == len(candidates):
+            raise CannotAskError(f"no executor of '{self.app}' supports {message_type}", unsupported=True)
+        raise CannotAskError(last)
+
+    def responsive_count(self) -> int:
+        if self._responsive is None:
+            targets = [(e, protocol.ExecutorInfoRequest()) for e in self.live]
+            answers = request_all(self.org, self.app, self.transport, targets, self.probe_timeout_s)
+            # Any answer counts, an error too: the executor is there and talking. No answer (gone, too slow, or
+            # refused by its actor with too many requests in flight) does not.
+            self._responsive = sum(1 for a in answers if a.response is not None)
+        return self._responsive
+
+
+# ---------------------------------------------------------------------------------------- firing
+
+
+def _too_soon(rule: dict[str, Any], now: datetime) -> bool:
+    """The view says the rule fired less than minIntervalSecs ago: not worth asking executors (the
+    aggregate decides for sure when it fires)."""
+    last, gap = rule.get("last_fired_at"), rule.get("min_interval_secs")
+    if not last or not gap:
+        return False
+    try:
+        fired = datetime.fromisoformat(str(last))
+    except ValueError:
+        return False
+    return (now - fired).total_seconds() < gap
+
+
+class AlertRun:
+    """One evaluation of an application's rules (synchronous: runs in the worker, or in a test)."""
+
+    def __init__(
+        self,
+        org: str,
+        app: str,
+        *,
+        log: RelayLog,
+        sources: Sources,
+        instance_id: str,
+        interval_s: float,
+        clock: Clock,
+        deliver: Callable[[Any], Delivery],
+    ) -> None:
+        self.org, self.app = org, app
+        self.log = log
+        self.sources = sources
+        self.instance_id = instance_id
+        self.interval_s = interval_s
+        self.clock = clock
+        self.deliver = deliver
+
+    def run(self, rules: Iterable[dict[str, Any]]) -> list[Any]:
+        """Evaluate each live rule; fire, send and record what trips. Returns the alerts this run fired."""
+        fired = []
+        for rule in rules:
+            if rule.get("deleted"):
+                continue
+            now = self.clock()
+            if _too_soon(rule, now):
+                continue
+            try:
+                finding = evaluate(rule, self.sources, now)
+            except CannotAskError as error:
+                log.debug("rule %s of %s/%s not evaluated here: %s", rule["rule_id"], self.org, self.app, error)
+                continue
+            except Exception:
+                log.exception("evaluating rule %s of %s/%s failed", rule["rule_id"], self.org, self.app)
+                continue
+            if finding is not None:
+                alert = self._fire(rule, finding, now)
+                if alert is not None:
+                    fired.append(alert)
+        return fired
+
+    def _fire(self, rule: dict[str, Any], finding: Finding, now: datetime) -> Any:
+        rule_id = rule["rule_id"]
+        try:
+            alert = self.log.fire_alert(
+                self.org, self.app, rule_id, slot_of(now, self.interval_s), finding.message, finding.metadata,
+                self.instance_id, now, known=int(rule.get("alerts") or 0),
+            )
+        except DomainError as error:
+            # Fired in this interval by another instance, too soon, or deleted meanwhile: not ours to send.
+            log.info("rule %s of %s/%s tripped but does not fire: %s", rule_id, self.org, self.app, error)
+            return None
+        metrics.ALERTS_FIRED.labels(self.org, self.app, alert.rule_type).inc()
+        log.info("alert %d of rule %s (%s) of %s/%s fired: %s", alert.sequence, rule_id, alert.rule_type,
+                 self.org, self.app, alert.message)
+        try:
+            delivery = self.deliver(alert)
+        except Exception:
+            log.exception("delivering alert %d of rule %s failed", alert.sequence, rule_id)
+            delivery = Delivery([], [{"executorId": "*", "reason": "delivery failed inside Relay"}], None)
+        try:
+            self.log.record_alert_delivery(self.org, self.app, rule_id, alert.sequence, delivery.delivered_to,
+                                           delivery.failed, delivery.webhook, self.clock())
+        except Exception:
+            log.exception("recording the delivery of alert %d of rule %s failed", alert.sequence, rule_id)
+        return alert
+
+
+# -------------------------------------------------------------------------------------- the actor side
+
+
+class AppAlerting:
+    """The alerting of one application (org, app), owned by its ApplicationActor."""
+
+    def __init__(
+        self,
+        org: str,
+        app: str,
+        *,
+        ctx: ActorContext,
+        snapshot: Callable[[], tuple[list[Any], str | None]],
+        post: Callable[[dict[str, Any]], None],
+        mark_unsupported: Callable[[str, str], None],
+        transport: Transport | None = None,
+        run: Callable[[Callable[[], None]], None] = spawn,
+    ) -> None:
+        self.org, self.app = org, app
+        self.ctx = ctx
+        self.snapshot = snapshot
+        self.mark_unsupported = mark_unsupported
+        self.transport = transport or ActorTransport()
+        # Per-app workflow/step counters count get_metrics windows back to back, from here on.
+        self.metrics_since: datetime | None = None
+        self.periodic = PeriodicWork(
+            MESSAGE_KEY, scheduler=ctx.scheduler, post=post, run=run,
+            interval=lambda: (cfg.interval_s if (cfg := config_of(ctx)) else None),
+            prepare=self._prepare, finish=self._finish,
+        )
+
+    def start(self) -> None:
+        if self.metrics_since is None and config_of(self.ctx) is not None:
+            self.metrics_since = self.ctx.clock()
+        self.periodic.start()
+
+    def handle(self, message: dict[str, Any]) -> None:
+        if message.get(MESSAGE_KEY) == "start":
+            self.start()
+        else:
+            self.periodic.handle(message)
+
+    def stop(self) -> None:
+        self.periodic.stop()
+
+    def _prepare(self) -> Callable[[], Any] | None:
+        config = config_of(self.ctx)
+        if config is None:
+            return None
+        live, latest = self.snapshot()
+        since = self.metrics_since or self.ctx.clock()
+        return lambda: self._evaluate(config, live, latest, since)
+
+    def _finish(self, result: Any) -> None:
+        if isinstance(result, datetime):
+            self.metrics_since = result
+
+    def _evaluate(self, config: AlertingConfig, live: list[Any], latest: str | None, since: datetime) -> datetime:
+        """In the worker: evaluate the rules, then count this window's workflows and steps. Returns where
+        the next metrics window starts."""
+        ctx, org, app = self.ctx, self.org, self.app
+        if ctx.views.applications.app(org, app) is None:
+            return since  # not registered (deleted): nothing to watch
+        sources = LiveSources(
+            org, app, registry=ctx.views.registry, live=live, latest=latest, transport=self.transport,
+            request_timeout_s=config.request_timeout_s, probe_timeout_s=config.probe_timeout_s,
+            mark_unsupported=self.mark_unsupported,
+        )
+        rules = ctx.views.alerts.rules(org, app)
+        if rules:
+            deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=config.request_timeout_s,
+                                webhook=config.webhook)
+            AlertRun(org, app, log=ctx.log, sources=sources, instance_id=ctx.instance_id,
+                     interval_s=config.interval_s, clock=ctx.clock, deliver=deliver).run(rules)
+        # The window ends a little in the past: SDKs store times coarsely (the SQLite system database, to the
+        # second), so a row created just now may carry a time already behind us.
+        now = ctx.clock() - timedelta(seconds=METRICS_LAG_S)
+        if not live or now <= since:
+            return since
+        try:
+            response = sources.ask(protocol.GetMetricsRequest(start_time=wire_time(since), end_time=wire_time(now)))
+        except CannotAskError as error:
+            log.debug("no workflow counts for %s/%s this time: %s", org, app, error)
+            return now if error.unsupported else since
+        metrics.count_app_metrics(org, app, response.metrics or [])
+        return now

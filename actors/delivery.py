@@ -1,0 +1,156 @@
+"""Where a fired alert goes: the receiving application's executors connected here (an `alert` frame each),
+and the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with backoff, signed when a secret is set).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+from actors import metrics, protocol
+from actors.executor_requests import Transport, request_all
+
+
+@dataclass(frozen=True)
+class WebhookConfig:
+    """Where alerts are POSTed as JSON. The URL and the secret come from the environment only: they may be
+    secrets themselves (a Slack hook), so neither reaches the event log, the API or the logs."""
+
+    url: str
+    secret: str | None = None
+    timeout_s: float = 5.0
+    attempts: int = 3
+    backoff_s: float = 0.5
+
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """Where an alert went (recorded as Alert.Delivered)."""
+
+    delivered_to: list[str]
+    failed: list[dict[str, str]]
+    webhook: dict[str, Any] | None
+
+
+
+def alert_payload(alert: Any) -> dict[str, Any]:
+    """The webhook's JSON: what fired, never a key or the webhook's own URL or secret."""
+    return {
+        "alertId": str(alert.id),
+        "org": alert.org,
+        "app": alert.app,
+        "ruleId": alert.rule_id,
+        "ruleType": alert.rule_type,
+        "sequence": alert.sequence,
+        "receivingApp": alert.receiving_app,
+        "message": alert.message,
+        "metadata": dict(alert.metadata),
+        "firedAt": alert.fired_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "instance": alert.instance,
+    }
+
+
+class HttpError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+
+
+def http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
+    """POST and return the status; HttpError for 4xx/5xx, OSError for the network."""
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 - http(s) only
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
+            response.read(65536)
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        raise HttpError(error.code) from None
+
+
+def send_webhook(
+    config: WebhookConfig,
+    payload: dict[str, Any],
+    *,
+    post: Callable[[str, bytes, dict[str, str], float], int] = http_post,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.time,
+) -> dict[str, Any]:
+    """POST ``payload`` with retries and exponential backoff (5xx, 429 and network errors are retried,
+    other 4xx are not). With a secret, ``X-Relay-Signature: sha256=HMAC(secret, "<timestamp>.<body>")``
+    and ``X-Relay-Timestamp`` let the receiver check it came from Relay; the secret is never sent."""
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    status: int | None = None
+    error = ""
+    attempts = 0
+    for attempt in range(1, max(1, config.attempts) + 1):
+        attempts = attempt
+        headers = {"Content-Type": "application/json", "User-Agent": "relay-alerting"}
+        if config.secret:
+            stamp = str(int(now()))
+            digest = hmac.new(config.secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+            headers |= {"X-Relay-Timestamp": stamp, "X-Relay-Signature": f"sha256={digest}"}
+        try:
+            status = post(config.url, body, headers, config.timeout_s)
+        except HttpError as failure:
+            status, error = failure.status, f"HTTP {failure.status}"
+            if failure.status < 500 and failure.status != 429:
+                break
+        except (OSError, ValueError) as failure:
+            status, error = None, type(failure).__name__
+        else:
+            return {"outcome": "delivered", "attempts": attempt, "status": status, "error": None}
+        if attempt < config.attempts:
+            sleep(config.backoff_s * 2 ** (attempt - 1))
+    return {"outcome": "failed", "attempts": attempts, "status": status, "error": error}
+
+
+class Deliverer:
+    """Sends a fired alert to the receiving application's executors here, and to the webhook."""
+
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        peers: Callable[[str, str], list[Any]],
+        timeout_s: float,
+        webhook: WebhookConfig | None,
+        send_hook: Callable[[WebhookConfig, dict[str, Any]], dict[str, Any]] = send_webhook,
+    ) -> None:
+        self.transport = transport
+        self.peers = peers
+        self.timeout_s = timeout_s
+        self.webhook = webhook
+        self.send_hook = send_hook
+
+    def __call__(self, alert: Any) -> Delivery:
+        org, receiver = alert.org, alert.receiving_app
+        executors = list(self.peers(org, receiver))
+        targets = [(e, protocol.AlertRequest(name=alert.rule_type, message=alert.message,
+                                             metadata=dict(alert.metadata))) for e in executors]
+        delivered: list[str] = []
+        failed: list[dict[str, str]] = []
+        for answer in request_all(org, receiver, self.transport, targets, self.timeout_s):
+            if answer.outcome == metrics.OK and getattr(answer.response, "success", True) is not False:
+                delivered.append(answer.executor.executor_id)
+            else:
+                reason = answer.reason or "executor answered success: false"
+                failed.append({"executorId": answer.executor.executor_id, "reason": reason})
+        if not executors:
+            failed.append({"executorId": "*", "reason": f"no executor of '{receiver}' is connected to this instance"})
+        for outcome, count in (("delivered", len(delivered)), ("failed", len(failed))):
+            if count:
+                metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "executor", outcome).inc(count)
+        hook = None
+        if self.webhook is not None:
+            hook = self.send_hook(self.webhook, alert_payload(alert))
+            metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "webhook", hook["outcome"]).inc()
+        return Delivery(delivered, failed, hook)

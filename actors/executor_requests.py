@@ -1,0 +1,127 @@
+"""Asking an application's executors from an actor's worker: the same ranking as actors/routing.py (which
+these modules cannot import: routing imports the application actor), sends to several executors at once with
+one deadline, and the outcome of each as a metrics word (actors/metrics.py), counted there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pykka
+
+from actors import metrics, protocol
+
+ASK_S = 5.0  # waiting for an executor actor to take a request (not for the executor's answer)
+
+
+class Transport(Protocol):
+    """How a request reaches one executor: ``send`` returns a future of its answer (raising when the
+    socket closes first), ``forget`` drops a request nobody waits for any more."""
+
+    def send(self, executor: Any, request: Any) -> pykka.Future[Any]: ...
+
+    def forget(self, executor: Any, request_id: str) -> None: ...
+
+
+class ActorTransport:
+    """Through the executor's actor (actors/executor.py `request`)."""
+
+    def send(self, executor: Any, request: Any) -> pykka.Future[Any]:
+        return executor.ref.proxy().request(request).get(timeout=ASK_S)
+
+    def forget(self, executor: Any, request_id: str) -> None:
+        with contextlib.suppress(pykka.ActorDeadError):
+            executor.ref.proxy().forget(request_id)
+
+
+@dataclass
+class Answer:
+    """What one executor made of one request: ``outcome`` is a metrics outcome word."""
+
+    executor: Any
+    outcome: str
+    response: Any = None
+    refused: str | None = None  # the actor refused to send or answer (the exception's name)
+
+    @property
+    def reason(self) -> str:
+        if self.outcome == metrics.OK:
+            return ""
+        if self.outcome == metrics.GONE:
+            return "executor disconnected before answering"
+        if self.outcome == metrics.TIMEOUT:
+            return "executor did not answer in time"
+        if self.outcome == metrics.UNSUPPORTED:
+            return "executor does not support the request"
+        if self.refused:
+            return f"the request was refused ({self.refused})"
+        text = str(getattr(self.response, "error_message", "") or "").strip()
+        first = text.splitlines()[0] if text else "error"
+        return f"executor answered an error: {first}"[:200]
+
+
+def request_all(
+    org: str, app: str, transport: Transport, targets: Sequence[tuple[Any, Any]], timeout: float,
+) -> list[Answer]:
+    """Send each (executor, request) at once, then wait for the answers with one common deadline."""
+    pending: list[tuple[Any, Any, pykka.Future[Any] | None, float]] = []
+    for executor, request in targets:
+        started = time.monotonic()
+        try:
+            future: pykka.Future[Any] | None = transport.send(executor, request)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            future = None
+        pending.append((executor, request, future, started))
+    deadline = time.monotonic() + timeout
+    answers = []
+    for executor, request, future, started in pending:
+        if future is None:
+            answer = Answer(executor, metrics.GONE)
+        else:
+            try:
+                response = future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except pykka.Timeout:
+                transport.forget(executor, request.request_id)
+                answer = Answer(executor, metrics.TIMEOUT)
+            except Exception as error:
+                # ExecutorGoneError (matched by name: actors/executor.py imports what imports this module) is
+                # the socket closing first; anything else the executor's actor refusing (too many in flight,
+                # a malformed answer).
+                if type(error).__name__ == "ExecutorGoneError":
+                    answer = Answer(executor, metrics.GONE)
+                else:
+                    answer = Answer(executor, metrics.ERROR, refused=type(error).__name__)
+            else:
+                answer = Answer(executor, metrics.outcome_of(response), response)
+        metrics.observe_request(org, app, str(request.type), answer.outcome, time.monotonic() - started)
+        answers.append(answer)
+    return answers
+
+
+class CannotAskError(Exception):
+    """No local executor answered the request; ``unsupported`` when every one lacks its type."""
+
+    def __init__(self, reason: str, *, unsupported: bool = False) -> None:
+        super().__init__(reason)
+        self.unsupported = unsupported
+
+
+def may_take(executor: Any, message_type: str) -> bool:
+    """actors/routing.py's rule (which this module cannot import: routing imports the application actor)."""
+    if message_type in executor.unsupported:
+        return False
+    known = protocol.supported_types(executor.language, executor.dbos_version)
+    return known is None or message_type in known
+
+
+def rank(executors: Iterable[Any], message_type: str, latest: str | None) -> list[Any]:
+    """The executors that may take the type: the latest application version first, then the most recently
+    connected (as actors/routing.py ranks them)."""
+    return sorted(
+        (e for e in executors if may_take(e, message_type)),
+        key=lambda e: (latest is None or e.application_version != latest, -e.connected_at, e.executor_id),
+    )

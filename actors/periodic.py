@@ -1,0 +1,102 @@
+"""PeriodicWork: a job an actor runs on a timer, off its own thread, one run at a time (alerting, retention)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from actors.scheduler import Cancellable, Scheduler
+
+log = logging.getLogger("relay.actors.periodic")
+
+
+def spawn(work: Callable[[], None]) -> None:
+    """Run ``work`` in a daemon thread (a greenlet under gevent)."""
+    threading.Thread(target=work, name="relay-periodic", daemon=True).start()
+
+
+class PeriodicWork:
+    """A job an actor runs every ``interval()`` seconds, one run at a time, off the actor's thread.
+
+    The timer posts ``{key: "tick"}``; on it (inside the actor) ``prepare()`` returns the work to do with what
+    it read from the actor's state, or None; ``spawn`` runs it elsewhere; its result comes back as
+    ``{key: "done"}`` and goes to ``finish`` (inside the actor), which arms the next tick."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        scheduler: Scheduler,
+        post: Callable[[dict[str, Any]], None],
+        interval: Callable[[], float | None],
+        prepare: Callable[[], Callable[[], Any] | None],
+        finish: Callable[[Any], None] = lambda _: None,
+        run: Callable[[Callable[[], None]], None] = spawn,
+    ) -> None:
+        self.key = key
+        self.scheduler = scheduler
+        self.post = post
+        self.interval = interval
+        self.prepare = prepare
+        self.finish = finish
+        self.run = run
+        self._timer: Cancellable | None = None
+        self._token = 0
+        self._busy = False
+        self._stopped = False
+
+    def start(self) -> None:
+        """Arm the first tick (no-op while armed, running, stopped, or without an interval)."""
+        delay = self.interval()
+        if delay is None or self._stopped or self._busy or self._timer is not None:
+            return
+        self._token += 1
+        message = {self.key: "tick", "token": self._token}
+        self._timer = self.scheduler.call_later(delay, lambda: self.post(message))
+
+    def handle(self, message: dict[str, Any]) -> None:
+        kind = message.get(self.key)
+        if kind == "start":
+            self.start()
+        elif kind == "tick" and message.get("token") == self._token and self._timer is not None:
+            self._timer = None
+            self._tick()
+        elif kind == "done" and self._busy:
+            self._busy = False
+            try:
+                self.finish(message.get("result"))
+            finally:
+                self.start()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self) -> None:
+        if self._stopped:
+            return
+        try:
+            work = self.prepare()
+        except Exception:
+            log.exception("preparing periodic %s failed", self.key)
+            work = None
+        if work is None:
+            self.start()
+            return
+        self._busy = True
+        key, post = self.key, self.post
+
+        def job() -> None:
+            result = None
+            try:
+                result = work()
+            except Exception:
+                log.exception("periodic %s failed", key)
+            finally:
+                post({key: "done", "result": result})
+
+        self.run(job)

@@ -1,0 +1,169 @@
+"""Managed retention: send `retention` to one executor of an application every RELAY_RETENTION_INTERVAL_S.
+
+The application's settings (``PATCH /v2/orgs/{org}/apps/{app}``) say what to keep:
+
+- ``gcTimeThresholdMs``: delete finished workflows older than that (``gc_cutoff_epoch_ms`` = now - it);
+- ``gcRowsThreshold``: keep at most that many finished workflows (``gc_rows_threshold``);
+- ``globalTimeoutMs``: cancel workflows still running after that long (``timeout_cutoff_epoch_ms`` = now - it).
+
+With none of them set nothing is sent. Each run is recorded (`RetentionRun.Started`, events/retention.py)
+before the frame goes out, and once per interval across a cluster: an instance that finds the interval's
+run recorded already sends nothing. The outcome (the executor's answer, or why there was none) is recorded
+as `RetentionRun.Finished`. The SDKs answer at once and collect in the background.
+
+`AppRetention` belongs to the ApplicationActor; the run itself (`RetentionRunner`) happens in a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from actors import metrics, protocol
+from actors.alerting import config_of, slot_of
+from actors.executor_requests import ActorTransport, Transport, rank, request_all
+from actors.periodic import PeriodicWork, spawn
+from events.errors import DomainError
+from events.retention import FAILED, SUCCEEDED
+
+if TYPE_CHECKING:
+    from actors.context import ActorContext
+    from events.log import RelayLog
+
+log = logging.getLogger("relay.actors.retention")
+
+MESSAGE_KEY = "retention"  # messages for AppRetention.handle carry this key
+SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+
+
+def retention_policy(settings: dict[str, Any], now: datetime) -> dict[str, int | None] | None:
+    """The retention body for an application's settings at ``now``, or None when none is set."""
+    rows, age_ms, timeout_ms = (settings.get(name) for name in SETTINGS)
+    if rows is None and age_ms is None and timeout_ms is None:
+        return None
+    now_ms = int(now.timestamp() * 1000)
+    return {
+        "gc_cutoff_epoch_ms": max(0, now_ms - int(age_ms)) if age_ms is not None else None,
+        "gc_rows_threshold": int(rows) if rows is not None else None,
+        "gc_batch_size": None,
+        "timeout_cutoff_epoch_ms": max(0, now_ms - int(timeout_ms)) if timeout_ms is not None else None,
+    }
+
+
+class RetentionRunner:
+    """One retention run of an application at ``now`` (synchronous: the worker's, or a test's)."""
+
+    def __init__(
+        self,
+        org: str,
+        app: str,
+        *,
+        log: RelayLog,
+        instance_id: str,
+        interval_s: float,
+        transport: Transport,
+        timeout_s: float,
+        mark_unsupported: Callable[[str, str], None],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.org, self.app = org, app
+        self.log = log
+        self.instance_id = instance_id
+        self.interval_s = interval_s
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.mark_unsupported = mark_unsupported
+        self.clock = clock
+
+    def run(self, settings: dict[str, Any], live: list[Any], latest: str | None) -> str | None:
+        """Send this interval's run to the best executor here; return its outcome, or None when there was
+        nothing to do (no setting, no executor here, or another instance ran this interval)."""
+        now = self.clock()
+        policy = retention_policy(settings, now)
+        if policy is None:
+            return None
+        candidates = rank(live, protocol.MessageType.RETENTION.value, latest)
+        if not candidates:
+            return None
+        executor = candidates[0]
+        chosen = {name: settings.get(name) for name in SETTINGS}
+        try:
+            self.log.start_retention_run(self.org, self.app, slot_of(now, self.interval_s), executor.executor_id,
+                                         policy, chosen, self.instance_id, now)
+        except DomainError as error:
+            log.debug("retention of %s/%s not run here: %s", self.org, self.app, error)
+            return None
+        request = protocol.RetentionRequest(body=protocol.RetentionBody(**policy))
+        [answer] = request_all(self.org, self.app, self.transport, [(executor, request)], self.timeout_s)
+        if answer.outcome == metrics.OK and getattr(answer.response, "success", None) is not False:
+            outcome, reason = SUCCEEDED, None
+        else:
+            outcome, reason = FAILED, answer.reason or "executor answered success: false"
+            if answer.outcome == metrics.UNSUPPORTED:
+                self.mark_unsupported(executor.executor_id, protocol.MessageType.RETENTION.value)
+        try:
+            self.log.finish_retention_run(self.org, self.app, slot_of(now, self.interval_s), outcome, reason,
+                                          self.clock())
+        except Exception:
+            log.exception("recording the outcome of the retention run of %s/%s failed", self.org, self.app)
+        metrics.RETENTION_RUNS.labels(self.org, self.app, outcome).inc()
+        log.info("retention of %s/%s sent to %s: %s%s", self.org, self.app, executor.executor_id, outcome,
+                 f" ({reason})" if reason else "")
+        return outcome
+
+
+class AppRetention:
+    """The managed retention of one application (org, app), owned by its ApplicationActor."""
+
+    def __init__(
+        self,
+        org: str,
+        app: str,
+        *,
+        ctx: ActorContext,
+        snapshot: Callable[[], tuple[list[Any], str | None]],
+        post: Callable[[dict[str, Any]], None],
+        mark_unsupported: Callable[[str, str], None],
+        transport: Transport | None = None,
+        run: Callable[[Callable[[], None]], None] = spawn,
+    ) -> None:
+        self.org, self.app = org, app
+        self.ctx = ctx
+        self.snapshot = snapshot
+        self.mark_unsupported = mark_unsupported
+        self.transport = transport or ActorTransport()
+        self.periodic = PeriodicWork(
+            MESSAGE_KEY, scheduler=ctx.scheduler, post=post, run=run,
+            interval=lambda: (cfg.retention_interval_s if (cfg := config_of(ctx)) else None),
+            prepare=self._prepare,
+        )
+
+    def start(self) -> None:
+        self.periodic.start()
+
+    def handle(self, message: dict[str, Any]) -> None:
+        self.periodic.handle(message)
+
+    def stop(self) -> None:
+        self.periodic.stop()
+
+    def _prepare(self) -> Callable[[], Any] | None:
+        config = config_of(self.ctx)
+        if config is None:
+            return None
+        live, latest = self.snapshot()
+        if not live:
+            return None  # nobody here to send it to (an instance holding one of its executors will)
+        runner = RetentionRunner(
+            self.org, self.app, log=self.ctx.log, instance_id=self.ctx.instance_id,
+            interval_s=config.retention_interval_s, transport=self.transport, timeout_s=config.request_timeout_s,
+            mark_unsupported=self.mark_unsupported, clock=self.ctx.clock,
+        )
+
+        def work() -> str | None:
+            row = self.ctx.views.applications.app(self.org, self.app)
+            return runner.run(row["settings"], live, latest) if row is not None else None
+
+        return work

@@ -1,0 +1,117 @@
+"""Keeps the benchmark harness from rotting: the load generator's executors answer the protocol (against an
+in-process stub server, for about a second), and the reference server relays a request to one of them.
+No figures are asserted (benchmarks are not tests): only that the answers are the ones the protocol wants."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+
+from websockets.asyncio.server import serve
+
+from actors import protocol
+from bench import httpload
+from bench.loadgen import LoadGen, Options, source_addresses
+from bench.reference import Reference
+
+KEY = "bench-smoke-key"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def _wait(predicate, timeout: float = 3.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def test_simulated_executors_answer_the_protocol() -> None:
+    answers: dict[str, list[dict]] = {}
+
+    async def stub(ws) -> None:
+        # Speak like Relay: executor_info first, then requests; every answer must decode as protocol.py says.
+        requests = [
+            {"type": "executor_info", "request_id": "r-info"},
+            {"type": "get_workflow", "request_id": "r-wf", "workflow_id": "wf-1", "load_input": True,
+             "load_output": True},
+            {"type": "recovery", "request_id": "r-rec", "executor_ids": ["dead-1"]},
+            {"type": "exist_pending_workflows", "request_id": "r-ex", "executor_id": "e", "application_version": "v"},
+            {"type": "brand_new_type", "request_id": "r-new"},
+        ]
+        got = answers.setdefault(str(id(ws)), [])
+        for request in requests:
+            await ws.send(json.dumps(request))
+            got.append(json.loads(await ws.recv()))
+        pong = await ws.ping()
+        await asyncio.wait_for(pong, 2)  # the library answers pings by itself
+        got.append({"type": "pong"})
+        await ws.wait_closed()
+
+    async def scenario() -> LoadGen:
+        port = _free_port()
+        async with serve(stub, "127.0.0.1", port, compression=None):
+            gen = LoadGen(Options(payload_bytes=64, client_ping_interval=None))
+            started = gen.start(f"ws://127.0.0.1:{port}/websocket/app/{KEY}", ["sim-0", "sim-1"])
+            assert started == 2
+            await _wait(lambda: sum(len(v) for v in answers.values()) == 12)
+            killed = gen.kill(["sim-0"])
+            assert [k["executor_id"] for k in killed] == ["sim-0"]
+            await _wait(lambda: gen.status()["open"] == 1)
+            await gen.stop()
+            return gen
+
+    gen = asyncio.run(asyncio.wait_for(scenario(), 10))
+    for got in answers.values():
+        decoded = [protocol.decode_response(json.dumps(a)) for a in got[:5]]
+        info, workflow, recovery, exist, raw = decoded
+        assert isinstance(info, protocol.ExecutorInfoResponse) and info.executor_id.startswith("sim-")
+        assert info.language == "python" and info.dbos_version == "3.2.0"
+        assert isinstance(workflow, protocol.GetWorkflowResponse)
+        assert workflow.output["WorkflowUUID"] == "wf-1" and len(workflow.output["Output"]) == 64
+        assert isinstance(recovery, protocol.SuccessResponse) and recovery.success is True
+        assert isinstance(exist, protocol.ExistPendingWorkflowsResponse) and exist.exist is False
+        assert isinstance(raw, protocol.RawResponse) and raw.request_id == "r-new"
+        assert got[5] == {"type": "pong"}
+    assert gen.stats.recoveries and gen.stats.recoveries[0]["executor_ids"] == ["dead-1"]
+    assert gen.status()["killed"] == 1
+
+
+def test_reference_relays_a_request_to_an_executor() -> None:
+    async def scenario() -> tuple[httpload.LoadResult, httpload.LoadResult]:
+        ws_port, http_port = _free_port(), _free_port()
+        ref = Reference("token", KEY, max_seconds=10)
+        server = asyncio.create_task(ref.run("127.0.0.1", ws_port, http_port))
+        gen = LoadGen(Options(payload_bytes=16, client_ping_interval=None))
+        await asyncio.sleep(0.2)
+        gen.start(f"ws://127.0.0.1:{ws_port}/websocket/bench/{KEY}", ["ref-0"])
+        await _wait(lambda: gen.status()["identified"] == 1 and ("bench", "ref-0") in ref.executors)
+        headers = {"Authorization": "Bearer token"}
+        raw = await httpload.saturate(
+            "127.0.0.1", http_port, headers,
+            lambda n: ("POST", "/relay/v1/orgs/local/apps/bench/executors/ref-0/requests",
+                       {"type": "get_workflow", "workflow_id": f"wf-{n}", "load_input": True, "load_output": True}),
+            concurrency=2, duration=0.3)
+        get = await httpload.fixed_rate(
+            "127.0.0.1", http_port, headers, lambda n: ("GET", f"/v2/orgs/local/apps/bench/workflows/wf-{n}", None),
+            rate=50, duration=0.3)
+        await gen.stop()
+        server.cancel()
+        return raw, get
+
+    raw, get = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert raw.ok > 0 and set(raw.statuses) == {200} and not raw.errors
+    assert get.ok == 15 and set(get.statuses) == {200}
+    assert raw.percentile(50) is not None
+
+
+def test_source_addresses_cover_the_port_range() -> None:
+    assert source_addresses(10, "127.0.0.1") == ["127.0.0.1"]
+    many = source_addresses(200_000, "127.0.0.1")
+    assert len(many) > 1 and all(a.startswith("127.0.0.") for a in many)

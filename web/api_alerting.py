@@ -1,0 +1,247 @@
+"""Alerting rules (Conductor API v2) and what they fired (Relay-only), served from Relay's own store.
+
+- ``GET|POST /v2/orgs/{org}/apps/{app}/alerting-rules``, ``DELETE .../alerting-rules/{ruleId}``: the
+  reference's ``AlertingRule`` and ``CreateAlertInputBody``. ``ruleMetadata`` per type (camelCase, or the
+  snake_case the alert metadata uses): WorkflowFailure ``workflowName`` (default every workflow),
+  ``threshold`` (1), ``periodSecs`` (60); SlowQueue ``queueName`` (every queue), ``thresholdSecs`` (60);
+  UnresponsiveApplication none (``receivingAppName`` must then name another application).
+- ``GET /relay/v1/orgs/{org}/apps/{app}/alerts``: alerts fired, newest first, and where each went.
+- ``GET /relay/v1/orgs/{org}/apps/{app}/retention-runs``: managed retention runs and their outcomes.
+
+``install(rt)`` gives the actors their alerting configuration (web/config.py) and starts the actors of the
+applications that have rules or retention settings, so they are watched from the start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pykka
+from flask import Blueprint, Response, jsonify
+
+from actors import alerting
+from actors import retention as retention_actor
+from actors.delivery import WebhookConfig
+from events.alerting import RULE_TYPES
+from events.ids import app_id
+from events.names import APP_NAME
+from web.context import ASK_TIMEOUT_S, ask, authorize, require_app, runtime
+from web.openapi import operation, query
+from web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
+from web.problems import invalid, not_found
+from web.requests_ import int_arg, json_body
+from web.translate import format_time
+
+if TYPE_CHECKING:
+    from web.runtime import Runtime
+
+bp = Blueprint("alerting", __name__)
+
+APP = "/v2/orgs/<org>/apps/<app>"
+RELAY_APP = "/relay/v1/orgs/<org>/apps/<app>"
+READ, WRITE = "application.read", "application.write"
+_RULE_TYPE = _t("string", enum=list(RULE_TYPES))
+_FIELDS = {"ruleType", "ruleMetadata", "minIntervalSecs", "receivingAppName"}
+_PAGE = (query("limit", "integer", "int64"), query("offset", "integer", "int64"))
+
+# The shapes of these routes, as components of /openapi.json (the v2 ones are the reference's).
+COMPONENTS.update({
+    "AlertingRule": _all_required({
+        "id": STR, "appId": STR, "receivingAppId": STR, "ruleType": _RULE_TYPE, "ruleMetadata": {},
+        "minIntervalSecs": _t(["integer", "null"], "int32"), "lastFiredAt": NTIME,
+    }),
+    "CreateAlertInputBody": _obj({
+        "ruleType": _RULE_TYPE, "ruleMetadata": {}, "minIntervalSecs": INT32, "receivingAppName": STR,
+    }, ["ruleType", "ruleMetadata"]),
+    "RelayAlertFailure": _all_required({"executorId": STR, "reason": STR}),
+    "RelayAlertWebhook": _all_required({
+        "outcome": _t("string", enum=["delivered", "failed"]), "attempts": INT32,
+        "status": _t(["integer", "null"], "int32"), "error": NSTR,
+    }),
+    "RelayAlert": _all_required({
+        "alertId": STR, "ruleId": STR, "ruleType": _RULE_TYPE, "sequence": INT64, "message": STR,
+        "metadata": _t("object", additionalProperties=STR), "receivingApp": STR, "instance": NSTR,
+        "firedAt": TIME, "deliveredAt": NTIME, "deliveredTo": _t(["array", "null"], items=STR),
+        "failed": _t(["array", "null"], items={"$ref": "#/components/schemas/RelayAlertFailure"}),
+        "webhook": {"oneOf": [{"$ref": "#/components/schemas/RelayAlertWebhook"}, {"type": "null"}]},
+    }),
+    "RelayAlertList": _all_required({"alerts": _t("array", items={"$ref": "#/components/schemas/RelayAlert"})}),
+    "RelayRetentionRun": _all_required({
+        "slot": INT64, "executorId": STR, "instance": NSTR, "startedAt": TIME, "outcome": NSTR, "reason": NSTR,
+        "finishedAt": NTIME, "policy": _t("object", additionalProperties=_t(["integer", "null"], "int64")),
+        "settings": _t("object", additionalProperties=_t(["integer", "null"], "int64")),
+    }),
+    "RelayRetentionRunList": _all_required({
+        "runs": _t("array", items={"$ref": "#/components/schemas/RelayRetentionRun"}),
+    }),
+})
+
+
+def install(rt: Runtime) -> None:
+    """Configure alerting and retention for this process's actors, and start the watched applications'."""
+    settings = rt.settings
+    webhook = None
+    if settings.alert_webhook_url:
+        webhook = WebhookConfig(
+            url=settings.alert_webhook_url, secret=settings.alert_webhook_secret,
+            timeout_s=settings.alert_webhook_timeout_s, attempts=settings.alert_webhook_attempts,
+        )
+
+    def peers(org: str, app: str) -> list[Any]:
+        if rt.views.applications.app(org, app) is None:
+            return []
+        try:
+            return rt.directory.application(org, app).proxy().live_executors().get(timeout=ASK_TIMEOUT_S)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            return []
+
+    timeout = settings.limits.request_timeout_s
+    alerting.install(rt.ctx, alerting.AlertingConfig(
+        interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
+        request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook, peers=peers,
+    ))
+    refs = list(rt.directory.applications())
+    refs += [rt.directory.application(org, app) for org, app in rt.views.alerts.watched_apps()]
+    for ref in refs:
+        with contextlib.suppress(pykka.ActorDeadError):
+            ref.tell({alerting.MESSAGE_KEY: "start"})
+            ref.tell({retention_actor.MESSAGE_KEY: "start"})
+
+
+# -- translation: the view's rows as the API's shapes
+
+
+def _time(value: Any) -> str | None:
+    return format_time(datetime.fromisoformat(value)) if value else None
+
+
+def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["rule_id"],
+        "appId": str(app_id(org, row["app"])),
+        "receivingAppId": str(app_id(org, row["receiving_app"])),
+        "ruleType": row["rule_type"],
+        "ruleMetadata": row["metadata"],
+        "minIntervalSecs": row["min_interval_secs"],
+        "lastFiredAt": _time(row["last_fired_at"]),
+    }
+
+
+def alert_v1(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "alertId": row["id"],
+        "ruleId": row["rule_id"],
+        "ruleType": row["rule_type"],
+        "sequence": row["sequence"],
+        "message": row["message"],
+        "metadata": row["metadata"],
+        "receivingApp": row["receiving_app"],
+        "instance": row["instance"],
+        "firedAt": _time(row["fired_at"]),
+        "deliveredAt": _time(row["delivered_at"]),
+        "deliveredTo": row["delivered_to"],
+        "failed": row["failed"],
+        "webhook": row["webhook"],
+    }
+
+
+def retention_run_v1(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "slot": row["slot"],
+        "executorId": row["executor"],
+        "instance": row["instance"],
+        "startedAt": _time(row["started_at"]),
+        "outcome": row["outcome"],
+        "reason": row["reason"],
+        "finishedAt": _time(row["finished_at"]),
+        "policy": row["policy"],
+        "settings": row["settings"],
+    }
+
+
+def _create_body(org: str, app: str) -> dict[str, Any]:
+    body = json_body(required=True, allowed=_FIELDS)
+    for name in ("ruleType", "ruleMetadata"):
+        if name not in body:
+            raise invalid(f"body.{name}", "is required", None)
+    if body["ruleType"] not in RULE_TYPES:
+        raise invalid("body.ruleType", f"must be one of {', '.join(RULE_TYPES)}", body["ruleType"])
+    if not isinstance(body["ruleMetadata"], dict):
+        raise invalid("body.ruleMetadata", "must be an object", body["ruleMetadata"])
+    interval = body.get("minIntervalSecs")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
+                                 or not 0 <= interval < 2**31):
+        raise invalid("body.minIntervalSecs", "must be an integer between 0 and 2147483647", interval)
+    receiver = body.get("receivingAppName")
+    if receiver is not None and (not isinstance(receiver, str) or not APP_NAME.fullmatch(receiver)
+                                 or runtime().views.applications.app(org, receiver) is None):
+        raise invalid("body.receivingAppName", f"no such application in organization '{org}'", receiver)
+    return body
+
+
+# -- Conductor v2
+
+
+@bp.get(APP + "/alerting-rules")
+@operation("listAlertingRules", summary="List alerting rules", tag="Alerting", returns="AlertingRule[]")
+def list_rules(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    require_app(org, app)
+    return jsonify([rule_v2(org, r) for r in runtime().views.alerts.rules(org, app)])
+
+
+@bp.post(APP + "/alerting-rules")
+@operation("createAlertingRule", summary="Create alerting rule", tag="Alerting", status=201,
+           returns="AlertingRule", body="CreateAlertInputBody", body_required=True)
+def create_rule(org: str, app: str) -> Response:
+    who = authorize(WRITE, org, app)
+    require_app(org, app)
+    body = _create_body(org, app)
+    actor = runtime().directory.application(org, app).proxy()
+    rule = ask(lambda: actor.create_alerting_rule(
+        body["ruleType"], body["ruleMetadata"], body.get("receivingAppName"), body.get("minIntervalSecs"),
+        who.display,
+    ))
+    row = runtime().views.alerts.rule(org, app, rule.rule_id)
+    if row is None:
+        raise not_found(f"alerting rule '{rule.rule_id}' is not visible yet; list the rules again")
+    response = jsonify(rule_v2(org, row))
+    response.status_code = 201
+    return response
+
+
+@bp.delete(APP + "/alerting-rules/<rule_id>")
+@operation("deleteAlertingRule", summary="Delete alerting rule", tag="Alerting", status=204,
+           path_names={"rule_id": "ruleId"})
+def delete_rule(org: str, app: str, rule_id: str) -> Response:
+    who = authorize(WRITE, org, app)
+    require_app(org, app)
+    ask(lambda: runtime().directory.application(org, app).proxy().delete_alerting_rule(rule_id, who.display))
+    return Response(status=204)
+
+
+# -- Relay-only
+
+
+@bp.get(RELAY_APP + "/alerts")
+@operation("listRelayAlerts", summary="Alerts fired by the application's rules, newest first, and where each "
+           "went", tag="Relay", returns="RelayAlertList", query=_PAGE)
+def list_alerts(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    require_app(org, app)
+    rows = runtime().views.alerts.alerts(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
+                                         offset=int_arg("offset", 0, maximum=2**31))
+    return jsonify({"alerts": [alert_v1(r) for r in rows]})
+
+
+@bp.get(RELAY_APP + "/retention-runs")
+@operation("listRelayRetentionRuns", summary="Managed retention runs of the application, newest first",
+           tag="Relay", returns="RelayRetentionRunList", query=_PAGE)
+def list_retention_runs(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    require_app(org, app)
+    rows = runtime().views.alerts.retention_runs(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
+                                                 offset=int_arg("offset", 0, maximum=2**31))
+    return jsonify({"runs": [retention_run_v1(r) for r in rows]})

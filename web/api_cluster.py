@@ -1,0 +1,227 @@
+"""HA endpoints: the instances of the cluster, and the forward endpoint instances call on one another.
+
+``GET /relay/v1/instances`` (admin token or ``organization.read``): every instance the log knows, with its
+heartbeat age, its status (RUNNING, STOPPED, EXPIRED: from its aggregate's last event) and the leases it holds
+(a key sees the leases of its own organization only).
+
+``POST /internal/v1/forward/{appID}`` (instance to instance; no bearer: an HMAC-SHA256 signature, see
+web/forwarding.py): ``{"org", "app", "executor_id"?, "frame": {"type", ...fields}}`` runs ``frame`` on an
+executor of the application connected to THIS instance (never forwarded again) and answers the executor's raw
+response (200, ``error_message`` included). A refusal (hop >= 1: 409; a signature more than 30 s off, one seen
+already, or a bad one: 401; forwarding not configured: 401) comes before anything is parsed or run. Then:
+404 the application (or its id) is unknown, 503 the executor is not (or no longer) connected here or
+disconnected before answering, 429 it is busy, 502 it answered a malformed frame, 504 it did not answer in time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+from actors import protocol, routing
+from actors.application import LiveExecutor
+from actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
+from web import forwarding, translate
+from web.context import principal, runtime
+from web.executor_calls import send_local, snapshot
+from web.openapi import operation
+from web.openapi_schemas import COMPONENTS
+from web.problems import ApiError, invalid, not_found
+from web.requests_ import check_path_names
+
+log = logging.getLogger("relay.web.cluster")
+
+bp = Blueprint("cluster", __name__)
+
+_ENVELOPE = frozenset({"type", "request_id"})
+_BODY_MARGIN = 64 * 1024  # the payload's envelope around a frame
+
+
+# -- GET /relay/v1/instances ----------------------------------------------------------------------------
+COMPONENTS["RelayLease"] = {
+    "type": "object", "additionalProperties": False, "required": ["org", "app", "executorId", "status"],
+    "properties": {"org": {"type": "string"}, "app": {"type": "string"}, "executorId": {"type": "string"},
+                   "status": {"type": "string", "enum": ["HEALTHY", "DISCONNECTED", "DEAD"]}},
+}
+COMPONENTS["RelayInstance"] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["instanceId", "address", "port", "startedAt", "heartbeatAgeSecs", "status", "leases"],
+    "properties": {
+        "instanceId": {"type": "string"},
+        "address": {"type": ["string", "null"]},
+        "port": {"type": ["integer", "null"], "format": "int32"},
+        "startedAt": {"type": ["string", "null"], "format": "date-time"},
+        "heartbeatAgeSecs": {"type": ["number", "null"], "format": "double",
+                             "description": "null when the instance is not in the instances table (adopted)"},
+        "status": {"type": "string", "enum": ["RUNNING", "STOPPED", "EXPIRED"]},
+        "leases": {"type": "array", "items": {"$ref": "#/components/schemas/RelayLease"}},
+    },
+}
+COMPONENTS["RelayInstanceList"] = {
+    "type": "object", "additionalProperties": False, "required": ["instances"],
+    "properties": {"instances": {"type": "array", "items": {"$ref": "#/components/schemas/RelayInstance"}}},
+}
+
+
+@bp.get("/relay/v1/instances")
+@operation("listRelayInstances", summary="Relay instances: heartbeat age, status and the leases each holds",
+           tag="Relay", returns="RelayInstanceList")
+def instances() -> Response:
+    who = principal()
+    if not who.admin and "organization.read" not in who.permissions:
+        raise ApiError(403, "this token lacks 'organization.read'")
+    rt = runtime()
+    cluster = rt.cluster
+    now = cluster.wall()
+    table = {str(r["instance"]): r for r in cluster.table.rows()}
+    leases = rt.views.registry.leases()
+    known = set(table) | {k for k in leases if k and k != "None"}
+    known |= {str(e["subject"]) for e in rt.views.audit.entries(event="RelayInstance.Started", limit=100_000)
+              if e.get("subject")}
+    out = []
+    for instance in sorted(known):
+        status = cluster.status_of(instance, cached=False)
+        if status is None:
+            continue
+        row = table.get(instance)
+        if row is not None:
+            beat = float(row["heartbeat_at"])
+            address, port = row["address"], int(row["port"])
+            started = _iso(float(row["started_at"]))
+            age: float | None = round(max(0.0, now - beat), 3) if beat > 0 else None
+        else:
+            aggregate = rt.log.instance(instance)
+            address = getattr(aggregate, "address", None)
+            port = getattr(aggregate, "port", None)
+            started = aggregate.started_at.isoformat() if aggregate is not None else None
+            age = None
+        held = [
+            {"org": r["org"], "app": r["app"], "executorId": r["executor_id"], "status": r["status"]}
+            for r in leases.get(instance, []) if who.admin or r["org"] == who.org
+        ]
+        out.append({"instanceId": instance, "address": address, "port": port, "startedAt": started,
+                    "heartbeatAgeSecs": age, "status": status, "leases": held})
+    return jsonify({"instances": out})
+
+
+def _iso(epoch: float) -> str | None:
+    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch > 0 else None
+
+
+# -- POST /internal/v1/forward/{appID} ------------------------------------------------------------------
+COMPONENTS["ForwardBody"] = {
+    "type": "object", "additionalProperties": False, "required": ["org", "app", "frame"],
+    "properties": {
+        "org": {"type": "string"}, "app": {"type": "string"}, "executor_id": {"type": ["string", "null"]},
+        "frame": {"type": "object", "required": ["type"], "additionalProperties": {},
+                  "properties": {"type": {"type": "string"}}},
+    },
+}
+
+
+class _SeenSignatures:
+    """Signatures accepted in the last window: the same signed request twice is a replay (401). Each
+    forward carries a fresh request id in its frame, so a genuine one is never signed twice."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def first_time(self, signature: str, now: float) -> bool:
+        with self._lock:
+            oldest = next(iter(self._seen.values()), None)  # insertion order is expiry order
+            if oldest is not None and oldest < now:
+                self._seen = {s: t for s, t in self._seen.items() if t >= now}
+            if signature in self._seen:
+                return False
+            self._seen[signature] = now + self.window_s
+            return True
+
+
+_SEEN = _SeenSignatures(2 * forwarding.MAX_SKEW_S + 1)
+
+
+@bp.post("/internal/v1/forward/<app_id>")
+@operation("forwardToExecutor", summary="Instance to instance: run a frame on an executor connected here",
+           tag="Relay", returns={"type": "object", "additionalProperties": {},
+                                 "description": "the executor's raw response frame"},
+           body="ForwardBody", body_required=True, public=True, path_names={"app_id": "appID"},
+           description="Signed with HMAC-SHA256 over `timestamp.payload` (X-Relay-Timestamp, X-Relay-Signature, "
+                       "X-Relay-Forward-Hop); hop >= 1: 409; timestamp more than 30 s off or bad signature: 401.")
+def forward(app_id: str) -> Response:
+    rt = runtime()
+    limit = rt.settings.limits.max_frame_bytes + _BODY_MARGIN
+    if (request.content_length or 0) > limit:
+        raise ApiError(413, "forwarded request too large")
+    payload = request.get_data(cache=False)
+    if len(payload) > limit:
+        raise ApiError(413, "forwarded request too large")
+    headers = {name: value for name in (forwarding.HOP_HEADER, forwarding.TIMESTAMP_HEADER,
+                                         forwarding.SIGNATURE_HEADER)
+               if (value := request.headers.get(name)) is not None}
+    now = time.time()
+    refusal = forwarding.check(rt.settings.forward_secret, headers, payload, now=now)
+    if refusal is None and not _SEEN.first_time(headers.get(forwarding.SIGNATURE_HEADER, ""), now):
+        refusal = forwarding.Refusal(401, "this signed request was received already (replay)")
+    if refusal is not None:
+        log.warning("forward from %s refused (%d: %s)", request.remote_addr, refusal.status, refusal.detail)
+        raise ApiError(refusal.status, refusal.detail)
+    org, app, executor_id, forwarded = _parse(payload)
+    row = rt.views.applications.app(org, app)
+    if row is None or str(row["id"]) != app_id:
+        raise not_found(f"application '{app}' (id {app_id}) not found in organization '{org}'")
+    for executor in _local_candidates(org, app, executor_id, forwarded.type):
+        try:
+            response = send_local(org, app, executor, forwarded)
+        except ExecutorGoneError:
+            continue
+        except InFlightLimitError as error:
+            raise ApiError(429, f"executor '{executor.executor_id}' has {error.limit} requests in flight",
+                           title="Too Many Requests") from None
+        except MalformedAnswerError as error:
+            raise ApiError(502, f"executor '{executor.executor_id}' answered '{forwarded.type}' with a malformed "
+                           f"frame: {error}", title="Executor Error") from None
+        return jsonify(translate.raw_response(response))
+    raise ApiError(503, f"the executor(s) of application '{app}' on instance {rt.ctx.instance_id} disconnected "
+                   "before answering")
+
+
+def _local_candidates(org: str, app: str, executor_id: str | None, message_type: str) -> list[LiveExecutor]:
+    """The named executor if it is connected here, else (none named) this instance's in routing order; 503."""
+    here = runtime().ctx.instance_id
+    executors, latest = snapshot(org, app)
+    if executor_id is not None:
+        candidates = [e for e in executors if e.executor_id == executor_id]
+        if not candidates:
+            raise ApiError(503, f"executor '{executor_id}' is not connected to instance {here}")
+        return candidates
+    candidates = routing.rank(executors, message_type, latest).candidates
+    if not candidates:
+        raise ApiError(503, f"no executor of application '{app}' is connected to instance {here}")
+    return candidates
+
+
+def _parse(payload: bytes) -> tuple[str, str, str | None, protocol.RawRequest]:
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        raise ApiError(400, "body: not valid JSON") from None
+    if not isinstance(body, dict):
+        raise invalid("body", "must be a JSON object")
+    org, app, executor_id, frame = body.get("org"), body.get("app"), body.get("executor_id"), body.get("frame")
+    if not isinstance(org, str) or not isinstance(app, str):
+        raise invalid("body", "org and app must be strings")
+    check_path_names(org, app)
+    if executor_id is not None and (not isinstance(executor_id, str) or not executor_id):
+        raise invalid("body.executor_id", "must be a non-empty string", executor_id)
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str) or not frame["type"]:
+        raise invalid("body.frame", "must be an object with a type")
+    fields: dict[str, Any] = {k: v for k, v in frame.items() if k not in _ENVELOPE}
+    return org, app, executor_id, protocol.RawRequest(type=frame["type"], fields=fields)
