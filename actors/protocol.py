@@ -22,6 +22,7 @@ sent, with its keys (``WorkflowUUID``, ``Status``, ...), never renamed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import uuid
@@ -1357,8 +1358,10 @@ def _known_release(language: str, dbos_version: str) -> tuple[str, _Version] | N
     return lang, version
 
 
+@functools.lru_cache(maxsize=256)
 def supported_types(language: str, dbos_version: str) -> frozenset[str] | None:
-    """The request types an executor of this SDK language/release answers, best effort; None if unknown
+    """Cached: routing asks for every executor on every call, and the answer is a pure function.
+    The request types an executor of this SDK language/release answers, best effort; None if unknown
     (other languages, unparseable versions, releases before the SDK had a conductor client or newer
     than the ones read)."""
     known = _known_release(language, dbos_version)
