@@ -72,8 +72,8 @@ class StoreConfig:
             "POSTGRES_USER": p["user"],
             "POSTGRES_PASSWORD": p["password"],
             "POSTGRES_SCHEMA": self.schema,
-            "POSTGRES_POOL_SIZE": "4",
-            "POSTGRES_MAX_OVERFLOW": "12",
+            "POSTGRES_POOL_SIZE": "2",
+            "POSTGRES_MAX_OVERFLOW": "8",
             "POSTGRES_CONNECT_TIMEOUT": "5",
             "POSTGRES_PRE_PING": "y",
         }
@@ -140,8 +140,8 @@ class ViewStore:
                 user=p["user"],
                 password=p["password"],
                 schema=pg_schema,
-                pool_size=2,
-                max_overflow=6,
+                pool_size=1,
+                max_overflow=4,
                 pre_ping=True,
             )
             self._datastore = pg_store

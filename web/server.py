@@ -91,6 +91,25 @@ class RelayHandler(WebSocketHandler):
         return super()._handle_client_error(ex)
 
 
+class RelayServer(WSGIServer):
+    """With TLS, the handshake too must be done within RELAY_HANDSHAKE_TIMEOUT_S; one that fails (a plain-HTTP
+    client, a client that does not trust the certificate, a silent one) costs a log line, not a traceback."""
+
+    def wrap_socket_and_handle(self, client_socket: Any, address: Any) -> Any:
+        client_socket.settimeout(self.relay.settings.limits.handshake_timeout_s)  # type: ignore[attr-defined]
+        try:
+            tls_socket = self.wrap_socket(client_socket, **self.ssl_args)
+        except (ssl.SSLError, OSError) as error:
+            reason = getattr(error, "reason", None) or type(error).__name__
+            log.info("TLS handshake from %s failed (%s)", address[0] if address else "?", reason)
+            client_socket.close()
+            return None
+        try:
+            return self.handle(tls_socket, address)
+        finally:
+            tls_socket.close()
+
+
 class SecretFilter(logging.Filter):
     """The last line of defence, on every log handler of `relay serve`: `dbos_` keys, and the process's own
     secrets (admin token, forward secret), are masked in any record, its traceback included."""
@@ -139,7 +158,10 @@ class _AccessLog:
 def install_store_errors(app: Flask) -> None:
     """The store failing under a request (web/limits.py STORE_ERRORS): 503 saying so, not a bare 500."""
     def _store_unavailable(error: Exception) -> Response:
-        log.error("store unavailable during a request: %s", type(error).__name__)
+        # The reason's first line ("disk I/O error", "database is locked", "connection refused"...), not more:
+        # a driver's detail lines can quote values.
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        log.error("store unavailable during a request: %s: %s", type(error).__name__, reason)
         response = problem_response(ApiError(503, STORE_UNAVAILABLE))
         response.headers["Retry-After"] = "5"
         return response
@@ -170,7 +192,7 @@ def serve(settings: Settings) -> int:
     app = create_app(rt)
     install_store_errors(app)
     tls: dict[str, Any] = {"ssl_context": context} if context is not None else {}
-    server = WSGIServer(
+    server = RelayServer(
         (settings.host, settings.port), app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
         **tls,
     )

@@ -47,7 +47,7 @@ def start_executor(relay: RelayProcess, app: str, key: str, cwd: Path, *, prefix
     try:
         proc.wait_for_log("READY ", timeout=EXECUTOR_READY_S)
         line = next(x for x in proc.log_text().splitlines() if x.startswith("READY "))
-        ready = json.loads(line.removeprefix("READY "))
+        ready = json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]
         wait_until(
             lambda: any(e["executorId"] == ready["executor_id"] and e["status"] == "HEALTHY"
                         for e in relay.api("GET", f"/v2/orgs/local/apps/{app}/executors").json()),

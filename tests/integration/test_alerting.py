@@ -152,7 +152,7 @@ def value(scraped: dict[tuple[str, tuple], float], name: str, **labels: str) -> 
 def read_ready(executor: ExecutorProcess) -> str:
     executor.wait_for_log("READY ", timeout=60)
     line = next(x for x in executor.log_text().splitlines() if x.startswith("READY "))
-    return json.loads(line.removeprefix("READY "))["executor_id"]
+    return json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]["executor_id"]
 
 
 @pytest.fixture(scope="module")

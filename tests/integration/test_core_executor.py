@@ -131,7 +131,7 @@ def test_executor_lifecycle_is_served_recorded_and_replayable(store: Store, tmp_
             executor.start()
             executor.wait_for_log("READY ", timeout=DEADLINE_S)
             ready_line = next(line for line in executor.log_text().splitlines() if line.startswith("READY "))
-            reported = json.loads(ready_line.removeprefix("READY "))
+            reported = json.JSONDecoder().raw_decode(ready_line.removeprefix("READY "))[0]
             executor_id, app_version = reported["executor_id"], reported["app_version"]
             # With a conductor key, dbos 3.2.0 ignores DBOS__VMID and picks a fresh UUID per launch.
             assert executor_id and executor_id != "local"

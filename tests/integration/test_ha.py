@@ -211,7 +211,7 @@ class Cluster:
             executor = Executor(name, proc.start())
             proc.wait_for_log("READY ", timeout=DEADLINE_S)
             line = next(x for x in proc.log_text().splitlines() if x.startswith("READY "))
-            executor.executor_id = json.loads(line.removeprefix("READY "))["executor_id"]
+            executor.executor_id = json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]["executor_id"]
             self.eventually(lambda e=executor: self.status(app, e.executor_id) == "HEALTHY", f"{name} HEALTHY")
             if on is None or self.holder(executor.executor_id) in on:
                 return executor

@@ -103,7 +103,7 @@ def search(relay: RelayProcess, **body: Any) -> list[dict[str, Any]]:
 def read_ready(executor: ExecutorProcess) -> dict[str, Any]:
     executor.wait_for_log("READY ", timeout=60)
     line = next(line for line in executor.log_text().splitlines() if line.startswith("READY "))
-    return json.loads(line.removeprefix("READY "))
+    return json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]
 
 
 @dataclass

@@ -105,7 +105,7 @@ class Scene:
         for executor in started:
             executor.proc.wait_for_log("READY ", timeout=DEADLINE_S)
             line = next(x for x in executor.proc.log_text().splitlines() if x.startswith("READY "))
-            executor.executor_id = json.loads(line.removeprefix("READY "))["executor_id"]
+            executor.executor_id = json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]["executor_id"]
         for executor in started:
             self.eventually(lambda e=executor: self.status(e.executor_id) == "HEALTHY", f"{executor.name} HEALTHY")
         return started

@@ -23,7 +23,7 @@ INFO = ExecutorInfo("v1", "host", "python", "3.2.0", None)
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[Runtime]:
     runtime = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN, instance_id="relay-unit", port=18090,
-                               heartbeat_interval_s=0.05, instance_timeout_s=1.0))
+                               heartbeat_interval_s=0.05, instance_timeout_s=30.0))
     runtime.start()
     try:
         yield runtime

@@ -76,6 +76,8 @@ def main() -> None:
         "system_database_url": os.environ["SYSTEM_DATABASE_URL"],
         "conductor_url": os.environ["CONDUCTOR_URL"],
         "conductor_key": os.environ["CONDUCTOR_KEY"],
+        # Several executors and Relay instances share one PostgreSQL in the tests: keep pools small.
+        "sys_db_pool_size": 4,
     }
     if os.environ.get("APP_VERSION"):
         config["application_version"] = os.environ["APP_VERSION"]
