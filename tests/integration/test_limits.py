@@ -80,7 +80,9 @@ def test_limits_have_safe_defaults() -> None:
 @pytest.mark.parametrize("value", ["0", "-3", "lots", "1e99999", "nan", "99999999999"])
 def test_bad_limit_values_are_refused_by_name(variable: str, value: str) -> None:
     if variable.endswith("_S") and value == "99999999999":
-        pytest.skip("a long timeout is a valid timeout")
+        # A long timeout is a valid timeout: accepted, not refused.
+        assert Settings.from_env({variable: value}) is not None
+        return
     STATS["bad settings"] += 1
     with pytest.raises(ConfigError) as error:
         Settings.from_env({variable: value})
