@@ -69,7 +69,7 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
                    "4xx answers": sum(n for s, n in STATUSES.items() if 400 <= s < 500),
                    "2xx answers": sum(n for s, n in STATUSES.items() if 200 <= s < 300),
                    "executor refusals passed on (502)": STATUSES[502]},
-            outcome="no 500, no 5xx of Relay's own; every error problem+json; server and executor up after",
+            outcome="no 500, no 5xx of Relay's own; every API error problem+json; server and executor up after",
         )
 
 

@@ -58,7 +58,8 @@ def record(
             old = figures.get(label)
             both_numbers = isinstance(old, int | float) and isinstance(value, int | float)
             figures[label] = old + value if add and both_numbers else value  # type: ignore[operator]
-        data[key] = {"area": area, "tried": figures, "outcome": outcome, "at": time.strftime("%Y-%m-%d %H:%M")}
+        data[key] = {"area": area, "tried": figures, "outcome": outcome, "at": time.strftime("%Y-%m-%d %H:%M"),
+                     "commit": _commit()}
 
 
 def _figure(value: Figure) -> str:
@@ -86,9 +87,11 @@ def render(data: Mapping[str, Any]) -> str:
         raise SystemExit(f"no figures in {OUTPUT}: run the tests first (make test)")
     times = sorted(entry["at"] for entry in data.values())
     span = times[0] if times[0] == times[-1] else f"{times[0]} to {times[-1]}"
+    # The commit each figure was recorded on (the tests ran on top of it), not the one rendering them.
+    commits = ", ".join(sorted({str(entry.get("commit") or "unknown") for entry in data.values()}))
     lines = [
         f"Figures written by the test suite itself (`test-output/reliability.json`, recorded {span}, on top of "
-        f"commit {_commit()}), on the 2-core test machine. Each row is what one group of tests threw at a real "
+        f"commit {commits}), on the 2-core test machine. Each row is what one group of tests threw at a real "
         "Relay (or at its frame decoder) and what held every time; a test records its figures only after its "
         "assertions passed.",
         "",

@@ -1,0 +1,31 @@
+"""PostgreSQL pools retry a lost server every couple of seconds, not with an ever-growing backoff."""
+
+from __future__ import annotations
+
+import psycopg_pool.pool
+
+import projections  # noqa: F401 - installs the capped backoff
+from projections.pool_reconnect import MAX_RECONNECT_DELAY_S, CappedBackoff
+
+
+def test_the_delay_between_attempts_is_capped() -> None:
+    attempt = CappedBackoff(timeout=300)
+    delays = []
+    for step in range(12):  # uncapped, the twelfth delay would be about 2**11 s
+        attempt.update_delay(now=float(step))
+        delays.append(attempt.delay)
+    assert delays[0] <= 1.1
+    assert max(delays) == MAX_RECONNECT_DELAY_S
+    assert all(delay <= MAX_RECONNECT_DELAY_S for delay in delays)
+
+
+def test_giving_up_still_follows_the_reconnect_timeout() -> None:
+    attempt = CappedBackoff(timeout=10)
+    attempt.update_delay(now=0.0)
+    assert not attempt.time_to_give_up(9.9)
+    assert attempt.time_to_give_up(10.0)
+
+
+def test_every_pool_uses_it() -> None:
+    # psycopg_pool looks the class up by this name whenever a connection attempt fails.
+    assert psycopg_pool.pool.AttemptWithBackoff is CappedBackoff
