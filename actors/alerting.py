@@ -13,8 +13,8 @@ executors as an `alert` frame (name = rule type, message, string metadata with t
 and, when RELAY_ALERT_WEBHOOK_URL is set, to that webhook as JSON. So of two instances evaluating at once
 exactly one sends. Where it went is recorded as `Alert.Delivered`.
 
-Alerts reach the executors connected to this instance; executors of the receiving application connected
-to another instance are not reached from here (the delivery record says so).
+Alerts reach every executor of the receiving application: those connected to this instance directly, those
+connected to another instance (HA) through a signed forward to it (actors/delivery.py).
 
 Beside it: actors/executor_requests.py (asking executors), actors/delivery.py (alert frames and the webhook),
 actors/periodic.py (the timer-driven worker), actors/retention.py (managed retention, on the same machinery).
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from actors import metrics, protocol
 from actors.clock import Clock
-from actors.delivery import Deliverer, Delivery, WebhookConfig
+from actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
 from actors.executor_requests import ActorTransport, CannotAskError, Transport, rank, request_all
 from actors.periodic import PeriodicWork, spawn
 from events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
@@ -54,7 +54,7 @@ class AlertingConfig:
     """What alerting and retention need from the process (web/api_alerting.py installs it).
 
     ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
-    application of an alert)."""
+    application of an alert); ``remote``: those connected to other instances, and how to reach them (HA)."""
 
     interval_s: float = 30.0
     retention_interval_s: float = 300.0
@@ -62,6 +62,7 @@ class AlertingConfig:
     probe_timeout_s: float = 10.0
     webhook: WebhookConfig | None = None
     peers: Callable[[str, str], list[Any]] = field(default=lambda org, app: [])
+    remote: RemoteExecutors | None = None
 
 
 def install(ctx: ActorContext, config: AlertingConfig) -> None:
@@ -427,7 +428,7 @@ class AppAlerting:
         rules = ctx.views.alerts.rules(org, app)
         if rules:
             deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=config.request_timeout_s,
-                                webhook=config.webhook)
+                                webhook=config.webhook, remote=config.remote)
             AlertRun(org, app, log=ctx.log, sources=sources, instance_id=ctx.instance_id,
                      interval_s=config.interval_s, clock=ctx.clock, deliver=deliver).run(rules)
         # The window ends a little in the past: SDKs store times coarsely (the SQLite system database, to the

@@ -1,22 +1,28 @@
-"""Where a fired alert goes: the receiving application's executors connected here (an `alert` frame each),
-and the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with backoff, signed when a secret is set).
+"""Where a fired alert goes: every executor of the receiving application (an `alert` frame each), those
+connected here directly and, with several instances (HA), those connected to another instance through it
+(the signed forward of web/forward_client.py); and the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
+backoff, signed when a secret is set).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
+import logging
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any
+from typing import Any, Protocol
 
 from actors import metrics, protocol
 from actors.executor_requests import Transport, request_all
+
+log = logging.getLogger("relay.actors.delivery")
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,15 @@ def alert_payload(alert: Any) -> dict[str, Any]:
         "firedAt": alert.fired_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
         "instance": alert.instance,
     }
+
+
+class RemoteExecutors(Protocol):
+    """Executors of an application connected to other instances, and a way to send one a request (Runtime
+    passes web/forward_client.py's Forwarder; `send` raises when no answer comes back)."""
+
+    def executors(self, org: str, app: str) -> list[Any]: ...
+
+    def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> Any: ...
 
 
 class HttpError(Exception):
@@ -114,7 +129,8 @@ def send_webhook(
 
 
 class Deliverer:
-    """Sends a fired alert to the receiving application's executors here, and to the webhook."""
+    """Sends a fired alert to the receiving application's executors, here and on other instances, and to the
+    webhook."""
 
     def __init__(
         self,
@@ -124,28 +140,32 @@ class Deliverer:
         timeout_s: float,
         webhook: WebhookConfig | None,
         send_hook: Callable[[WebhookConfig, dict[str, Any]], dict[str, Any]] = send_webhook,
+        remote: RemoteExecutors | None = None,
     ) -> None:
         self.transport = transport
         self.peers = peers
         self.timeout_s = timeout_s
         self.webhook = webhook
         self.send_hook = send_hook
+        self.remote = remote
 
     def __call__(self, alert: Any) -> Delivery:
         org, receiver = alert.org, alert.receiving_app
+        frame = protocol.AlertRequest(name=alert.rule_type, message=alert.message, metadata=dict(alert.metadata))
         executors = list(self.peers(org, receiver))
-        targets = [(e, protocol.AlertRequest(name=alert.rule_type, message=alert.message,
-                                             metadata=dict(alert.metadata))) for e in executors]
         delivered: list[str] = []
         failed: list[dict[str, str]] = []
-        for answer in request_all(org, receiver, self.transport, targets, self.timeout_s):
+        for answer in request_all(org, receiver, self.transport, [(e, frame) for e in executors], self.timeout_s):
             if answer.outcome == metrics.OK and getattr(answer.response, "success", True) is not False:
                 delivered.append(answer.executor.executor_id)
             else:
                 reason = answer.reason or "executor answered success: false"
                 failed.append({"executorId": answer.executor.executor_id, "reason": reason})
-        if not executors:
-            failed.append({"executorId": "*", "reason": f"no executor of '{receiver}' is connected to this instance"})
+        remote = self._remote_executors(org, receiver, {e.executor_id for e in executors})
+        for executor in remote:
+            self._send_remote(executor, org, receiver, frame, delivered, failed)
+        if not executors and not remote:
+            failed.append({"executorId": "*", "reason": f"no executor of '{receiver}' is connected"})
         for outcome, count in (("delivered", len(delivered)), ("failed", len(failed))):
             if count:
                 metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "executor", outcome).inc(count)
@@ -154,3 +174,29 @@ class Deliverer:
             hook = self.send_hook(self.webhook, alert_payload(alert))
             metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "webhook", hook["outcome"]).inc()
         return Delivery(delivered, failed, hook)
+
+    def _remote_executors(self, org: str, receiver: str, here: set[str]) -> list[Any]:
+        if self.remote is None:
+            return []
+        try:
+            return [e for e in self.remote.executors(org, receiver) if e.executor_id not in here]
+        except Exception as error:  # the cluster table unreadable: the local delivery still counts
+            log.warning("could not list %s/%s's executors on other instances: %s", org, receiver,
+                        type(error).__name__)
+            return []
+
+    def _send_remote(self, executor: Any, org: str, receiver: str, frame: protocol.AlertRequest,
+                     delivered: list[str], failed: list[dict[str, str]]) -> None:
+        assert self.remote is not None
+        # A fresh request id per target: the forward's signature covers it, and the peer refuses a repeat.
+        attempt = dataclasses.replace(frame, request_id=protocol.new_request_id())
+        try:
+            response = self.remote.send(executor, org, receiver, attempt, self.timeout_s)
+        except Exception as error:
+            failed.append({"executorId": executor.executor_id, "reason": str(error)[:300] or type(error).__name__})
+            return
+        if getattr(response, "success", True) is False or getattr(response, "error_message", None):
+            detail = getattr(response, "error_message", None) or "success: false"
+            failed.append({"executorId": executor.executor_id, "reason": f"executor answered an error: {detail}"})
+        else:
+            delivered.append(executor.executor_id)

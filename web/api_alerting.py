@@ -101,6 +101,7 @@ def install(rt: Runtime) -> None:
     alerting.install(rt.ctx, alerting.AlertingConfig(
         interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
         request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook, peers=peers,
+        remote=rt.forwarder,
     ))
     refs = list(rt.directory.applications())
     refs += [rt.directory.application(org, app) for org, app in rt.views.alerts.watched_apps()]

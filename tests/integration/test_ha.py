@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 T = TypeVar("T")
 
 APP_SCRIPT = Path(__file__).resolve().parent / "executor_apps" / "recovery_app.py"
+ALERTING_SCRIPT = Path(__file__).resolve().parent / "executor_apps" / "alerting_app.py"
 HAPROXY = Path("/usr/sbin/haproxy")
 ORG = "local"
 GRACE_S = 2
@@ -55,6 +56,7 @@ RELAY_ENV = {
     "RELAY_PONG_TIMEOUT_S": "2",
     "RELAY_RECOVERY_TIMEOUT_S": "10",
     "RELAY_REQUEST_TIMEOUT_S": "10",
+    "RELAY_ALERT_INTERVAL_S": "1",
 }
 
 HAPROXY_CONFIG = """
@@ -384,6 +386,49 @@ def test_recovery_is_dispatched_to_a_peer_on_another_instance(cluster: Cluster) 
     assert cluster.effects(app, "last", workflow_id) == [peer.executor_id]
     assert f"/internal/v1/forward/{app_id}" in cluster.relays[there].log_text()  # through the peer's instance
     cluster.eventually(lambda: dead.executor_id not in executors(cluster.any(), app), "dead record deleted")
+
+
+def test_an_alert_reaches_the_receiving_apps_executor_on_another_instance(cluster: Cluster) -> None:
+    """The rule's source app is served by relay-a only (a WorkflowFailure rule is evaluated where the source's
+    executors are), the receiving app's only executor is on relay-b: the alert goes there by a forward."""
+    (src, src_key, _), (sink, sink_key, _) = cluster.application("alsrc"), cluster.application("alsink")
+    here, there = cluster.relays[NAMES[0]], cluster.relays[NAMES[1]]
+    alerts_file, commands = cluster.tmp / f"{sink}-alerts.jsonl", cluster.tmp / f"{src}-commands"
+    ids = {}
+    for app, key, relay in ((src, src_key, here), (sink, sink_key, there)):
+        env = {"APP_NAME": app, "CONDUCTOR_URL": relay.ws_url, "CONDUCTOR_KEY": key,
+               "ALERTS_FILE": str(alerts_file), "COMMANDS_DIR": str(commands if app == src else cluster.tmp / app)}
+        proc = ExecutorProcess(ALERTING_SCRIPT, cwd=cluster.tmp / f"{app}-alerting", name=app, env=env)
+        cluster.procs.append(proc.start())
+        proc.wait_for_log("READY ", timeout=DEADLINE_S)
+        line = next(x for x in proc.log_text().splitlines() if x.startswith("READY "))
+        ids[app] = json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]["executor_id"]
+        cluster.eventually(lambda a=app: cluster.status(a, ids[a]) == "HEALTHY", f"{app} HEALTHY")
+    assert (cluster.holder(ids[src]), cluster.holder(ids[sink])) == (NAMES[0], NAMES[1])
+
+    rules = f"/v2/orgs/{ORG}/apps/{src}/alerting-rules"
+    created = here.api("POST", rules, json={"ruleType": "WorkflowFailure", "receivingAppName": sink,
+                                            "minIntervalSecs": 3600,
+                                            "ruleMetadata": {"threshold": 1, "periodSecs": 600}})
+    assert created.status_code == 201, created.text
+    commands.mkdir(exist_ok=True)
+    (commands / "0001.json").write_text(json.dumps({"action": "fail", "count": 1}))
+
+    def received() -> list[dict[str, Any]]:
+        text = alerts_file.read_text() if alerts_file.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    [got] = cluster.eventually(received, "the alert at the receiving app's executor on relay-b")
+    assert got["name"] == "WorkflowFailure" and src in got["message"]
+
+    def recorded() -> list[dict[str, Any]]:
+        response = there.api("GET", f"/relay/v1/orgs/{ORG}/apps/{src}/alerts")
+        assert response.status_code == 200, response.text
+        return [a for a in response.json()["alerts"] if a["deliveredAt"]]
+
+    [alert] = cluster.eventually(recorded, "the delivery recorded")
+    assert alert["instance"] == NAMES[0], alert  # fired on relay-a, which holds no executor of the sink
+    assert alert["deliveredTo"] == [ids[sink]] and alert["failed"] == [], alert
 
 
 def test_sigkill_an_instance_its_leases_are_adopted_once_and_its_dead_executor_recovered_once(

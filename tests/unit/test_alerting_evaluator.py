@@ -301,6 +301,47 @@ def test_alerts_go_to_every_executor_of_the_receiving_app() -> None:
     assert nobody.delivered_to == [] and "no executor of 'pager'" in nobody.failed[0]["reason"]
 
 
+class Elsewhere:
+    """Executors of the receiving app on other instances (the Forwarder's part): scripted answers per id."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.sent: list[tuple[str, str, str, Any, float]] = []
+
+    def executors(self, org: str, app: str) -> list[Exec]:
+        return [Exec(executor_id) for executor_id in self.answers] if app == "pager" else []
+
+    def send(self, executor: Exec, org: str, app: str, request: Any, timeout: float) -> Any:
+        self.sent.append((executor.executor_id, org, app, request, timeout))
+        answer = self.answers[executor.executor_id]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+def test_alerts_reach_the_receiving_apps_executors_on_other_instances() -> None:
+    clock = ManualScheduler()
+    log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", {}, "pager", None, clock.wall())
+    alert = log.fire_alert(ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
+    ok = protocol.SuccessResponse(type="alert", request_id="x", success=True)
+    refused = protocol.SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
+    elsewhere = Elsewhere({"here": ok, "r1": ok, "r2": refused, "r3": OSError("peer instance unreachable")})
+    deliver = Deliverer(transport=Transport(), peers=lambda org, app: [Exec("here")] if app == "pager" else [],
+                        timeout_s=0.05, webhook=None, remote=elsewhere)
+    delivery = deliver(alert)
+    assert delivery.delivered_to == ["here", "r1"]  # "here" once: the local frame, not a forward as well
+    assert delivery.failed == [{"executorId": "r2", "reason": "executor answered an error: handler raised"},
+                               {"executorId": "r3", "reason": "peer instance unreachable"}]
+    assert [sent[0] for sent in elsewhere.sent] == ["r1", "r2", "r3"]
+    frames = [sent[3] for sent in elsewhere.sent]
+    assert {(f.name, f.message) for f in frames} == {("WorkflowFailure", "3 workflows failed")}
+    assert len({f.request_id for f in frames}) == 3  # each forward signed over a request id of its own
+    only_remote = Deliverer(transport=Transport(), peers=lambda org, app: [], timeout_s=0.05, webhook=None,
+                            remote=Elsewhere({"r1": ok}))(alert)
+    assert only_remote.delivered_to == ["r1"] and only_remote.failed == []
+
+
 def test_the_webhook_is_retried_with_backoff_and_signed_without_sending_the_secret() -> None:
     config = WebhookConfig(url="http://127.0.0.1:9/hook", secret="s3cret", timeout_s=2, attempts=3, backoff_s=0.5)
     calls: list[tuple[bytes, dict[str, str], float]] = []
