@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping
@@ -1182,6 +1183,22 @@ def _frame_size(frame: str | bytes) -> int:
     return len(frame.encode("utf-8", "surrogatepass"))
 
 
+class _NonFiniteNumberError(ValueError):
+    """A NaN, Infinity or -Infinity literal, or a number too large for a float (1e999): not JSON (RFC 8259),
+    and, once decoded, Python's json would write it back as NaN/Infinity, which API clients cannot parse."""
+
+
+def _refuse_constant(_: str) -> Any:
+    raise _NonFiniteNumberError
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteNumberError
+    return value
+
+
 def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
     if isinstance(frame, bytearray | memoryview):
         frame = bytes(frame)
@@ -1197,9 +1214,12 @@ def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
             raise ProtocolError("frame is not valid UTF-8") from None
     try:
         # json's C parser guards its own recursion (RecursionError, at the interpreter's limit).
-        data = json.loads(frame)
+        data = json.loads(frame, parse_constant=_refuse_constant, parse_float=_finite_float)
     except RecursionError:
         raise ProtocolError("frame nests too deeply") from None
+    except _NonFiniteNumberError:
+        raise ProtocolError("frame holds a non-finite number (NaN, Infinity or out of range), which is not "
+                            "JSON") from None
     except ValueError:  # JSONDecodeError, and ints too long to convert
         raise ProtocolError("frame is not valid JSON") from None
     # Nothing nests deeper than the number of openers: only frames with many need the walk.

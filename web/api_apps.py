@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from flask import Blueprint, Response, jsonify
 
 from events.app import DEFAULT_SETTINGS
@@ -10,15 +12,28 @@ from events.organization import PERMISSIONS
 from web import schemas
 from web.auth import hash_key, new_api_key
 from web.context import ask, authorize, require_app, runtime
-from web.problems import ApiError, invalid
+from web.openapi_schemas import COMPONENTS, INT32, STR, TIME, _all_required, _t
+from web.problems import ApiError, invalid, not_found
 from web.requests_ import json_body
+from web.translate import format_time
 
 bp = Blueprint("v2_apps", __name__)
+
+# The reference's Organization (web/schemas.py organization() fills every field it requires).
+COMPONENTS["Organization"] = _all_required({
+    "id": STR, "name": STR, "createdAt": TIME,
+    "subscriptionPlan": _t("string", enum=["free", "pro", "past_limit", "team"]),
+    "maxDatabaseInstances": INT32, "maxApps": INT32, "maxVms": INT32, "defaultRdsInstanceClassType": STR,
+    "maxTeamMembers": INT32, "maxConductorApps": INT32, "auditLogRetentionDays": INT32,
+})
 
 # What a token gets when the caller names no permissions: everything an application needs.
 DEFAULT_KEY_PERMISSIONS = ["application.read", "application.write", "metric.read", "websocket.connect"]
 
 _INT_SETTINGS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+# Settings a PATCH may clear with a JSON null: those the reference's Application shows as nullable (null = no
+# limit). Its PatchAppInputBody declares no null, so this is an extension: there is no other way to clear one.
+CLEARABLE_SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 
 
 def _app_view(org: str, row: dict) -> dict:
@@ -32,7 +47,10 @@ def _app_view(org: str, row: dict) -> dict:
 @bp.get("/v2/orgs/<org>")
 def get_org(org: str) -> Response:
     authorize("organization.read", org)
-    return jsonify({"id": org, "name": org})
+    created = runtime().views.audit.entries(org=org, event="Organization.Created", limit=1)
+    if not created:  # every organization has one: the event that made it exist
+        raise not_found(f"organization '{org}' not found")
+    return jsonify(schemas.organization(org, format_time(datetime.fromisoformat(str(created[0]["at"])))))
 
 
 @bp.get("/v2/orgs/<org>/apps")
@@ -72,8 +90,11 @@ def update_app(org: str, app: str) -> Response:
         if key == "privateMode":
             if not isinstance(value, bool):
                 raise invalid(f"body.{key}", "must be a boolean", value)
+        elif value is None and key in CLEARABLE_SETTINGS:
+            continue  # null clears the setting (no limit), as the console's empty field does
         elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise invalid(f"body.{key}", "must be a positive integer", value)
+            what = "a positive integer" + (" or null (no limit)" if key in CLEARABLE_SETTINGS else "")
+            raise invalid(f"body.{key}", f"must be {what}", value)
     require_app(org, app)
     ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body, who.display))
     return Response(status=204)

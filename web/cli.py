@@ -5,11 +5,15 @@ from gevent import monkey
 monkey.patch_all()  # before anything else imports socket, ssl or threading
 
 import argparse
+import http.client
 import json
 import logging
+import os
+import ssl
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -29,19 +33,76 @@ def _setup_logging() -> None:
 
 
 # -- talking to a running server ------------------------------------------------------------------
-def _api(settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+class Target:
+    """Where `relay apps|keys` reach the running server: its base URL and, for https, the TLS context.
+
+    The URL is ``--url``, else ``RELAY_URL``, else the server's own settings: ``https://`` when
+    ``RELAY_TLS_CERT``/``RELAY_TLS_KEY`` are set (as `relay serve` then speaks TLS), ``http://`` otherwise, to
+    ``RELAY_HOST`` (127.0.0.1 when it listens on every address) and ``RELAY_PORT``. Certificates are always
+    checked, host name included: against the system's CAs, plus ``--cacert``/``RELAY_CA_FILE`` (a PEM CA
+    bundle, or a self-signed certificate), plus, when the URL comes from the server's settings,
+    ``RELAY_TLS_CERT`` itself (the server's own certificate, as found on this machine)."""
+
+    def __init__(self, settings: Settings, url: str | None = None, cacert: str | None = None) -> None:
+        url = url or os.environ.get("RELAY_URL") or None
+        cacert = cacert or os.environ.get("RELAY_CA_FILE") or None
+        pinned = None
+        if url is None:
+            host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104
+            host = f"[{host}]" if ":" in host else host
+            scheme = "https" if settings.tls_cert is not None else "http"
+            url = f"{scheme}://{host}:{settings.port}"
+            pinned = settings.tls_cert
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise CliError(f"--url/RELAY_URL must be an http:// or https:// base URL, not {url!r}")
+        if parts.username or parts.password:
+            raise CliError("--url/RELAY_URL must not carry credentials (the admin token is sent as a header)")
+        self.base_url = url.rstrip("/")
+        self.context: ssl.SSLContext | None = None
+        if parts.scheme == "https":
+            self.context = ssl.create_default_context()
+            for name, path in (("--cacert/RELAY_CA_FILE", cacert), ("RELAY_TLS_CERT", pinned)):
+                if path is None:
+                    continue
+                try:
+                    self.context.load_verify_locations(cafile=str(path))
+                except (OSError, ssl.SSLError) as error:
+                    raise CliError(f"{name} cannot be used as a CA file: {path} "
+                                   f"({getattr(error, 'strerror', None) or error.__class__.__name__})") from None
+            if pinned is not None:
+                # The server's own (leaf) certificate may be trusted by itself, without its issuer.
+                self.context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+
+
+def _why(target: Target, error: Exception) -> str:
+    """One line on why the server could not be reached (never the request, never the token)."""
+    reason = getattr(error, "reason", None) if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return (f"its TLS certificate is not trusted ({reason.verify_message}); name its CA (or the self-signed "
+                "certificate) with --cacert or RELAY_CA_FILE, and reach it by a host name the certificate "
+                "names with --url or RELAY_URL")
+    if isinstance(reason, ssl.SSLError):
+        return f"the TLS handshake failed ({reason.reason or reason.__class__.__name__}); does it serve https?"
+    if target.context is None and isinstance(reason, http.client.HTTPException | ConnectionResetError):
+        return ("the connection was closed; if it serves TLS, set RELAY_TLS_CERT/RELAY_TLS_KEY as it has them, "
+                "or an https:// --url or RELAY_URL")
+    if isinstance(reason, str):
+        return reason
+    return (reason or error).__class__.__name__
+
+
+def _api(target: Target, settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
     token = settings.read_admin_token()
     if not token:
         raise CliError("no admin token: set RELAY_ADMIN_TOKEN or run this where the server's data dir is")
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104
-    url = f"http://{host}:{settings.port}{path}"
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method)
+    request = urllib.request.Request(target.base_url + path, data=data, method=method)  # noqa: S310 - http(s)
     request.add_header("Authorization", f"Bearer {token}")
     if data is not None:
         request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=30, context=target.context) as response:  # noqa: S310
             text = response.read().decode()
     except urllib.error.HTTPError as error:
         try:
@@ -49,39 +110,41 @@ def _api(settings: Settings, method: str, path: str, body: dict[str, Any] | None
         except ValueError:
             detail = ""
         raise CliError(f"{method} {path}: HTTP {error.code} {detail}".rstrip()) from None
-    except OSError as error:
-        raise CliError(f"cannot reach relay at {host}:{settings.port} ({error.__class__.__name__})") from None
+    except (OSError, http.client.HTTPException) as error:
+        raise CliError(f"cannot reach relay at {target.base_url}: {_why(target, error)}") from None
     return json.loads(text) if text else None
 
 
 def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
     org = args.org or settings.default_org
+    target = Target(settings, args.url, args.cacert)
     if args.action == "create":
-        _api(settings, "PUT", f"/v2/orgs/{org}/apps/{args.name}", {})
+        _api(target, settings, "PUT", f"/v2/orgs/{org}/apps/{args.name}", {})
         print(f"application {org}/{args.name} registered")
     elif args.action == "delete":
-        _api(settings, "DELETE", f"/v2/orgs/{org}/apps/{args.name}")
+        _api(target, settings, "DELETE", f"/v2/orgs/{org}/apps/{args.name}")
         print(f"application {org}/{args.name} deleted")
     else:
-        for app in _api(settings, "GET", f"/v2/orgs/{org}/apps"):
+        for app in _api(target, settings, "GET", f"/v2/orgs/{org}/apps"):
             print(f"{app['name']}\t{app['status']}\texecutorTimeoutSecs={app['executorTimeoutSecs']}")
     return 0
 
 
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     org = args.org or settings.default_org
+    target = Target(settings, args.url, args.cacert)
     if args.action == "create":
         body: dict[str, Any] = {"appNames": args.app or []}
         if args.permission:
             body["permissions"] = args.permission
-        created = _api(settings, "POST", f"/v2/orgs/{org}/tokens/{args.name}", body)
+        created = _api(target, settings, "POST", f"/v2/orgs/{org}/tokens/{args.name}", body)
         print("API key created; it is shown once, store it now:", file=sys.stderr)
         print(created["token"])
     elif args.action == "revoke":
-        _api(settings, "DELETE", f"/v2/orgs/{org}/tokens/{args.name}")
+        _api(target, settings, "DELETE", f"/v2/orgs/{org}/tokens/{args.name}")
         print(f"API key {args.name} revoked")
     else:
-        for key in _api(settings, "GET", f"/v2/orgs/{org}/tokens"):
+        for key in _api(target, settings, "GET", f"/v2/orgs/{org}/tokens"):
             apps = ",".join(key["appIds"]) or "*"
             print(f"{key['tokenName']}\tapps={apps}\t{','.join(key['permissions'])}\t{key['createdAt']}")
     return 0
@@ -202,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--org")
     keys.add_argument("--app", action="append", help="limit the key to this application (repeatable)")
     keys.add_argument("--permission", action="append", help="grant this permission (repeatable)")
+    for command in (apps, keys):
+        command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
+                             "RELAY_PORT, https when RELAY_TLS_CERT is set)")
+        command.add_argument("--cacert", help="a PEM CA file to trust for https (default RELAY_CA_FILE)")
 
     replay = sub.add_parser("replay", help="rebuild every view from the event log")
     replay.add_argument("--verify", action="store_true", help="rebuild aside and compare with the live views")

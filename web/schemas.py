@@ -5,6 +5,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
+# GET /v2/orgs/{org}: the reference's Organization, for a self-hosted Relay. Conductor's fields describe a DBOS
+# Cloud subscription; Relay has none: it limits neither applications nor keys, keeps its event log (the audit
+# log) for ever, provisions no database, VM or RDS instance class, and has no team members (keys instead).
+NO_LIMIT = 2**31 - 1  # "no limit" in the reference's int32 quota fields: the largest value they can hold
+SUBSCRIPTION_PLAN = "free"  # the enum's only value that does not claim a paid subscription
+
+
+def organization(name: str, created_at: str) -> dict[str, Any]:
+    return {
+        "id": name,  # as Application.orgId
+        "name": name,
+        "createdAt": created_at,
+        "subscriptionPlan": SUBSCRIPTION_PLAN,
+        "maxApps": NO_LIMIT,
+        "maxConductorApps": NO_LIMIT,
+        "maxDatabaseInstances": 0,
+        "maxVms": 0,
+        "maxTeamMembers": 0,
+        "defaultRdsInstanceClassType": "",
+        "auditLogRetentionDays": NO_LIMIT,
+    }
+
 
 def application(row: dict[str, Any], counts: dict[str, int], language: str | None) -> dict[str, Any]:
     settings = row["settings"]

@@ -24,7 +24,8 @@ from tests.support.procs import RelayProcess
 
 @pytest.fixture(scope="session")
 def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    with RelayProcess(tmp_path_factory.mktemp("relay-data")) as server:
+    # Alerting rules evaluated every second: the alerts page's test waits for one to fire.
+    with RelayProcess(tmp_path_factory.mktemp("relay-data"), env={"RELAY_ALERT_INTERVAL_S": "1"}) as server:
         yield server
 
 

@@ -260,8 +260,38 @@ def test_application_pages(page: Page, relay: RelayProcess, shop: dict[str, Any]
     shot(page, "44-recoveries")
 
     page.click("nav.tabs >> text=Alerts")
-    expect(page.locator("[data-testid=not-available]")).to_contain_text("not available yet")
-    shot(page, "45-alerts")
+    expect(page.locator("[data-testid=no-rules]")).to_be_visible()
+    expect(page.locator("[data-testid=not-available]")).to_have_count(0)
+    # A rule made through the API: the scenario's `faulty` workflow failed, so it fires (once: minIntervalSecs).
+    created = relay.api("POST", f"/v2/orgs/local/apps/{APP}/alerting-rules", json={
+        "ruleType": "WorkflowFailure", "ruleMetadata": {"threshold": 1, "periodSecs": 86400},
+        "minIntervalSecs": 3600,
+    })
+    assert created.status_code == 201, created.text
+    rule_id = created.json()["id"]
+    try:
+        wait_until(lambda: relay.api("GET", f"/relay/v1/orgs/local/apps/{APP}/alerts").json()["alerts"],
+                   timeout=WAIT_S, message="the WorkflowFailure rule never fired")
+        page.reload()
+        rule = page.locator(f"[data-testid=alerting-rules] tr[data-rule='{rule_id}']")
+        expect(rule).to_contain_text("WorkflowFailure")
+        expect(rule).to_contain_text("86400")
+        expect(rule).to_contain_text("3600")
+        alert = page.locator(f"[data-testid=alerts] tr[data-rule='{rule_id}']")
+        expect(alert).to_have_count(1)
+        expect(alert).to_contain_text(f"of application '{APP}' failed in the last 86400 s")
+
+        def delivered() -> bool:  # the executor acknowledges the alert frame (or the page says why not)
+            page.reload()
+            return page.locator(f"[data-testid=alerts] tr[data-rule='{rule_id}'] .badge").inner_text() != "pending"
+
+        wait_until(delivered, timeout=WAIT_S, interval=0.3, message="the alert's delivery was never recorded")
+        expect(alert.locator("[data-testid=delivery] .badge")).to_have_text("delivered")  # dbos 3.2.0 acknowledges
+        expect(alert.locator("[data-testid=delivery]")).to_contain_text(shop["executor_id"])
+        assert relay.admin_token not in page.content()
+        shot(page, "45-alerts")
+    finally:
+        assert relay.api("DELETE", f"/v2/orgs/local/apps/{APP}/alerting-rules/{rule_id}").status_code == 204
 
     page.click("header >> text=Audit log")
     expect(page.locator("[data-testid=audit]")).to_contain_text("App.Registered")

@@ -3,6 +3,7 @@ audit log, cluster. Reads go to the views; actions to the same actor commands as
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
@@ -190,10 +191,87 @@ def recoveries(org: str, app: str) -> str:
                            more=len(rows) > PAGE_SIZE, tab="recoveries")
 
 
+_CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+_SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")
+RETENTION_RUNS_SHOWN = 10
+
+
+def _scrub(value: Any) -> str:
+    """Text for a page: credentials inside URLs removed (``scheme://user:pass@host`` → ``scheme://host``)."""
+    return _CREDENTIALS_IN_URL.sub(r"\1", "" if value is None else str(value))
+
+
+def _shown(metadata: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(key, value) pairs of a rule's or an alert's metadata, as a page may show them: nothing that looks
+    like a secret (by its key) and no credentials in URLs. Alerting metadata holds none today (its keys
+    are checked by events/alerting.py); this keeps it so if that ever changes."""
+    pairs = []
+    for key, value in sorted((metadata or {}).items()):
+        hidden = any(word in key.lower() for word in _SECRET_WORDS)
+        pairs.append((key, "(hidden)" if hidden else ("*" if value is None else _scrub(value))))
+    return pairs
+
+
+def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "rule_id": row["rule_id"], "rule_type": row["rule_type"], "metadata": _shown(row["metadata"]),
+        "receiving_app": row["receiving_app"], "min_interval_secs": row["min_interval_secs"],
+        "created_at": row["created_at"], "last_fired_at": row["last_fired_at"], "alerts": row["alerts"],
+    }
+
+
+def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An alert with its delivery outcome: ``pending`` until recorded, then ``delivered`` (every target took
+    it), ``partial`` (some did) or ``failed`` (none did)."""
+    delivered = list(row["delivered_to"] or [])
+    failed = [{"executor": _scrub(f.get("executorId")), "reason": _scrub(f.get("reason"))}
+              for f in row["failed"] or []]
+    hook = row["webhook"]
+    webhook = None if hook is None else {
+        "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),
+        "error": _scrub(hook.get("error")) if hook.get("error") else None,
+    }  # never the webhook's URL or secret: the event holds neither, and the page shows only these fields
+    if row["delivered_at"] is None:
+        outcome = "pending"
+    else:
+        oks = len(delivered) + (webhook is not None and webhook["outcome"] == "delivered")
+        kos = len(failed) + (webhook is not None and webhook["outcome"] != "delivered")
+        outcome = "delivered" if oks and not kos else "partial" if oks else "failed"
+    return {
+        "rule_id": row["rule_id"], "rule_type": row["rule_type"], "sequence": row["sequence"],
+        "message": _scrub(row["message"]), "metadata": _shown(row["metadata"]),
+        "receiving_app": row["receiving_app"], "instance": row["instance"] or "", "fired_at": row["fired_at"],
+        "delivered_at": row["delivered_at"], "delivered_to": delivered, "failed": failed, "webhook": webhook,
+        "outcome": outcome,
+    }
+
+
+def _retention_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "started_at": row["started_at"], "finished_at": row["finished_at"], "executor": row["executor"],
+        "instance": row["instance"] or "", "outcome": row["outcome"] or "running",
+        "reason": _scrub(row["reason"]) if row["reason"] else "",
+        "policy": [(k, v) for k, v in sorted(row["policy"].items()) if v is not None],
+    }
+
+
 @bp.get("/orgs/<org>/apps/<app>/alerts")
 def alerts(org: str, app: str) -> str:
+    """The app's alerting rules, the alerts they fired (newest first, with where each went) and its latest
+    managed retention runs, from the alerts view (what GET .../alerting-rules, /relay/v1/.../alerts and
+    .../retention-runs return)."""
     check_app(org, app)
-    return render_template("console/alerts.html", org=org, app=app, tab="alerts")
+    view = runtime().views.alerts
+    page = page_number(request.args.get("page"))
+    fired = view.alerts(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    return render_template(
+        "console/alerts.html", org=org, app=app, tab="alerts",
+        rules=[_rule_row(r) for r in view.rules(org, app)],
+        alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
+        runs=[_retention_row(r) for r in view.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
+        webhook=runtime().settings.alert_webhook_url is not None,
+        interval_s=runtime().settings.alert_interval_s,
+    )
 
 
 # -- API keys -------------------------------------------------------------------------------------

@@ -1,0 +1,115 @@
+"""The console's alerts page over a real (not served) Relay app and store: the app's alerting rules, the
+alerts they fired (newest first, with their delivery outcome) and its managed retention runs, from the alerts
+view; and nothing secret on it (webhook URL and secret, the admin token, API keys)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+
+from tests.unit.store_cases import at
+from web.app import create_app
+from web.auth import hash_key
+from web.config import Settings
+from web.runtime import Runtime
+
+ADMIN = "console-alerts-admin-token"
+HOOK_URL = "https://hookuser:hunter2-pass@hooks.example.test/relay"
+HOOK_SECRET = "whsec-do-not-show-0123456789"
+OTHER_KEY = "dbos_other_app_key_0123456789abcdef0123"
+
+
+def login(client: FlaskClient, token: str) -> None:
+    form = client.get("/login")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.get_data(as_text=True))
+    assert csrf, form.get_data(as_text=True)
+    answer = client.post("/login", data={"csrf_token": csrf.group(1), "token": token})
+    assert answer.status_code in (302, 303), answer.get_data(as_text=True)
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
+    rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN, alert_webhook_url=HOOK_URL,
+                          alert_webhook_secret=HOOK_SECRET))
+    try:
+        log = rt.log
+        log.ensure_organization("acme", at(0))
+        for name in ("shop", "pager", "empty"):
+            log.register_app("acme", name, at(1))
+        log.issue_key("acme", "other", hash_key(OTHER_KEY), ["empty"], ["application.read"], at(2))
+        log.create_alerting_rule("acme", "shop", "rule-fail", "WorkflowFailure",
+                                 {"workflowName": "checkout", "threshold": 2}, None, 600, at(3))
+        log.create_alerting_rule("acme", "shop", "rule-dead", "UnresponsiveApplication", {}, "pager", None, at(4))
+        log.create_alerting_rule("acme", "shop", "rule-gone", "SlowQueue", {}, None, None, at(4))
+        log.delete_alerting_rule("acme", "shop", "rule-gone", at(5))
+        log.fire_alert("acme", "shop", "rule-fail", 1, "3 workflows named 'checkout' failed",
+                       {"workflow_name": "checkout", "failed_workflow_count": "3"}, "relay-a", at(10))
+        log.record_alert_delivery("acme", "shop", "rule-fail", 1, ["exec-1"], [], {
+            "outcome": "delivered", "attempts": 2, "status": 200, "error": None}, at(11))
+        log.fire_alert("acme", "shop", "rule-dead", 2, "application 'shop' is unresponsive", {}, "relay-a", at(20))
+        log.record_alert_delivery("acme", "shop", "rule-dead", 1, [], [
+            {"executorId": "*", "reason": "no executor of 'pager' is connected"}], {
+            "outcome": "failed", "attempts": 3, "status": 503, "error": "HTTP 503"}, at(21))
+        log.fire_alert("acme", "shop", "rule-fail", 3, "2 workflows named 'checkout' failed", {}, "relay-a",
+                       at(2000))  # not delivered yet
+        log.start_retention_run("acme", "shop", 7, "exec-1", {"gc_rows_threshold": 100, "gc_cutoff_epoch_ms": None},
+                                {"gcRowsThreshold": 100}, "relay-a", at(30))
+        log.finish_retention_run("acme", "shop", 7, "failed", "executor exec-1 did not answer", at(31))
+        app = create_app(rt)
+        rt.views.catch_up()
+        client = app.test_client()
+        login(client, ADMIN)
+        yield rt, client
+    finally:
+        rt.stop()
+
+
+def test_the_page_lists_rules_alerts_and_retention_runs(relay: tuple[Runtime, FlaskClient]) -> None:
+    _, client = relay
+    response = client.get("/orgs/acme/apps/shop/alerts")
+    assert response.status_code == 200
+    html = response.get_data(as_text=True)
+    assert "not available yet" not in html
+    assert 'data-testid="not-available"' not in html
+
+    rules = html.split('data-testid="alerting-rules"', 1)[1].split("</table>", 1)[0]
+    assert 'data-rule="rule-fail"' in rules and 'data-rule="rule-dead"' in rules
+    assert "rule-gone" not in rules  # deleted rules are not listed
+    assert "WorkflowFailure" in rules and "UnresponsiveApplication" in rules
+    assert "checkout" in rules and "pager" in rules and "600" in rules
+
+    fired = html.split('data-testid="alerts"', 1)[1].split("</table>", 1)[0]
+    order = [m.group(1) + "/" + m.group(2) for m in re.finditer(r'data-rule="([^"]+)" data-sequence="(\d+)"', fired)]
+    assert order == ["rule-fail/2", "rule-dead/1", "rule-fail/1"]  # newest first
+    rows = fired.split("<tr data-rule=")[1:]
+    assert "d-pending" in rows[0]
+    assert "d-failed" in rows[1] and "no executor of &#39;pager&#39; is connected" in rows[1]
+    assert "webhook: failed after 3 attempt(s), HTTP 503" in rows[1]
+    assert "d-delivered" in rows[2] and "exec-1" in rows[2] and "webhook: delivered after 2 attempt(s)" in rows[2]
+
+    runs = html.split('data-testid="retention-runs"', 1)[1].split("</table>", 1)[0]
+    assert "exec-1" in runs and "d-failed" in runs and "did not answer" in runs and "gc_rows_threshold" in runs
+
+
+def test_no_secret_on_the_page(relay: tuple[Runtime, FlaskClient]) -> None:
+    _, client = relay
+    html = client.get("/orgs/acme/apps/shop/alerts").get_data(as_text=True)
+    assert "webhook configured on this instance" in html
+    for secret in (HOOK_URL, "hunter2", "hookuser", "hooks.example.test", HOOK_SECRET, ADMIN, OTHER_KEY,
+                   hash_key(OTHER_KEY), hash_key(ADMIN)):
+        assert secret not in html
+
+
+def test_an_app_without_alerting_and_a_key_without_access(relay: tuple[Runtime, FlaskClient]) -> None:
+    _, client = relay
+    html = client.get("/orgs/acme/apps/empty/alerts").get_data(as_text=True)
+    assert 'data-testid="no-rules"' in html and 'data-testid="no-alerts"' in html
+    assert 'data-testid="no-retention-runs"' in html
+    other = client.application.test_client()
+    login(other, OTHER_KEY)
+    assert other.get("/orgs/acme/apps/shop/alerts").status_code == 403
+    assert other.get("/orgs/acme/apps/empty/alerts").status_code == 200
