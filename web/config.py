@@ -59,6 +59,13 @@ def _tls_files(env: dict[str, str]) -> tuple[Path | None, Path | None]:
     return (Path(cert), Path(key)) if cert and key else (None, None)
 
 
+def _ca_file(env: dict[str, str]) -> Path | None:
+    value = env.get("RELAY_CA_FILE") or None
+    if value is not None and not os.access(value, os.R_OK):
+        raise ConfigError("RELAY_CA_FILE must name a readable file")
+    return Path(value) if value else None
+
+
 def _alerting(env: dict[str, str]) -> dict[str, Any]:
     """Alerting and managed retention (actors/alerting.py, actors/retention.py)."""
     url = env.get("RELAY_ALERT_WEBHOOK_URL") or None
@@ -97,6 +104,8 @@ class Settings:
     max_connections: int = 1000
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # A PEM CA trusted (besides the system's) for https to peer instances and by the CLI.
+    ca_file: Path | None = None
     # Alerting: how often rules are evaluated, how often managed retention runs, and the optional webhook
     # alerts are POSTed to (URL and secret from the environment only: never logged nor recorded).
     alert_interval_s: float = 30.0
@@ -148,6 +157,7 @@ class Settings:
             max_connections=_int(env, "RELAY_MAX_CONNECTIONS", 1000),
             tls_cert=tls_cert,
             tls_key=tls_key,
+            ca_file=_ca_file(env),
             **_alerting(env),
         )
 

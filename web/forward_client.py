@@ -15,6 +15,8 @@ import json
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from actors import protocol
@@ -52,7 +54,10 @@ class Forwarder:
         poll_s: float,
         max_bytes: int,
         scheme: str = "http",
+        cafiles: Sequence[Path] = (),
     ) -> None:
+        """`cafiles`: PEM CAs (or self-signed certificates) trusted for https besides the system's: peers of a
+        private CA. Peers are reached at their advertised address, which their certificate must name."""
         self.cluster = cluster
         self.applications = applications
         self._secret = secret
@@ -60,6 +65,8 @@ class Forwarder:
         self.max_bytes = max_bytes
         self.scheme = scheme
         self._ssl = ssl.create_default_context() if scheme == "https" else None
+        for cafile in cafiles if self._ssl is not None else ():
+            self._ssl.load_verify_locations(cafile=str(cafile))
 
     def __repr__(self) -> str:  # never the secret
         return f"Forwarder(instance={self.cluster.me!r})"

@@ -55,7 +55,9 @@ class Runtime:
             self.forwarder = Forwarder(
                 self.cluster, self.views.applications, settings.forward_secret,
                 poll_s=settings.heartbeat_interval_s, max_bytes=2 * settings.limits.max_frame_bytes,
-                scheme="https" if getattr(settings, "tls_cert", None) else "http",
+                scheme="https" if settings.tls_cert else "http",
+                # Peers of a cluster commonly share a certificate or its private CA: trust both.
+                cafiles=[f for f in (settings.ca_file, settings.tls_cert) if f is not None],
             )
 
     def _start_application(self, org: str, app: str) -> pykka.ActorRef[Any]:

@@ -76,7 +76,8 @@ def test_apps_and_keys_over_https_from_the_servers_own_settings(relay: TlsRelay)
     assert relay.api("GET", f"/v2/orgs/{ORG}/apps/tls-cli").status_code == 404
 
 
-def test_url_and_ca_file_from_options_or_environment(relay: TlsRelay, self_signed: tuple[Path, Path]) -> None:
+def test_url_and_ca_file_from_options_or_environment(relay: TlsRelay, self_signed: tuple[Path, Path],
+                                                     pki: Pki) -> None:
     """Without the server's TLS settings (another machine, say): --url/RELAY_URL and --cacert/RELAY_CA_FILE."""
     cert, _ = self_signed
     plain = {"RELAY_TLS_CERT": "", "RELAY_TLS_KEY": ""}
@@ -84,8 +85,8 @@ def test_url_and_ca_file_from_options_or_environment(relay: TlsRelay, self_signe
     assert ok(relay.run_cli(["apps", "create", "tls-opt", "--url", url, "--cacert", str(cert)], plain))
     listed = relay.run_cli(["apps", "list"], {**plain, "RELAY_URL": url + "/", "RELAY_CA_FILE": str(cert)})
     assert "tls-opt" in names(ok(listed))
-    # The options win over the environment.
-    env = {**plain, "RELAY_URL": "http://127.0.0.1:9", "RELAY_CA_FILE": "/nonexistent.pem"}
+    # The options win over the environment (whose CA did not sign the server's certificate).
+    env = {**plain, "RELAY_URL": "http://127.0.0.1:9", "RELAY_CA_FILE": str(pki.ca)}
     assert "tls-opt" in names(ok(relay.run_cli(["apps", "list", "--url", url, "--cacert", str(cert)], env)))
 
 

@@ -23,10 +23,13 @@ from pathlib import Path
 import pytest
 import requests
 
+from actors import protocol
+from actors.cluster import RemoteExecutor
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess, run_cli
 from tests.support.reliability_report import record
+from web.forward_client import Forwarder, ForwardError
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +173,31 @@ def test_bad_certificate_settings_stop_serve_by_name(case: str, pki: Pki, tmp_pa
     assert result.returncode == 2, result.stderr
     assert "RELAY_TLS_CERT" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+class _OneApp:
+    """The applications view's part the Forwarder reads: the target application's id."""
+
+    def app(self, org: str, app: str) -> dict[str, str]:
+        return {"id": "0b8d4c58-8f0e-4c55-9b39-3f0c1a6f7f10"}
+
+
+def test_forwards_to_a_tls_peer_trust_the_given_ca_and_check_its_certificate(relay: TlsRelay, pki: Pki) -> None:
+    """An instance forwards to a peer over https (RELAY_TLS_CERT set): with the peer's CA given (RELAY_CA_FILE,
+    or its own RELAY_TLS_CERT) the TLS handshake succeeds and the peer answers (here 401: this forward is
+    signed with another secret than the peer's, which has none); without it the certificate check refuses."""
+    peer = RemoteExecutor(executor_id="e1", application_version="v1", language="python", dbos_version="3.2.0",
+                          connected_at=0.0, instance="relay-peer", address="127.0.0.1", port=relay.port)
+
+    def forward(cafiles: list[Path]) -> ForwardError:
+        forwarder = Forwarder(cluster=None, applications=_OneApp(), secret="s" * 32,  # type: ignore[arg-type]
+                              poll_s=1.0, max_bytes=1 << 20, scheme="https", cafiles=cafiles)
+        with pytest.raises(ForwardError) as failed:
+            forwarder.call(peer, "local", APP, protocol.ExecutorInfoRequest(), timeout=5)
+        return failed.value
+
+    trusted = forward([pki.ca])
+    assert trusted.status in (401, 409, 503), trusted.detail  # the peer's own answer, over TLS
+    untrusted = forward([])
+    assert untrusted.status is None and "SSL" in untrusted.detail, untrusted.detail
+    assert "s" * 32 not in untrusted.detail and "s" * 32 not in trusted.detail

@@ -17,6 +17,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -283,3 +284,12 @@ def test_cluster_settings_from_the_environment() -> None:
     with pytest.raises(ConfigError, match="RELAY_HEARTBEAT_INTERVAL_S") as caught:
         Settings.from_env({"RELAY_HEARTBEAT_INTERVAL_S": "soon"})
     assert "soon" not in str(caught.value)
+
+
+def test_the_ca_file_for_tls_peers_must_be_readable(tmp_path: Path) -> None:
+    assert Settings.from_env({}).ca_file is None
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert Settings.from_env({"RELAY_CA_FILE": str(ca)}).ca_file == ca
+    with pytest.raises(ConfigError, match="RELAY_CA_FILE must name a readable file"):
+        Settings.from_env({"RELAY_CA_FILE": str(tmp_path / "missing.pem")})
