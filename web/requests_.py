@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 from flask import request
@@ -10,6 +12,17 @@ from events.names import APP_NAME, ORG_NAME
 from web.problems import ApiError, bad_request, invalid
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: valid JSON syntax, but no float holds it
+        raise ValueError("number out of range")
+    return value
 
 
 def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dict[str, Any]:
@@ -22,8 +35,10 @@ def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dic
             raise bad_request("body", "a JSON object is required")
         return {}
     try:
-        body = request.get_json(force=True, silent=False)
-    except Exception:
+        # Strict JSON: NaN, Infinity and -Infinity (which Python's parser admits) are not JSON, and would
+        # reach executors and the log as values no other client can read.
+        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (ValueError, UnicodeDecodeError):
         raise bad_request("body", "not valid JSON") from None
     if not isinstance(body, dict):
         raise invalid("body", "must be a JSON object", None)
