@@ -82,6 +82,9 @@ def register_app(org: str, app: str) -> Response:
     return Response(status=204)
 
 
+INT64_MAX = 2**63 - 1  # the reference's format for every numeric setting
+
+
 @bp.patch("/v2/orgs/<org>/apps/<app>")
 def update_app(org: str, app: str) -> Response:
     who = authorize("application.write", org, app)
@@ -92,8 +95,8 @@ def update_app(org: str, app: str) -> Response:
                 raise invalid(f"body.{key}", "must be a boolean", value)
         elif value is None and key in CLEARABLE_SETTINGS:
             continue  # null clears the setting (no limit), as the console's empty field does
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            what = "a positive integer" + (" or null (no limit)" if key in CLEARABLE_SETTINGS else "")
+        elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT64_MAX:
+            what = "a positive integer (int64)" + (" or null (no limit)" if key in CLEARABLE_SETTINGS else "")
             raise invalid(f"body.{key}", f"must be {what}", value)
     require_app(org, app)
     ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body, who.display))

@@ -92,3 +92,14 @@ def test_null_is_refused_for_settings_that_cannot_be_unset(client: FlaskClient, 
     assert response.status_code == 422
     assert response.get_json()["errors"][0]["location"] == f"body.{key}"
     assert call(client, "GET", APP).get_json() == before
+
+
+@pytest.mark.parametrize("key", ["executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs"])
+def test_settings_beyond_int64_are_refused_and_int64_max_is_kept(client: FlaskClient, key: str) -> None:
+    assert call(client, "PUT", APP).status_code == 204
+    before = call(client, "GET", APP).get_json()
+    response = call(client, "PATCH", APP, {key: 2**63})
+    assert response.status_code == 422 and "int64" in response.get_json()["detail"] + str(response.get_json())
+    assert call(client, "GET", APP).get_json() == before
+    assert call(client, "PATCH", APP, {key: 2**63 - 1}).status_code == 204
+    assert call(client, "GET", APP).get_json()[key] == 2**63 - 1
