@@ -12,20 +12,11 @@ from events.organization import PERMISSIONS
 from web import schemas
 from web.auth import hash_key, new_api_key
 from web.context import ask, authorize, require_app, runtime
-from web.openapi_schemas import COMPONENTS, INT32, STR, TIME, _all_required, _t
 from web.problems import ApiError, invalid, not_found
 from web.requests_ import json_body
 from web.translate import format_time
 
 bp = Blueprint("v2_apps", __name__)
-
-# The reference's Organization (web/schemas.py organization() fills every field it requires).
-COMPONENTS["Organization"] = _all_required({
-    "id": STR, "name": STR, "createdAt": TIME,
-    "subscriptionPlan": _t("string", enum=["free", "pro", "past_limit", "team"]),
-    "maxDatabaseInstances": INT32, "maxApps": INT32, "maxVms": INT32, "defaultRdsInstanceClassType": STR,
-    "maxTeamMembers": INT32, "maxConductorApps": INT32, "auditLogRetentionDays": INT32,
-})
 
 # What a token gets when the caller names no permissions: everything an application needs.
 DEFAULT_KEY_PERMISSIONS = ["application.read", "application.write", "metric.read", "websocket.connect"]

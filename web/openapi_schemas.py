@@ -151,7 +151,13 @@ COMPONENTS: dict[str, Schema] = {
     "TriggerOutputBody": _all_required({"workflowId": STR}),
     "PatchLatestVersionInputBody": _all_required({"versionName": STR}),
     # -- served from Relay's store (web/schemas.py)
-    "Organization": _all_required({"id": STR, "name": STR}),
+    # The reference's Organization (web/schemas.py organization() fills every field it requires).
+    "Organization": _all_required({
+        "id": STR, "name": STR, "createdAt": TIME,
+        "subscriptionPlan": _t("string", enum=["free", "pro", "past_limit", "team"]),
+        "maxDatabaseInstances": INT32, "maxApps": INT32, "maxVms": INT32, "defaultRdsInstanceClassType": STR,
+        "maxTeamMembers": INT32, "maxConductorApps": INT32, "auditLogRetentionDays": INT32,
+    }),
     "Application": _all_required({
         "id": STR, "name": STR, "orgId": STR, "status": _t("string", enum=["AVAILABLE", "UNAVAILABLE"]),
         "language": NSTR, "gcTimeThresholdMs": _null("integer", "int64"),
