@@ -84,9 +84,9 @@ class TsApp:
         assert response.status_code == status, f"{method} {path}: {response.status_code} {response.text[:800]}"
         return response.json() if response.content else None
 
-    def launch(self, version: str) -> dict[str, Any]:
+    def launch(self, version: str, name: str | None = None) -> dict[str, Any]:
         """Start one more executor of the app, running application version ``version``; wait until HEALTHY."""
-        name = f"ts-{version}"
+        name = name or f"ts-{version}"
         process = NodeExecutorProcess(
             {"APP_NAME": self.name, "CONDUCTOR_URL": self.relay.ws_url, "CONDUCTOR_KEY": self.key,
              "SYSTEM_DATABASE_URL": self.pg_url, "APP_VERSION": version, "CONTROL_PORT": "0"},
@@ -359,3 +359,32 @@ def test_queues_schedules_versions_and_aggregates(ts_app: TsApp) -> None:
     assert ts_app.api("PATCH", "/versions/latest", json={"versionName": "ts-v1"}).status_code == 204
     by_name = {v["versionName"]: v for v in ts_app.ok("GET", "/versions")}
     assert by_name["ts-v1"]["versionTimestamp"] > by_name["ts-v2"]["versionTimestamp"]
+
+
+def test_a_killed_executors_workflows_are_recovered_by_its_peer(ts_app: TsApp) -> None:
+    """SIGKILL one TypeScript executor while its workflow waits: after the grace period Relay declares it DEAD,
+    has the other (same version) recover it, and the workflow finishes on the peer; the dead record goes."""
+    app = ts_app
+    assert app.api("PATCH", "", json={"executorTimeoutSecs": 1}).status_code == 204
+    peer = app.launch("ts-v1", name="ts-peer")
+    doomed = app.ready[0]["executor_id"]
+    workflow_id = app.start("gate", "recover-me", workflow_id="ts-recover-1")
+    assert app.wait_status(workflow_id, "PENDING")["executorId"] == doomed
+
+    app.executors[0].kill()
+
+    def recovered_by_peer() -> bool:
+        found = app.workflow(workflow_id)
+        return found["status"] == "PENDING" and found["executorId"] == peer["executor_id"]
+
+    wait_until(recovered_by_peer, 60, interval=0.2,
+               message=f"the peer never took {workflow_id} over:\n{app.executors[1].log_tail()}")
+    # The message goes through the peer: the killed executor's control port died with it.
+    app.control("POST", "/send", {"destination": workflow_id, "message": "after-recovery", "topic": "go"}, index=1)
+    done = app.wait_status(workflow_id, TERMINAL)
+    assert done["status"] == "SUCCESS" and "recover-me:after-recovery" in (done["output"] or ""), done
+    wait_until(lambda: doomed not in {e["executorId"] for e in app.ok("GET", "/executors")}, 30,
+               message="the dead executor's record was not deleted after its recovery")
+    recoveries = app.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app.name}/recoveries").json()["recoveries"]
+    assert [(r["executorId"], r["peer"]) for r in recoveries if r["executorId"] == doomed] == [
+        (doomed, peer["executor_id"])], recoveries
