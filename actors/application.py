@@ -20,7 +20,7 @@ import pykka
 
 from actors import alerting, protocol, retention
 from actors.context import ActorContext
-from actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
+from actors.recovery import DEFAULT_MAX_PER_PEER, MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
 from events.alerting import AlertingRule
 from events.app import DEFAULT_SETTINGS, App
 
@@ -79,6 +79,8 @@ class ApplicationActor(pykka.ThreadingActor):
             post=self._post,
             remote_peers=(lambda: remote.executors(org, app)) if remote is not None else None,
             remote_poll_s=remote.poll_s if remote is not None else 2.0,
+            # Optional: Limits may carry `recovery_max_per_peer` (recovery dispatches in flight on one peer).
+            max_per_peer=int(getattr(ctx.limits, "recovery_max_per_peer", None) or DEFAULT_MAX_PER_PEER),
         )
         self.alerting = alerting.AppAlerting(org, app, ctx=ctx, snapshot=self.routing_snapshot, post=self._post,
                                              mark_unsupported=self._tell_unsupported)
@@ -203,8 +205,9 @@ class ApplicationActor(pykka.ThreadingActor):
             log.debug("application actor %s/%s stopped; timer message dropped", self.org, self.app)
 
     def _send_recovery(
-        self, peer: LiveExecutor, request: protocol.RecoveryRequest, on_answer: Callable[[Any], None]
+        self, peer: LiveExecutor, request: protocol.Request, on_answer: Callable[[Any], None]
     ) -> None:
+        # A recovery dispatch, or the exist_pending_workflows check that confirms its success.
         # Not waited for: the answer (or the peer's disconnect) comes back through `on_answer`.
         if getattr(peer, "remote", False) and self.remote is not None:
             self._send_remote(peer, request, on_answer)
@@ -219,7 +222,7 @@ class ApplicationActor(pykka.ThreadingActor):
         with contextlib.suppress(pykka.ActorDeadError):
             self.actor_ref.proxy().mark_unsupported(executor_id, message_type)
 
-    def _send_remote(self, peer: Any, request: protocol.RecoveryRequest, on_answer: Callable[[Any], None]) -> None:
+    def _send_remote(self, peer: Any, request: protocol.Request, on_answer: Callable[[Any], None]) -> None:
         """Through the peer's instance (POST /internal/v1/forward/...), in a thread of its own (a greenlet
         under gevent): the actor goes on; the answer is told back like a local one."""
         remote = self.remote

@@ -2,9 +2,25 @@
 
 DESIGN.md's lifecycle: a DISCONNECTED executor that does not come back within the application's
 `executorTimeoutSecs` is declared DEAD; its recovery is dispatched to a healthy live peer of the same
-application (same `application_version` first); `success: true` acknowledges it and deletes the dead
-record; an error, a disconnect or no answer within the dispatch deadline fails that attempt and the next
-candidate is tried; with no candidate the executor stays DEAD until a peer connects.
+application (same `application_version` first); an error, a disconnect or no answer within the dispatch
+deadline fails that attempt and the next candidate is tried; with no candidate the executor stays DEAD until
+a peer connects.
+
+`success: true` is not enough to delete the record: the SDKs (dbos 3.2.0 `recover_pending_workflows`,
+@dbos-inc/dbos-sdk 5.2.11 `recoverPendingWorkflows`) re-enqueue only the dead executor's PENDING workflows
+of THEIR OWN application version, and answer success whatever they found (the Python one even when a
+workflow failed to re-enqueue). So a success is confirmed by asking the same peer
+`exist_pending_workflows(dead executor, its application_version)` (it reads the shared system database):
+`exist: false` acknowledges the recovery and deletes the record; `exist: true` fails that attempt ("workflows
+... remain pending") and the executor stays DEAD, visibly (GET .../executors, the recoveries history), retried
+in backed-off rounds and dispatched at once to an executor of its version when one connects. A check that
+gets no usable answer (an SDK without the type, an error, a timeout) trusts a peer of the dead executor's
+own version (the old behaviour) and fails the attempt on a peer of another version.
+
+At most `max_per_peer` dispatches (their checks included) are in flight on one peer; the rest queue, in the
+order the executors were declared dead, and go out as slots free: a peer that connects while many executors
+are dead does not get all their recoveries at once. A dispatch waits for a slot of the best class of
+candidates (same version as the dead executor when there is one) rather than going to a worse one.
 
 Everything here runs inside the application actor. Timers and peers' answers come back as messages
 (`post`, handled by `handle`), so this state is only ever touched from the actor's thread. The aggregate
@@ -31,6 +47,7 @@ from events.log import RelayLog
 log = logging.getLogger("relay.actors.recovery")
 
 MESSAGE_KEY = "lifecycle"  # messages for AppLifecycle.handle carry this key
+DEFAULT_MAX_PER_PEER = 4  # recovery dispatches in flight on one peer at once; the rest queue
 MAX_RETRY_S = 600.0  # the longest pause before a round of peers that all failed is tried again
 STORE_RETRY_S = 5.0  # after the event store refused a write (unreachable), try again this much later
 RESTART_REASON = "not reconnected after relay restart"
@@ -85,6 +102,21 @@ def describe_answer(answer: Any) -> str | None:
     return None
 
 
+def read_check(answer: Any) -> tuple[bool | None, str | None]:
+    """An exist_pending_workflows answer: (exist, None), or (None, why it says nothing)."""
+    if isinstance(answer, PeerUnreachableError):
+        return None, str(answer)[:_REASON_CHARS]
+    if isinstance(answer, BaseException):
+        return None, "peer disconnected before answering its check"
+    if getattr(answer, "error_message", None):
+        text = str(answer.error_message).strip()
+        return None, f"its check answered an error: {text.splitlines()[0] if text else ''}"[:_REASON_CHARS]
+    if (not isinstance(answer, protocol.ExistPendingWorkflowsResponse)
+            or answer.type != protocol.MessageType.EXIST_PENDING_WORKFLOWS.value or answer.exist is None):
+        return None, "its check got an unexpected answer"
+    return answer.exist, None
+
+
 class PeerUnreachableError(Exception):
     """A dispatch to an executor on another instance that did not reach it (or whose answer did not come
     back): the message says why, for the failed attempt's reason."""
@@ -112,6 +144,8 @@ class _Dispatch:
     peer: Peer
     request_id: str
     deadline: Cancellable
+    # The peer answered success: this is its exist_pending_workflows check (same slot, same attempt).
+    checking: bool = False
 
 
 @dataclass
@@ -122,6 +156,8 @@ class _Dead:
     retry: Cancellable | None = None
     rounds: int = 0
     waiting: bool = False  # logged as waiting for a peer
+    queued: bool = False  # waiting for a free dispatch slot on a peer
+    waiting_version: bool = False  # logged as waiting for a peer of its own version
 
 
 class AppLifecycle:
@@ -140,11 +176,12 @@ class AppLifecycle:
         recovery_timeout_s: float,
         peers: Callable[[], list[Any]],
         latest_version: Callable[[], str | None],
-        send: Callable[[Any, protocol.RecoveryRequest, Callable[[Any], None]], None],
+        send: Callable[[Any, protocol.Request, Callable[[Any], None]], None],
         forget: Callable[[Any, str], None],
         post: Callable[[dict[str, Any]], None],
         remote_peers: Callable[[], list[Any]] | None = None,
         remote_poll_s: float = 2.0,
+        max_per_peer: int = DEFAULT_MAX_PER_PEER,
     ) -> None:
         self.org = org
         self.app = app
@@ -163,8 +200,11 @@ class AppLifecycle:
         # local ones of the same rank); a dead executor without candidates looks for one every poll.
         self.remote_peers = remote_peers
         self.remote_poll_s = remote_poll_s
+        self.max_per_peer = max(1, int(max_per_peer))
         self._grace: dict[str, _Grace] = {}
-        self._dead: dict[str, _Dead] = {}
+        self._dead: dict[str, _Dead] = {}  # in the order they were declared dead (the queue's order)
+        self._inflight: dict[str, int] = {}  # peer executor_id -> dispatches (and checks) in flight on it
+        self._freed = False  # a slot freed since the queue was last looked at
         self._tokens = itertools.count(1)
 
     # -- what the application actor tells us ------------------------------------------------------
@@ -184,13 +224,12 @@ class AppLifecycle:
             self._cancel(dead)
             log.info("executor %s/%s/%s came back while DEAD: its recovery is no longer needed",
                      self.org, self.app, executor_id)
+        self._wake()
 
     def peer_connected(self) -> None:
-        """A live executor joined: dead executors waiting for a candidate get one now."""
-        for executor_id in list(self._dead):
-            dead = self._dead.get(executor_id)
-            if dead is not None and dead.dispatch is None:
-                self._dispatch_next(executor_id)
+        """A live executor joined: dead executors waiting for a candidate get one now (as many as the
+        peers' free slots allow; the others queue)."""
+        self._wake(everyone=True)
 
     def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON) -> None:
         """Rebuild timers from registry rows after a restart (or an adoption from a silent instance): HEALTHY
@@ -264,12 +303,15 @@ class AppLifecycle:
             self._grace_expired(executor_id, token)
         elif kind == "answer":
             self._answer(executor_id, token, message.get("answer"))
+        elif kind == "checked":
+            self._checked(executor_id, token, message.get("answer"))
         elif kind == "deadline":
             self._deadline(executor_id, token)
         elif kind == "retry":
             self._retry(executor_id, token)
         elif kind == "rewatch":
             self.rewatch(executor_id)
+        self._wake()
 
     def stop(self) -> None:
         for watch in self._grace.values():
@@ -278,6 +320,8 @@ class AppLifecycle:
             self._cancel(dead)
         self._grace.clear()
         self._dead.clear()
+        self._inflight.clear()
+        self._freed = False
 
     def snapshot(self) -> dict[str, Any]:
         """What this lifecycle watches: executors in grace, dead ones with their pending dispatch."""
@@ -288,9 +332,12 @@ class AppLifecycle:
                     "peer": dead.dispatch.peer.executor_id if dead.dispatch else None,
                     "tried": sorted(dead.tried),
                     "retry": dead.retry is not None,
+                    **({"checking": True} if dead.dispatch is not None and dead.dispatch.checking else {}),
+                    **({"queued": True} if dead.queued else {}),
                 }
                 for executor_id, dead in sorted(self._dead.items())
             },
+            **({"in_flight": dict(sorted(self._inflight.items()))} if self._inflight else {}),
         }
 
     # -- grace ------------------------------------------------------------------------------------
@@ -348,12 +395,16 @@ class AppLifecycle:
         self._dead[record.executor] = _Dead(version=version)
         self._dispatch_next(record.executor)
 
-    def _dispatch_next(self, executor_id: str) -> None:
+    def _dispatch_next(self, executor_id: str, candidates: list[Any] | None = None) -> None:
+        """Send the recovery of `executor_id` to its best candidate with a free slot. `candidates`: the live
+        peers, when the caller read them already (the queue is woken for many executors at once)."""
         dead = self._dead.get(executor_id)
         if dead is None or dead.dispatch is not None:
             return
-        candidates = rank_peers(executor_id, dead.version, self._candidates(), dead.tried, self.latest_version())
-        if not candidates:
+        live = self._candidates() if candidates is None else candidates
+        ranked = rank_peers(executor_id, dead.version, live, dead.tried, self.latest_version())
+        if not ranked:
+            dead.queued = False
             if dead.tried and dead.retry is None:
                 # Every live peer failed this round: try them all again later, backing off.
                 delay = min(self.recovery_timeout_s * 2**dead.rounds, MAX_RETRY_S)
@@ -370,7 +421,13 @@ class AppLifecycle:
                     # A peer may connect to another instance, which would not tell us: look again later.
                     dead.retry = self._later(self.remote_poll_s, "retry", executor_id)
             return
-        peer = candidates[0]
+        peer = self._with_a_free_slot(ranked, dead.version)
+        if peer is None:
+            if not dead.queued:
+                dead.queued = True
+                log.info("recovery of %s/%s/%s queued: its candidates have %d recoveries in flight each",
+                         self.org, self.app, executor_id, self.max_per_peer)
+            return
         now = self.clock()
         try:
             self.log.update_executor(
@@ -383,31 +440,94 @@ class AppLifecycle:
         except Exception:
             log.exception("recording the recovery dispatch of %s/%s/%s failed; trying again",
                           self.org, self.app, executor_id)
+            dead.queued = False
             if dead.retry is None:
                 dead.retry = self._later(STORE_RETRY_S, "retry", executor_id)
             return
+        dead.queued = False
         if dead.retry is not None:
             dead.retry.cancel()
             dead.retry = None
-        request = protocol.RecoveryRequest(executor_ids=[executor_id])
+        log.info("recovery of %s/%s/%s dispatched to %s", self.org, self.app, executor_id, peer.executor_id)
+        self._send(executor_id, dead, peer, protocol.RecoveryRequest(executor_ids=[executor_id]), "answer")
+
+    def _send(self, executor_id: str, dead: _Dead, peer: Peer, request: protocol.Request, kind: str) -> None:
+        """Send `request` to `peer` in the dead executor's slot there, under the dispatch deadline; the answer
+        comes back as a `kind` message."""
         token = next(self._tokens)
         deadline = self._later(self.recovery_timeout_s, "deadline", executor_id, token)
-        dead.dispatch = _Dispatch(token, peer, request.request_id, deadline)
-        answer_message: dict[str, Any] = {MESSAGE_KEY: "answer", "executor": executor_id, "token": token}
-        log.info("recovery of %s/%s/%s dispatched to %s", self.org, self.app, executor_id, peer.executor_id)
-        self.send(peer, request, lambda answer: self.post({**answer_message, "answer": answer}))
+        if dead.dispatch is None:
+            self._inflight[peer.executor_id] = self._inflight.get(peer.executor_id, 0) + 1
+        dead.dispatch = _Dispatch(token, peer, request.request_id, deadline, checking=kind == "checked")
+        message: dict[str, Any] = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
+        self.send(peer, request, lambda answer: self.post({**message, "answer": answer}))
 
     def _answer(self, executor_id: str, token: Any, answer: Any) -> None:
         dead, dispatch = self._current(executor_id, token)
-        if dead is None or dispatch is None:
+        if dead is None or dispatch is None or dispatch.checking:
             return  # stale: timed out, or the executor came back
         dispatch.deadline.cancel()
-        dead.dispatch = None
         reason = describe_answer(answer)
         if reason is not None:
+            self._end_dispatch(dead)
             self._failed(executor_id, dead, dispatch.peer, reason)
             return
-        peer = dispatch.peer.executor_id
+        if not dead.version:
+            # Nothing to ask about (a record without a version): the success is all there is.
+            self._end_dispatch(dead)
+            self._acknowledge(executor_id, dead, dispatch.peer)
+            return
+        try:
+            check = protocol.ExistPendingWorkflowsRequest(executor_id=executor_id, application_version=dead.version)
+        except ValueError as error:
+            self._end_dispatch(dead)
+            self._unconfirmed(executor_id, dead, dispatch.peer, f"no check possible ({error})")
+            return
+        # The same peer (it read the shared system database), in the same slot: does anything remain?
+        self._send(executor_id, dead, dispatch.peer, check, "checked")
+
+    def _checked(self, executor_id: str, token: Any, answer: Any) -> None:
+        dead, dispatch = self._current(executor_id, token)
+        if dead is None or dispatch is None or not dispatch.checking:
+            return
+        dispatch.deadline.cancel()
+        self._end_dispatch(dead)
+        peer = dispatch.peer
+        exist, why = read_check(answer)
+        if exist is False:
+            self._acknowledge(executor_id, dead, peer)
+        elif exist is True:
+            self._pending_remain(executor_id, dead, peer)
+        else:
+            self._unconfirmed(executor_id, dead, peer, why or "no answer")
+
+    def _pending_remain(self, executor_id: str, dead: _Dead, peer: Peer) -> None:
+        """The peer answered success, yet the dead executor's workflows of its version are still PENDING."""
+        if peer.application_version != dead.version:
+            reason = (f"peer answered success but workflows of version {dead.version} remain pending (the peer "
+                      f"runs {peer.application_version}; only an executor of {dead.version} recovers them)")
+            if not any(p.application_version == dead.version for p in self._candidates()) and not dead.waiting_version:
+                dead.waiting_version = True
+                log.warning("executor %s/%s/%s stays DEAD: its PENDING workflows of version %s wait for an "
+                            "executor of that version to connect", self.org, self.app, executor_id, dead.version)
+        else:
+            reason = f"peer answered success but workflows of version {dead.version} remain pending"
+        self._failed(executor_id, dead, peer, reason[:_REASON_CHARS])
+
+    def _unconfirmed(self, executor_id: str, dead: _Dead, peer: Peer, why: str) -> None:
+        """A success whose check got no usable answer: trusted from a peer of the dead executor's own version
+        (the SDK recovers those), not from one of another version."""
+        if peer.application_version == dead.version:
+            log.warning("recovery of %s/%s/%s by %s not confirmed (%s); taken as done: same application version",
+                        self.org, self.app, executor_id, peer.executor_id, why)
+            self._acknowledge(executor_id, dead, peer)
+        else:
+            self._failed(executor_id, dead, peer,
+                         f"peer of version {peer.application_version} answered success; not confirmed: {why}"
+                         [:_REASON_CHARS])
+
+    def _acknowledge(self, executor_id: str, dead: _Dead, peer_: Peer) -> None:
+        peer = peer_.executor_id
         now = self.clock()
 
         def acknowledge(e: Executor) -> None:
@@ -432,9 +552,13 @@ class AppLifecycle:
         dead, dispatch = self._current(executor_id, token)
         if dead is None or dispatch is None:
             return
-        dead.dispatch = None
+        self._end_dispatch(dead)
         self.forget(dispatch.peer, dispatch.request_id)
-        self._failed(executor_id, dead, dispatch.peer, f"no answer within {self.recovery_timeout_s:g} s")
+        why = f"no answer within {self.recovery_timeout_s:g} s"
+        if dispatch.checking:
+            self._unconfirmed(executor_id, dead, dispatch.peer, f"its check got {why}")
+        else:
+            self._failed(executor_id, dead, dispatch.peer, why)
 
     def _failed(self, executor_id: str, dead: _Dead, peer: Peer, reason: str) -> None:
         now = self.clock()
@@ -461,6 +585,52 @@ class AppLifecycle:
         if dead.dispatch is None:
             dead.tried.clear()
             self._dispatch_next(executor_id)
+
+    # -- the per-peer bound -----------------------------------------------------------------------
+    def _with_a_free_slot(self, ranked: list[Peer], version: str | None) -> Peer | None:
+        """The best-ranked candidate with a free slot, among those of the best class (the dead executor's own
+        version when any candidate runs it): a full peer of the right version is waited for rather than a
+        dispatch wasted on one that cannot recover those workflows."""
+        same = ranked[0].application_version == version
+        for peer in ranked:
+            if (peer.application_version == version) != same:
+                break
+            if self._inflight.get(peer.executor_id, 0) < self.max_per_peer:
+                return peer
+        return None
+
+    def _end_dispatch(self, dead: _Dead) -> None:
+        """The dispatch (or its check) is over: its slot is free."""
+        dispatch, dead.dispatch = dead.dispatch, None
+        if dispatch is None:
+            return
+        dispatch.deadline.cancel()
+        left = self._inflight.get(dispatch.peer.executor_id, 0) - 1
+        if left > 0:
+            self._inflight[dispatch.peer.executor_id] = left
+        else:
+            self._inflight.pop(dispatch.peer.executor_id, None)
+        self._freed = True
+
+    def _wake(self, *, everyone: bool = False) -> None:
+        """Give freed slots to the queued dispatches, oldest dead first (`everyone`: a peer joined, every
+        dead executor without a dispatch is a taker)."""
+        if not (everyone or self._freed):
+            return
+        self._freed = False
+        waiting = [e for e, d in self._dead.items() if d.dispatch is None and (everyone or d.queued)]
+        if not waiting:
+            return
+        live = self._candidates()
+        for index, executor_id in enumerate(waiting):
+            if live and not any(self._inflight.get(p.executor_id, 0) < self.max_per_peer for p in live):
+                # Every peer is full: the rest queue until a slot frees.
+                for other in waiting[index:]:
+                    dead = self._dead.get(other)
+                    if dead is not None and dead.dispatch is None:
+                        dead.queued = True
+                break
+            self._dispatch_next(executor_id, live)
 
     # -- small helpers ----------------------------------------------------------------------------
     def _candidates(self) -> list[Any]:
@@ -489,9 +659,7 @@ class AppLifecycle:
         return dead, dead.dispatch
 
     def _cancel(self, dead: _Dead) -> None:
-        if dead.dispatch is not None:
-            dead.dispatch.deadline.cancel()
-            dead.dispatch = None
+        self._end_dispatch(dead)
         if dead.retry is not None:
             dead.retry.cancel()
             dead.retry = None

@@ -53,6 +53,11 @@ def ok(request_id: str = "r") -> protocol.SuccessResponse:
     return protocol.SuccessResponse(type="recovery", request_id=request_id, success=True)
 
 
+def none_pending() -> protocol.ExistPendingWorkflowsResponse:
+    """The answer to the exist_pending_workflows check that confirms a recovery's success."""
+    return protocol.ExistPendingWorkflowsResponse(type="exist_pending_workflows", request_id="r", exist=False)
+
+
 @dataclass
 class Harness:
     clock: ManualScheduler = field(default_factory=ManualScheduler)
@@ -134,6 +139,8 @@ def test_a_dead_executor_without_a_local_peer_goes_to_a_remote_one(h: Harness) -
     assert (peer, request.executor_ids) == ("far", ["a"])
     assert h.record("a").recovery["peer"] == "far"
     h.answer(0, ok(request.request_id))
+    assert [peer for peer, _, _ in h.sent] == ["far", "far"]  # the check goes to the same remote peer
+    h.answer(1, none_pending())
     assert h.record("a").status == DELETED
 
 
@@ -157,6 +164,7 @@ def test_an_unreachable_remote_peer_fails_that_attempt_and_the_next_follows(h: H
         "peer on instance relay-2 did not answer: unreachable (ConnectionRefusedError)"
     ]
     h.answer(1, ok(h.sent[1][1].request_id))
+    h.answer(2, none_pending())
     assert h.record("a").status == DELETED
 
 

@@ -58,6 +58,10 @@ def ok(request_id: str = "r") -> protocol.SuccessResponse:
     return protocol.SuccessResponse(type="recovery", request_id=request_id, success=True)
 
 
+def exist(value: bool, request_id: str = "r") -> protocol.ExistPendingWorkflowsResponse:
+    return protocol.ExistPendingWorkflowsResponse(type="exist_pending_workflows", request_id=request_id, exist=value)
+
+
 # -------------------------------------------------------------------------------- peer selection
 
 
@@ -146,6 +150,14 @@ class Harness:
     def answer(self, index: int, answer: Any) -> None:
         self.sent[index][2](answer)
         self.drain()
+
+    def recovered(self, index: int) -> None:
+        """The peer of dispatch `index` answers success, then its check: nothing remains pending."""
+        self.answer(index, ok())
+        peer, check, _ = self.sent[-1]
+        assert isinstance(check, protocol.ExistPendingWorkflowsRequest), check
+        assert peer == self.sent[index][0]
+        self.answer(len(self.sent) - 1, exist(False))
 
     def connect(self, executor: str, version: str = "v1") -> None:
         self.log.executor_connected(ORG, APP, executor, info(version), "relay-1", self.clock.wall())
@@ -243,6 +255,12 @@ def test_success_acknowledges_and_deletes(h: Harness) -> None:
     h.advance(GRACE)
     [(_, request, _)] = h.sent
     h.answer(0, ok(request.request_id))
+    # The success is confirmed first: the same peer is asked whether a's workflows of v1 remain pending.
+    assert h.record("a").status == DEAD
+    assert h.lifecycle.snapshot()["dead"]["a"]["checking"] is True
+    [_, (peer, check, _)] = h.sent
+    assert (peer, check.executor_id, check.application_version) == ("b", "a", "v1")
+    h.answer(1, exist(False, check.request_id))
     assert h.record("a").status == DELETED
     assert h.names("a")[-4:] == ["DeclaredDead", "RecoveryDispatched", "RecoveryAcknowledged", "Deleted"]
     assert h.lifecycle.snapshot() == {"grace": [], "dead": {}}
@@ -283,7 +301,7 @@ def test_failover_error_then_disconnect_then_deadline_then_a_retry_round(h: Harn
     # A new peer does not wait for the round.
     h.join("p4")
     assert h.sent[-1][0] == "p4"
-    h.answer(len(h.sent) - 1, ok())
+    h.recovered(len(h.sent) - 1)
     assert h.record("a").status == DELETED
     assert h.clock.pending() == []
 
@@ -384,7 +402,7 @@ def test_restart_dispatched_but_unacknowledged_is_dispatched_again(h: Harness) -
     assert [(f["peer"], f["reason"]) for f in failed] == [("gone-peer", INTERRUPTED_REASON)]
     h.join("b")
     assert h.record("a").recovery == {"peer": "b", "attempt": 2, "dispatched_at": h.clock.wall()}
-    h.answer(0, ok())
+    h.recovered(0)
     assert h.record("a").status == DELETED
 
 
@@ -522,6 +540,13 @@ def test_from_a_missed_pong_to_a_recovered_record_through_the_actors(world: Any)
     recovery = b_socket.sent[-1]
     assert (recovery["type"], recovery["executor_ids"]) == ("recovery", ["a"])
     b.proxy().on_frame(json.dumps({"type": "recovery", "request_id": recovery["request_id"], "success": True})).get()
+    settle(directory, b)
+    assert ctx.log.executor(ORG, APP, "a").status == DEAD  # until confirmed
+    check = b_socket.sent[-1]
+    assert check == {"type": "exist_pending_workflows", "request_id": check["request_id"], "executor_id": "a",
+                     "application_version": "v1"}
+    b.proxy().on_frame(json.dumps({"type": "exist_pending_workflows", "request_id": check["request_id"],
+                                   "exist": False})).get()
     settle(directory, b)
     assert ctx.log.executor(ORG, APP, "a").status == DELETED
     assert directory.application(ORG, APP).proxy().lifecycle_snapshot().get() == {"grace": [], "dead": {}}
