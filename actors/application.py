@@ -20,7 +20,7 @@ import pykka
 
 from actors import alerting, protocol, retention
 from actors.context import ActorContext
-from actors.recovery import DEFAULT_MAX_PER_PEER, MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
+from actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
 from events.alerting import AlertingRule
 from events.app import DEFAULT_SETTINGS, App
 
@@ -79,8 +79,7 @@ class ApplicationActor(pykka.ThreadingActor):
             post=self._post,
             remote_peers=(lambda: remote.executors(org, app)) if remote is not None else None,
             remote_poll_s=remote.poll_s if remote is not None else 2.0,
-            # Optional: Limits may carry `recovery_max_per_peer` (recovery dispatches in flight on one peer).
-            max_per_peer=int(getattr(ctx.limits, "recovery_max_per_peer", None) or DEFAULT_MAX_PER_PEER),
+            max_per_peer=ctx.limits.recovery_max_per_peer,
         )
         self.alerting = alerting.AppAlerting(org, app, ctx=ctx, snapshot=self.routing_snapshot, post=self._post,
                                              mark_unsupported=self._tell_unsupported)

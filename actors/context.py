@@ -28,6 +28,8 @@ class Limits:
     recovery_timeout_s: float = 30.0
     # API requests one executor may have unanswered at once; more are refused (429) until it answers.
     max_inflight_per_executor: int = 256
+    # Recoveries one peer is asked to run at once; more dead executors wait in a queue for it.
+    recovery_max_per_peer: int = 4
 
 
 @dataclass

@@ -130,6 +130,7 @@ class Settings:
             pong_timeout_s=_float(env, "RELAY_PONG_TIMEOUT_S", 25.0),
             recovery_timeout_s=_float(env, "RELAY_RECOVERY_TIMEOUT_S", 30.0),
             max_inflight_per_executor=_int(env, "RELAY_MAX_INFLIGHT_PER_EXECUTOR", 256),
+            recovery_max_per_peer=_int(env, "RELAY_RECOVERY_MAX_PER_PEER", 4),
         )
         tls_cert, tls_key = _tls_files(env)
         heartbeat_interval_s = _float(env, "RELAY_HEARTBEAT_INTERVAL_S", 2.0)
