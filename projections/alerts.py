@@ -81,7 +81,7 @@ class AlertsProjection(ViewProjection):
 
     # -- rules and alerts
     def rule_created(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_alert_rules (id, org, app, rule_id, rule_type, metadata, receiving_app, "
             "min_interval_secs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (str(e.originator_id), e.org, e.app, e.rule_id, e.rule_type, to_json(e.metadata), e.receiving_app,
@@ -89,24 +89,24 @@ class AlertsProjection(ViewProjection):
         )
 
     def rule_deleted(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute("UPDATE {s}relay_alert_rules SET deleted = 1, deleted_at = ? WHERE id = ?",
+        sql.write("UPDATE {s}relay_alert_rules SET deleted = 1, deleted_at = ? WHERE id = ?",
                     (iso(e.at), str(e.originator_id)))
 
     def alert_fired(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_alerts (id, org, app, rule_id, sequence, rule_type, slot, message, metadata, "
             "receiving_app, instance, fired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (str(e.originator_id), e.org, e.app, e.rule_id, e.sequence, e.rule_type, e.slot, e.message,
              to_json(e.metadata), e.receiving_app, e.instance, iso(e.at)),
         )
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_alert_rules SET last_fired_at = ?, alerts = ? "
             "WHERE org = ? AND app = ? AND rule_id = ? AND alerts < ?",
             (iso(e.at), e.sequence, e.org, e.app, e.rule_id, e.sequence),
         )
 
     def alert_delivered(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_alerts SET delivered_at = ?, delivered_to = ?, failed = ?, webhook = ? WHERE id = ?",
             (iso(e.at), to_json(e.delivered_to), to_json(e.failed),
              to_json(e.webhook) if e.webhook is not None else None, str(e.originator_id)),
@@ -114,7 +114,7 @@ class AlertsProjection(ViewProjection):
 
     # -- retention runs
     def retention_started(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_retention_runs (id, org, app, slot, executor, policy, settings, instance, "
             "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (str(e.originator_id), e.org, e.app, e.slot, e.executor, to_json(e.policy), to_json(e.settings),
@@ -122,16 +122,16 @@ class AlertsProjection(ViewProjection):
         )
 
     def retention_finished(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute("UPDATE {s}relay_retention_runs SET outcome = ?, reason = ?, finished_at = ? WHERE id = ?",
+        sql.write("UPDATE {s}relay_retention_runs SET outcome = ?, reason = ?, finished_at = ? WHERE id = ?",
                     (e.outcome, e.reason, iso(e.at), str(e.originator_id)))
 
     # -- applications (which ones exist, their retention settings)
     def app_registered(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute("INSERT INTO {s}relay_ops_apps (id, org, app, deleted, retention) VALUES (?, ?, ?, 0, ?)",
+        sql.write("INSERT INTO {s}relay_ops_apps (id, org, app, deleted, retention) VALUES (?, ?, ?, 0, ?)",
                     (str(e.originator_id), e.org, e.name, _no_retention()))
 
     def app_reregistered(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute("UPDATE {s}relay_ops_apps SET deleted = 0, retention = ? WHERE id = ?",
+        sql.write("UPDATE {s}relay_ops_apps SET deleted = 0, retention = ? WHERE id = ?",
                     (_no_retention(), str(e.originator_id)))
 
     def app_settings_changed(self, sql: Sql, e: Any, _: int) -> None:
@@ -142,39 +142,39 @@ class AlertsProjection(ViewProjection):
         assert row is not None, "SettingsChanged for an application the view never saw"
         retention = json.loads(row["retention"])
         retention.update(changes)
-        sql.execute("UPDATE {s}relay_ops_apps SET retention = ? WHERE id = ?",
+        sql.write("UPDATE {s}relay_ops_apps SET retention = ? WHERE id = ?",
                     (to_json(retention), str(e.originator_id)))
 
     def app_deleted(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute("UPDATE {s}relay_ops_apps SET deleted = 1 WHERE id = ?", (str(e.originator_id),))
+        sql.write("UPDATE {s}relay_ops_apps SET deleted = 1 WHERE id = ?", (str(e.originator_id),))
 
     # -- recoveries (Relay's own recovery counts)
     def executor_connected(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute("INSERT INTO {s}relay_ops_executors (id, org, app) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
+        sql.write("INSERT INTO {s}relay_ops_executors (id, org, app) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING",
                     (str(e.originator_id), e.org, e.app))
 
     def recovery_dispatched(self, sql: Sql, e: Any, _: int) -> None:
         row = sql.one("SELECT org, app FROM {s}relay_ops_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the view never saw"
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_ops_recoveries (id, attempt, org, app, outcome, dispatched_at) "
             "VALUES (?, ?, ?, ?, 'pending', ?)",
             (str(e.originator_id), e.attempt, row["org"], row["app"], iso(e.at)),
         )
 
     def _recovery_finished(self, sql: Sql, e: Any, outcome: str) -> None:
-        sql.execute("UPDATE {s}relay_ops_recoveries SET outcome = ?, finished_at = ? WHERE id = ? AND attempt = ?",
+        sql.write("UPDATE {s}relay_ops_recoveries SET outcome = ?, finished_at = ? WHERE id = ? AND attempt = ?",
                     (outcome, iso(e.at), str(e.originator_id), e.attempt))
 
     # -- instances
     def instance_started(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_ops_instances (id, instance, status, updated_at) VALUES (?, ?, 'RUNNING', ?)",
             (str(e.originator_id), e.instance, iso(e.at)),
         )
 
     def _instance_status(self, sql: Sql, e: Any, status: str) -> None:
-        sql.execute("UPDATE {s}relay_ops_instances SET status = ?, updated_at = ? WHERE id = ?",
+        sql.write("UPDATE {s}relay_ops_instances SET status = ?, updated_at = ? WHERE id = ?",
                     (status, iso(e.at), str(e.originator_id)))
 
 

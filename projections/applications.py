@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 from events.app import DEFAULT_SETTINGS
 from projections.backend import Sql, ViewStore
-from projections.projector import Handler, ViewProjection, iso, to_json
+from projections.projector import Handler, ViewProjection, event_name, iso, to_json
 
 
 class ApplicationsSchema:
@@ -28,6 +31,20 @@ class ApplicationsSchema:
 class ApplicationsProjection(ViewProjection):
     schema = ApplicationsSchema()
 
+    def __init__(self, view: ViewStore, cache: ApplicationsCache | None = None) -> None:
+        super().__init__(view)
+        self.cache = cache
+
+    def committed(self, batch: list[tuple[Any, int]]) -> None:
+        # After the commit, before the runner publishes the batch's position: a command that waited for the
+        # views (a revoke, a delete) is seen by every read that follows it.
+        if self.cache is not None and any(event_name(e) in self.handlers for e, _ in batch):
+            self.cache.invalidate()
+
+    def moved_elsewhere(self) -> None:
+        if self.cache is not None:
+            self.cache.invalidate()
+
     def build_handlers(self) -> dict[str, Handler]:
         return {
             "Organization.Created": self.org_created,
@@ -40,7 +57,7 @@ class ApplicationsProjection(ViewProjection):
         }
 
     def org_created(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_orgs (id, name, created_at) VALUES (?, ?, ?)",
             (str(e.originator_id), e.name, iso(e.at)),
         )
@@ -51,7 +68,7 @@ class ApplicationsProjection(ViewProjection):
         return str(row["name"])
 
     def key_issued(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_api_keys (org, name, key_hash, apps, permissions, issued_at, revoked_at) "
             "VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (org, name) DO UPDATE SET key_hash = excluded.key_hash, "
             "apps = excluded.apps, permissions = excluded.permissions, issued_at = excluded.issued_at, "
@@ -60,21 +77,21 @@ class ApplicationsProjection(ViewProjection):
         )
 
     def key_revoked(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_api_keys SET revoked_at = ? WHERE org = ? AND name = ?",
             (iso(e.at), self._org_name(sql, e), e.key_name),
         )
 
     def app_registered(self, sql: Sql, e: Any, _: int) -> None:
         at = iso(e.at)
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_apps (id, org, name, deleted, settings, created_at, updated_at) "
             "VALUES (?, ?, ?, 0, ?, ?, ?)",
             (str(e.originator_id), e.org, e.name, to_json(DEFAULT_SETTINGS), at, at),
         )
 
     def app_reregistered(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_apps SET deleted = 0, settings = ?, updated_at = ? WHERE id = ?",
             (to_json(DEFAULT_SETTINGS), iso(e.at), str(e.originator_id)),
         )
@@ -84,13 +101,13 @@ class ApplicationsProjection(ViewProjection):
         assert row is not None, "SettingsChanged for an application the view never saw"
         settings = json.loads(row["settings"])
         settings.update(e.changes)
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_apps SET settings = ?, updated_at = ? WHERE id = ?",
             (to_json(settings), iso(e.at), str(e.originator_id)),
         )
 
     def app_deleted(self, sql: Sql, e: Any, _: int) -> None:
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_apps SET deleted = 1, updated_at = ? WHERE id = ?", (iso(e.at), str(e.originator_id))
         )
 
@@ -109,11 +126,88 @@ def _key_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+# How long a reader waits for another's load of the snapshot before reading the database itself.
+_LOAD_WAIT_S = 2.0
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    orgs: frozenset[str]
+    apps: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # live (not deleted) apps
+    keys: dict[str, dict[str, Any]] = field(default_factory=dict)  # active (not revoked) keys by hash
+
+
+class ApplicationsCache:
+    """What every handshake and API call asks of the applications view (the org exists, the app exists,
+    the key behind a hash), held in memory: a snapshot of the view's orgs, live apps and active keys.
+
+    Kept correct by invalidation, never by guessing: the applications projection invalidates it when a batch
+    it applied changed the view (after the commit, before the runner publishes the position, so a command
+    that waited for the views is seen at once), and when the view is found at a position this process did
+    not leave it at (an HA peer's projector applied events first, `relay replay` reset it): on a peer
+    instance a change is seen once its runner next catches up (woken by its own appends, else within its
+    poll interval). The next read loads a new snapshot. Only positive answers come from memory: a miss (an
+    unknown key, app or org) reads the database, so something created on a peer is never refused here
+    because this snapshot is older. Used only while a ProjectionRunner keeps it current (`enabled`)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._snapshot: _Snapshot | None = None
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._loading = threading.Lock()
+
+    def invalidate(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._snapshot = None
+
+    def get(self, load: Any) -> _Snapshot | None:
+        """The current snapshot (loaded with `load()` if there is none); None when the cache is off, or when
+        another caller's load takes too long (the caller then reads the database itself)."""
+        if not self.enabled:
+            return None
+        snapshot = self._snapshot
+        if snapshot is not None:
+            return snapshot
+        # One load at a time: after an invalidation a storm of handshakes would otherwise each read the
+        # whole view at once, and exhaust the view store's pool.
+        if not self._loading.acquire(timeout=_LOAD_WAIT_S):
+            return None
+        try:
+            snapshot = self._snapshot
+            if snapshot is not None:
+                return snapshot
+            generation = self._generation
+            snapshot = load()
+            with self._lock:
+                if self._generation == generation:  # not invalidated while we read: keep it
+                    self._snapshot = snapshot
+            return snapshot
+        finally:
+            self._loading.release()
+
+
 class ApplicationsQueries:
-    def __init__(self, store: ViewStore) -> None:
+    def __init__(self, store: ViewStore, cache: ApplicationsCache | None = None) -> None:
         self.store = store
+        self.cache = cache if cache is not None else ApplicationsCache()
+
+    def _load(self) -> _Snapshot:
+        with self.store.transaction(commit=False) as sql:
+            orgs = sql.all("SELECT name FROM {s}relay_orgs")
+            apps = sql.all("SELECT * FROM {s}relay_apps WHERE deleted = 0")
+            keys = sql.all("SELECT * FROM {s}relay_api_keys WHERE revoked_at IS NULL")
+        return _Snapshot(
+            orgs=frozenset(str(r["name"]) for r in orgs),
+            apps={(str(r["org"]), str(r["name"])): _app_row(r) for r in apps},
+            keys={str(r["key_hash"]): _key_row(r) for r in keys},
+        )
 
     def organization_exists(self, org: str) -> bool:
+        snapshot = self.cache.get(self._load)
+        if snapshot is not None and org in snapshot.orgs:
+            return True
         with self.store.transaction(commit=False) as sql:
             return sql.one("SELECT 1 AS x FROM {s}relay_orgs WHERE name = ?", (org,)) is not None
 
@@ -123,12 +217,18 @@ class ApplicationsQueries:
         return [_app_row(r) for r in rows]
 
     def app(self, org: str, name: str) -> dict[str, Any] | None:
+        snapshot = self.cache.get(self._load)
+        if snapshot is not None and (row := snapshot.apps.get((org, name))) is not None:
+            return copy.deepcopy(row)  # the caller's to change
         with self.store.transaction(commit=False) as sql:
             row = sql.one("SELECT * FROM {s}relay_apps WHERE org = ? AND name = ? AND deleted = 0", (org, name))
         return _app_row(row) if row else None
 
     def key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
         """The active key with this hash. The caller compares hashes again in constant time."""
+        snapshot = self.cache.get(self._load)
+        if snapshot is not None and (row := snapshot.keys.get(key_hash)) is not None:
+            return copy.deepcopy(row)
         with self.store.transaction(commit=False) as sql:
             row = sql.one(
                 "SELECT * FROM {s}relay_api_keys WHERE key_hash = ? AND revoked_at IS NULL", (key_hash,)

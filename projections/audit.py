@@ -12,6 +12,8 @@ from projections.projector import Handler, ViewProjection, event_name, iso, to_j
 # auditor has no use for it and it need not travel further than the applications view.
 _HIDDEN = {"originator_id", "originator_version", "timestamp", "originator_topic", "key_hash", "at"}
 
+# Ids per subject lookup (well under SQLite's limit on bound parameters).
+_LOOKUP_CHUNK = 500
 
 
 def _subject_of(kind: str, e: Any) -> tuple[str | None, str | None, str | None] | None:
@@ -52,17 +54,39 @@ def _details(domain_event: Any) -> dict[str, Any]:
 class AuditProjection(ViewProjection):
     schema = AuditSchema()
 
+    def __init__(self, view: ViewStore) -> None:
+        super().__init__(view)
+        # Within a batch's transaction: the subject (org, app, subject) of each aggregate the batch names,
+        # read once for the whole batch instead of once per event.
+        self._subjects: dict[str, tuple[Any, Any, Any]] = {}
+
     def build_handlers(self) -> dict[str, Handler]:
         # Every event of every aggregate is audited.
         return {}
 
-    def process_batch(self, batch: list[tuple[Any, int]], tracking: Any, after: int | None = None) -> None:
-        view: ViewStore = self.view
-        with view.transaction(commit=True) as sql:
-            self.check_position(sql, tracking, after)
+    def apply(self, sql: Sql, batch: list[tuple[Any, int]]) -> None:
+        self._subjects = self._known_subjects(sql, batch)
+        try:
             for domain_event, position in batch:
                 self.audit(sql, domain_event, position)
-            view.record_tracking(sql, tracking)
+        finally:
+            self._subjects = {}
+
+    def _known_subjects(self, sql: Sql, batch: list[tuple[Any, int]]) -> dict[str, tuple[Any, Any, Any]]:
+        """The recorded subjects of the aggregates whose events the batch holds but does not create."""
+        created = {str(e.originator_id) for e, _ in batch if e.originator_version == 1}
+        wanted = sorted({str(e.originator_id) for e, _ in batch} - created)
+        known: dict[str, tuple[Any, Any, Any]] = {}
+        for chunk in range(0, len(wanted), _LOOKUP_CHUNK):
+            ids = wanted[chunk:chunk + _LOOKUP_CHUNK]
+            rows = sql.all(
+                f"SELECT id, org, app, subject FROM {{s}}relay_audit_subjects "  # noqa: S608 - placeholders only
+                f"WHERE id IN ({', '.join('?' * len(ids))})",
+                ids,
+            )
+            for row in rows:
+                known[str(row["id"])] = (row["org"], row["app"], row["subject"])
+        return known
 
     def audit(self, sql: Sql, e: Any, position: int) -> None:
         name = event_name(e)
@@ -70,16 +94,17 @@ class AuditProjection(ViewProjection):
         subject_id = str(e.originator_id)
         named = _subject_of(kind, e) if e.originator_version == 1 else None
         if named is not None:
-            sql.execute(
+            sql.write(
                 "INSERT INTO {s}relay_audit_subjects (id, kind, org, app, subject) VALUES (?, ?, ?, ?, ?)",
                 (subject_id, kind, *named),
             )
-        subject = sql.one("SELECT * FROM {s}relay_audit_subjects WHERE id = ?", (subject_id,)) or {}
-        sql.execute(
+            self._subjects[subject_id] = named
+        org, app, subject = self._subjects.get(subject_id, (None, None, None))
+        sql.write(
             "INSERT INTO {s}relay_audit (position, at, recorded_at, kind, event, org, app, subject, details) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (position, iso(getattr(e, "at", None)), iso(e.timestamp), kind, name, subject.get("org"),
-             subject.get("app"), subject.get("subject"), to_json(_details(e))),
+            (position, iso(getattr(e, "at", None)), iso(e.timestamp), kind, name, org, app, subject,
+             to_json(_details(e))),
         )
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -66,13 +67,26 @@ class ViewProjection(Projection[Any]):
     def process_batch(self, batch: list[tuple[Any, int]], tracking: Tracking, after: int | None = None) -> None:
         """Apply a batch and record its last position in the same transaction: all or nothing."""
         view: ViewStore = self.view
-        with view.transaction(commit=True) as sql:
+        with view.batch_transaction() as sql:
             self.check_position(sql, tracking, after)
-            for domain_event, position in batch:
-                handler = self.handlers.get(event_name(domain_event))
-                if handler is not None:
-                    handler(sql, domain_event, position)
+            self.apply(sql, batch)
             view.record_tracking(sql, tracking)
+        self.committed(batch)
+
+    def apply(self, sql: Sql, batch: list[tuple[Any, int]]) -> None:
+        """Fold a batch's events into the view, inside the batch's transaction."""
+        handlers = self.handlers
+        for domain_event, position in batch:
+            handler = handlers.get(event_name(domain_event))
+            if handler is not None:
+                handler(sql, domain_event, position)
+
+    def committed(self, batch: list[tuple[Any, int]]) -> None:
+        """Called once a batch's transaction has committed (a view with a cache in memory refreshes it)."""
+
+    def moved_elsewhere(self) -> None:
+        """Called when the view is found at a position this process did not leave it at: another process
+        (an HA peer, `relay replay`) applied or reset it."""
 
 
 class Projector:
@@ -83,6 +97,7 @@ class Projector:
         self.projection = projection
         self.view: ViewStore = projection.view
         self.batch_size = batch_size
+        self._left_at: int | None = None  # where this object last saw or left the view
 
     @property
     def name(self) -> str:
@@ -91,34 +106,89 @@ class Projector:
     def position(self) -> int:
         return self.view.position(self.log.name)
 
+    def observe(self) -> int:
+        """The view's position, read from its store; tells the projection when it moved elsewhere."""
+        position = self.position()
+        if position != self._left_at:
+            self.projection.moved_elsewhere()
+            self._left_at = position
+        return position
+
+    def apply(self, batch: list[tuple[Any, int]], after: int) -> tuple[int, int]:
+        """Apply decoded events (positions after `after`, ascending) in one transaction with their tracking.
+        Returns (the view's position now, how many events were applied: len(batch) or 0)."""
+        last = batch[-1][1]
+        try:
+            self.projection.process_batch(batch, Tracking(self.log.name, last), after=after)
+        except Exception as error:
+            # Another projector (a replay, an HA peer) may have applied this batch first: its
+            # transaction rolled ours back (tracking or a row conflict). Then resume after it.
+            advanced = self.observe()
+            if advanced == after:  # moved neither ahead (a peer) nor back (a reset): a real error
+                raise
+            if not isinstance(error, IntegrityError):
+                log.info("view %s advanced elsewhere (%s); resuming", self.name, type(error).__name__)
+            return advanced, 0
+        self._left_at = last
+        return last, len(batch)
+
     def catch_up(self, stop: int | None = None, progress: Callable[[int], None] | None = None) -> int:
         """Apply every event after the view's position (up to `stop`); return how many were read."""
-        done = 0
-        position = self.position()
-        while stop is None or position < stop:
-            notifications = self.log.recorder.select_notifications(
-                start=position, limit=self.batch_size, stop=stop, inclusive_of_start=False
-            )
-            if not notifications:
-                break
-            batch: list[tuple[DomainEventProtocol[Any], int]] = [
-                (self.log.mapper.to_domain_event(n), n.id) for n in notifications
-            ]
-            last = notifications[-1].id
-            try:
-                self.projection.process_batch(batch, Tracking(self.log.name, last), after=position)
-            except Exception as error:
-                # Another projector (a replay, an HA peer) may have applied this batch first: its
-                # transaction rolled ours back (tracking or a row conflict). Then resume after it.
-                advanced = self.position()
-                if advanced == position:  # moved neither ahead (a peer) nor back (a reset): a real error
-                    raise
-                if not isinstance(error, IntegrityError):
-                    log.info("view %s advanced elsewhere (%s); resuming", self.name, type(error).__name__)
-                position = advanced
+        return catch_up(self.log, [self], [stop], batch_size=self.batch_size, progress=progress)
+
+
+def catch_up(
+    relay_log: RelayLog,
+    projectors: Sequence[Projector],
+    stops: Sequence[int | None] | None = None,
+    *,
+    batch_size: int = 500,
+    progress: Callable[[int], None] | None = None,
+    reached: Callable[[int], None] | None = None,
+) -> int:
+    """Bring several views up to the log (each up to its own stop, None: the end) in one pass: each batch
+    of notifications is read and decoded once and handed to every view that has not applied it, each view
+    in its own transaction with its tracking position (one writer per view: see `check_position`).
+    `progress` gets how many events each committed batch applied; `reached` gets, after each batch, the
+    position up to which every view has applied the log. Returns how many events were applied in all."""
+    stops = list(stops) if stops is not None else [None] * len(projectors)
+    # at[i]: view i's tracking position (what its next batch must find, see `check_position`); scanned[i]:
+    # the log position up to which view i has nothing left to apply (at[i], or beyond it up to its stop
+    # where the log has no notification for it).
+    at = [p.observe() for p in projectors]
+    scanned = list(at)
+    done = 0
+    while True:
+        pending = [i for i, stop in enumerate(stops) if stop is None or scanned[i] < stop]
+        if not pending:
+            break
+        low = min(scanned[i] for i in pending)
+        limits = [stops[i] for i in pending]
+        read_stop = None if None in limits else max(s for s in limits if s is not None)
+        notifications = relay_log.recorder.select_notifications(
+            start=low, limit=batch_size, stop=read_stop, inclusive_of_start=False
+        )
+        if not notifications:
+            break
+        ids = [n.id for n in notifications]
+        to_domain_event = relay_log.mapper.to_domain_event
+        batch: list[tuple[DomainEventProtocol[Any], int]] = [(to_domain_event(n), n.id) for n in notifications]
+        for i in pending:
+            stop = stops[i]
+            start = bisect_right(ids, scanned[i])
+            end = len(ids) if stop is None else bisect_right(ids, stop)
+            through = ids[-1] if stop is None else min(ids[-1], stop)
+            if start >= end:  # nothing in this batch for view i
+                scanned[i] = max(scanned[i], through)
                 continue
-            position = last
-            done += len(notifications)
-            if progress is not None:
-                progress(len(notifications))
-        return done
+            position, applied = projectors[i].apply(batch[start:end], after=at[i])
+            if applied:
+                at[i], scanned[i] = position, max(position, through)
+                done += applied
+                if progress is not None:
+                    progress(applied)
+            else:  # the view moved elsewhere: carry on from where it is now
+                at[i] = scanned[i] = position
+        if reached is not None:
+            reached(min(scanned))
+    return done

@@ -7,6 +7,8 @@ from typing import Any
 from projections.backend import Sql, ViewStore
 from projections.projector import Handler, ViewProjection, iso, to_json
 
+HEALTHY = "HEALTHY"
+
 
 class RegistrySchema:
     name = "registry"
@@ -55,40 +57,38 @@ class RegistryProjection(ViewProjection):
 
     def connected(self, sql: Sql, e: Any, _: int) -> None:
         at = iso(e.at)
-        sql.execute(
-            "INSERT INTO {s}relay_executors (id, org, app, executor_id, status, app_version, hostname, "
-            "language, dbos_version, metadata, instance, created_at, connected_at, updated_at) "
-            "VALUES (?, ?, ?, ?, 'HEALTHY', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (str(e.originator_id), e.org, e.app, e.executor, *_info_columns(e.info), e.instance, at, at, at),
-        )
+        app_version, hostname, language, dbos_version, metadata = _info_columns(e.info)
+        sql.insert("relay_executors", {
+            "id": str(e.originator_id), "org": e.org, "app": e.app, "executor_id": e.executor, "status": HEALTHY,
+            "app_version": app_version, "hostname": hostname, "language": language, "dbos_version": dbos_version,
+            "metadata": metadata, "instance": e.instance, "created_at": at, "connected_at": at, "updated_at": at,
+        })
 
     def reconnected(self, sql: Sql, e: Any, _: int) -> None:
         at = iso(e.at)
-        sql.execute(
-            "UPDATE {s}relay_executors SET status = 'HEALTHY', app_version = ?, hostname = ?, language = ?, "
-            "dbos_version = ?, metadata = ?, instance = ?, connected_at = ?, disconnected_at = NULL, "
-            "dead_at = NULL, updated_at = ?, recovery_attempts = 0, recovery_peer = NULL, recovered = 0 "
-            "WHERE id = ?",
-            (*_info_columns(e.info), e.instance, at, at, str(e.originator_id)),
-        )
+        app_version, hostname, language, dbos_version, metadata = _info_columns(e.info)
+        self._set(sql, e, {
+            "status": HEALTHY, "app_version": app_version, "hostname": hostname, "language": language,
+            "dbos_version": dbos_version, "metadata": metadata, "instance": e.instance, "connected_at": at,
+            "disconnected_at": None, "dead_at": None, "recovery_attempts": 0, "recovery_peer": None,
+            "recovered": 0,
+        })
 
-    def _set(self, sql: Sql, e: Any, assignments: str, params: tuple[Any, ...] = ()) -> None:
-        sql.execute(
-            f"UPDATE {{s}}relay_executors SET {assignments}, updated_at = ? WHERE id = ?",  # noqa: S608
-            (*params, iso(e.at), str(e.originator_id)),
-        )
+    def _set(self, sql: Sql, e: Any, values: dict[str, Any]) -> None:
+        # Plain values only (see Sql.update): an executor's run of events in a batch folds into one write.
+        sql.update("relay_executors", {"id": str(e.originator_id)}, {**values, "updated_at": iso(e.at)})
 
     def disconnected(self, sql: Sql, e: Any, _: int) -> None:
-        self._set(sql, e, "status = 'DISCONNECTED', disconnected_at = ?", (iso(e.at),))
+        self._set(sql, e, {"status": "DISCONNECTED", "disconnected_at": iso(e.at)})
 
     def declared_dead(self, sql: Sql, e: Any, _: int) -> None:
-        self._set(sql, e, "status = 'DEAD', dead_at = ?", (iso(e.at),))
+        self._set(sql, e, {"status": "DEAD", "dead_at": iso(e.at)})
 
     def recovery_dispatched(self, sql: Sql, e: Any, _: int) -> None:
-        self._set(sql, e, "recovery_attempts = ?, recovery_peer = ?", (e.attempt, e.peer))
+        self._set(sql, e, {"recovery_attempts": e.attempt, "recovery_peer": e.peer})
         row = sql.one("SELECT org, app, executor_id FROM {s}relay_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the registry never saw"
-        sql.execute(
+        sql.write(
             "INSERT INTO {s}relay_recoveries (id, attempt, org, app, executor_id, peer, instance, "
             "dispatched_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
             (str(e.originator_id), e.attempt, row["org"], row["app"], row["executor_id"], e.peer, e.instance,
@@ -96,26 +96,26 @@ class RegistryProjection(ViewProjection):
         )
 
     def _finish(self, sql: Sql, e: Any, outcome: str, reason: str | None) -> None:
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_recoveries SET outcome = ?, reason = ?, finished_at = ? WHERE id = ? AND attempt = ?",
             (outcome, reason, iso(e.at), str(e.originator_id), e.attempt),
         )
 
     def recovery_failed(self, sql: Sql, e: Any, _: int) -> None:
-        self._set(sql, e, "recovery_peer = NULL")
+        self._set(sql, e, {"recovery_peer": None})
         self._finish(sql, e, "failed", e.reason)
 
     def recovery_acknowledged(self, sql: Sql, e: Any, _: int) -> None:
-        self._set(sql, e, "recovery_peer = NULL, recovered = 1")
+        self._set(sql, e, {"recovery_peer": None, "recovered": 1})
         self._finish(sql, e, "acknowledged", None)
 
     def deleted(self, sql: Sql, e: Any, _: int) -> None:
-        self._set(sql, e, "status = 'DELETED'")
+        self._set(sql, e, {"status": "DELETED"})
 
     def lease_adopted(self, sql: Sql, e: Any, _: int) -> None:
         # The lease key is org/app/executor_id; executor ids may contain '/', org and app may not.
         org, app, executor_id = e.lease.split("/", 2)
-        sql.execute(
+        sql.write(
             "UPDATE {s}relay_executors SET instance = ? WHERE org = ? AND app = ? AND executor_id = ? AND instance = ?",
             (e.to_instance, org, app, executor_id, e.from_instance),
         )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from events.log import RelayLog
 from projections.backend import StoreConfig
-from projections.views import Views
+from projections.views import REPLAY_BATCH_SIZE, Views
 
 _VERIFY_ATTEMPTS = 5
 
@@ -30,7 +30,7 @@ def rebuild(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], 
     try:
         for projector in views.projectors:
             projector.view.reset(relay_log.name)
-        events = views.catch_up(progress=progress)
+        events = views.catch_up(progress=progress, batch_size=REPLAY_BATCH_SIZE)
         return ReplayReport(events=events, position=views.position())
     finally:
         views.close()
@@ -50,8 +50,8 @@ def verify(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], N
             if [p.position() for p in live.projectors] != before:
                 continue  # the live views moved while we read them: read again
             differences: list[str] = []
+            events += scratch.catch_up(stops=before, progress=progress, batch_size=REPLAY_BATCH_SIZE)
             for projector, stop, expected in zip(scratch.projectors, before, dumps, strict=True):
-                events += projector.catch_up(stop=stop, progress=progress)
                 if projector.position() != stop:
                     differences.append(f"{projector.name}: rebuilt to {projector.position()}, live at {stop}")
                     continue

@@ -5,17 +5,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from events.log import RelayLog
 from projections.alerts import AlertsProjection, AlertsQueries, AlertsSchema
 from projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
 from projections.audit import AuditProjection, AuditQueries, AuditSchema
 from projections.backend import StoreConfig, ViewStore
-from projections.projector import Projector
+from projections.projector import Projector, catch_up
 from projections.registry import RegistryProjection, RegistryQueries, RegistrySchema
 
 log = logging.getLogger("relay.projections")
+
+
+# Events per batch: what the runner applies (and publishes) at a time, and what `relay replay` reads at a time
+# (bigger: fewer transactions and round trips; a replay has no reader waiting for each batch).
+BATCH_SIZE = 500
+REPLAY_BATCH_SIZE = 5000
 
 
 class Views:
@@ -28,14 +34,14 @@ class Views:
         audit = ViewStore(config, AuditSchema(), location=location)
         alerts = ViewStore(config, AlertsSchema(), location=location)
         self.stores = (registry, applications, audit, alerts)
+        self.applications = ApplicationsQueries(applications)
         self.projectors = (
             Projector(relay_log, RegistryProjection(registry)),
-            Projector(relay_log, ApplicationsProjection(applications)),
+            Projector(relay_log, ApplicationsProjection(applications, self.applications.cache)),
             Projector(relay_log, AuditProjection(audit)),
             Projector(relay_log, AlertsProjection(alerts)),
         )
         self.registry = RegistryQueries(registry)
-        self.applications = ApplicationsQueries(applications)
         self.audit = AuditQueries(audit)
         self.alerts = AlertsQueries(alerts)  # alerting rules, alerts, retention runs, Relay's own counts
 
@@ -43,8 +49,26 @@ class Views:
         """The position every view has reached."""
         return min(p.position() for p in self.projectors)
 
-    def catch_up(self, stop: int | None = None, progress: Callable[[int], None] | None = None) -> int:
-        return sum(p.catch_up(stop=stop, progress=progress) for p in self.projectors)
+    def catch_up(
+        self,
+        stop: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        *,
+        stops: Sequence[int | None] | None = None,
+        batch_size: int = BATCH_SIZE,
+        reached: Callable[[int], None] | None = None,
+    ) -> int:
+        """Apply the log to every view (up to `stop`, or each view up to its own of `stops`), reading and
+        decoding each batch once for all of them; see `projections.projector.catch_up`. Returns how many
+        events were applied, summed over the views."""
+        return catch_up(
+            self.log,
+            self.projectors,
+            stops if stops is not None else [stop] * len(self.projectors),
+            batch_size=batch_size,
+            progress=progress,
+            reached=reached,
+        )
 
     def close(self) -> None:
         for store in self.stores:
@@ -67,6 +91,8 @@ class ProjectionRunner:
         views.log.listeners.append(self.notify)
 
     def start(self) -> None:
+        # The views' caches in memory (keys and applications) are kept current by this runner's catch-ups.
+        self.views.applications.cache.enabled = True
         self._thread.start()
 
     def notify(self, _position: int = 0) -> None:
@@ -78,7 +104,9 @@ class ProjectionRunner:
             self._wake.wait(backoff)
             self._wake.clear()
             try:
-                self.views.catch_up()
+                # Published batch by batch: a reader waiting for a position (`wait_for`) need not wait for
+                # the end of a long catch-up (a peer's storm, a restart behind the log).
+                self.views.catch_up(reached=self._publish)
                 reached = self.views.position()
             except Exception as error:
                 self.last_error = f"{type(error).__name__}: projections cannot read or write the store"
@@ -90,6 +118,11 @@ class ProjectionRunner:
             with self._changed:
                 self.reached = reached
                 self._changed.notify_all()
+
+    def _publish(self, reached: int) -> None:
+        with self._changed:
+            self.reached = reached
+            self._changed.notify_all()
 
     def wait_for(self, position: int, timeout: float = 5.0) -> bool:
         """Block until every view has applied `position`; False on timeout."""
@@ -104,6 +137,7 @@ class ProjectionRunner:
         return True
 
     def stop(self) -> None:
+        self.views.applications.cache.enabled = False
         self._stopping.set()
         self._wake.set()
         if self._thread.is_alive():

@@ -730,6 +730,13 @@ def _answer_recovery(world: Any, peer: Any, socket: _Socket, dead: str) -> None:
     assert (request["type"], request["executor_ids"]) == ("recovery", [dead])
     peer.proxy().on_frame(json.dumps({"type": "recovery", "request_id": request["request_id"],
                                       "success": True})).get(timeout=5)
+    # Relay confirms a success: none of the dead executor's workflows (of its version) remain pending.
+    wait_until(lambda: socket.sent[-1]["type"] == "exist_pending_workflows", timeout=10,
+               message=f"no exist_pending_workflows check after the recovery: {socket.sent[-1]}")
+    check = socket.sent[-1]
+    assert check["executor_id"] == dead, check
+    peer.proxy().on_frame(json.dumps({"type": "exist_pending_workflows", "request_id": check["request_id"],
+                                      "exist": False})).get(timeout=5)
 
 
 def test_a_disconnect_the_store_refuses_is_recorded_once_it_is_back(world: Any) -> None:
