@@ -25,7 +25,9 @@ REPLAY_BATCH_SIZE = 5000
 
 
 class Views:
-    """The registry, applications and audit views; `location` builds them elsewhere (for replay)."""
+    """The registry, applications, audit and alerts views; `location` builds them elsewhere (for replay)."""
+
+    COUNT = 4  # how many views a replay rebuilds (its progress counts events per view)
 
     def __init__(self, config: StoreConfig, relay_log: RelayLog, *, location: str | None = None) -> None:
         self.log = relay_log

@@ -177,12 +177,12 @@ class _Progress:
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from events.log import RelayLog
     from projections.replay import rebuild, verify
+    from projections.views import Views
 
     relay_log = RelayLog(env=settings.store.event_store_env())
     try:
         total = relay_log.recorder.max_notification_id() or 0
-        views = 3
-        progress = _Progress(total * views, "verifying" if args.verify else "replaying")
+        progress = _Progress(total * Views.COUNT, "verifying" if args.verify else "replaying")
         report = verify(settings.store, relay_log, progress) if args.verify else rebuild(
             settings.store, relay_log, progress
         )

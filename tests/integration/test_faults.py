@@ -349,6 +349,8 @@ def test_sigkill_during_appends_leaves_log_and_views_consistent(store: str, requ
                 worker.start()
             target = len(acknowledged) + 15
             wait_until(lambda target=target: len(acknowledged) >= target, timeout=60, message="no appends")
+            # And the churn got at least one executor recorded, so the round has a connection to take over.
+            wait_until(lambda app=app: executors(relay, app), timeout=60, message="no churn recorded")
             relay.kill()  # SIGKILL, mid-stream: requests and frames in flight
             stop.set()
             for worker in workers:
