@@ -71,6 +71,9 @@ class Runtime:
             self.ctx, self.directory, self.settings.advertise_address, self.settings.port, VERSION,
             self.settings.default_org, cluster=self.cluster, heartbeat_interval_s=self.settings.heartbeat_interval_s,
         )
+        # pykka runs on_start (the instance's start and the default organization recorded) in the actor's
+        # thread, after start() returns; an ask is answered only after it, so the views wait for those events.
+        self.instance.proxy().ensure_organization(self.settings.default_org).get(timeout=60)
         self.wait_for_views()
         self.resume_lifecycles()
 
