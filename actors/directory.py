@@ -1,4 +1,5 @@
-"""Directory: finds the live actors of this process by natural key (an app, an API key)."""
+"""Directory: finds the live actors of this process by natural key (an app, an API key), and keeps one proxy
+per application actor."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ class Directory:
     def __init__(self, start_application: Callable[[str, str], pykka.ActorRef[Any]]) -> None:
         self._start_application = start_application
         self._apps: dict[tuple[str, str], pykka.ActorRef[Any]] = {}
+        # One proxy per application actor, built once: `ActorRef.proxy()` introspects the whole actor.
+        self._proxies: dict[tuple[str, str], pykka.ActorProxy[Any]] = {}
         self._by_key: dict[tuple[str, str], set[pykka.ActorRef[Any]]] = {}
         self._lock = threading.Lock()
 
@@ -24,6 +27,21 @@ class Directory:
             if ref is None or not ref.is_alive():
                 ref = self._apps[(org, app)] = self._start_application(org, app)
             return ref
+
+    def application_proxy(self, org: str, app: str) -> pykka.ActorProxy[Any]:
+        """The application's actor as a proxy (started on first use), the same object for every caller while
+        that actor lives: use this rather than `application(...).proxy()`."""
+        with self._lock:
+            ref = self._apps.get((org, app))
+            proxy = self._proxies.get((org, app))
+            if ref is not None and proxy is not None and proxy.actor_ref is ref and ref.is_alive():
+                return proxy
+        ref = self.application(org, app)
+        proxy = ref.proxy()  # outside the lock: the introspection takes a while
+        with self._lock:
+            if self._apps.get((org, app)) is ref:
+                self._proxies[(org, app)] = proxy
+        return proxy
 
     def applications(self) -> list[pykka.ActorRef[Any]]:
         with self._lock:

@@ -1,7 +1,17 @@
 """ExecutorActor: one per executor connection. Owns the socket, correlates responses by request_id.
 
 Liveness: it pings every `ping_interval_s`; an executor that answers no ping (pong) within `pong_timeout_s`
-is treated like a dropped socket (closed; the disconnect path records it). Pings are not events.
+is treated like a dropped socket (closed; the disconnect path records it). Pings are not events. The pings and
+the pong deadline are run by the scheduler itself (`Liveness`: one timer armed per connection at a time, a
+non-blocking ping, a look at the socket's last pong), not by actor messages; the actor hears of liveness only
+when it fails.
+
+Others talk to the actor without a pykka proxy (building one introspects the whole actor): `ask_request`,
+`tell_forget`, `tell_request_then` send the ProxyCall messages a proxy would; the receive loop sends {"frame"}
+and {"closed"}.
+
+The handshake: `claim` by the application actor is waited for at most `handshake_timeout_s`; past that the
+socket is closed with 1013 (try again later) and the late claim is undone when it lands.
 
 When the event store fails (unreachable, locked, full): a Disconnected that cannot be recorded is tried again
 with backoff, the actor living on (socketless) until it is recorded or superseded; a Connected that cannot be
@@ -13,19 +23,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import gevent
+import gevent.event
+import gevent.monkey
 import pykka
+from pykka.messages import ProxyCall
 
 from actors import metrics, protocol
 from actors.application import LiveExecutor
 from actors.context import ActorContext
 from actors.directory import Directory
-from actors.scheduler import Cancellable
+from actors.scheduler import Cancellable, Scheduler
 from events.errors import DomainError
 from events.executor import ExecutorInfo
 
@@ -36,6 +53,12 @@ _KNOWN_TYPES = frozenset(t.value for t in protocol.MessageType)
 # BAD_FRAME_LOG_EVERY-th is, with the count: a flooding executor cannot flood the log.
 BAD_FRAME_LOG_LIMIT = 100
 BAD_FRAME_LOG_EVERY = 1000
+# Timers may fire a hair before the time they were computed for (floating point): a tick this close is on time.
+_EPSILON_S = 1e-6
+# How long a claim given up on (handshake_timeout_s) is still waited for, to be undone when it lands.
+LATE_CLAIM_WAIT_S = 300.0
+# How long an executor actor's greenlet waits for another message before it ends (under gevent, _DrainedInbox).
+DRAIN_LINGER_S = 2.0
 # Backoff of a Disconnected the store refused: 0.5 s, 1 s, 2 s, ... at most 30 s between attempts.
 RECORD_RETRY_FIRST_S = 0.5
 RECORD_RETRY_MAX_S = 30.0
@@ -49,13 +72,147 @@ class FrameSocket(Protocol):
 
     def close(self, code: int, reason: str) -> None: ...
 
-    def ping(self) -> None:
-        """Send a WebSocket ping frame (liveness; the executor's pong is not a message)."""
+    def ping(self) -> bool | None:
+        """Send a WebSocket ping frame (liveness; the executor's pong is not a message) without blocking:
+        called from the scheduler's thread. False when the socket cannot take it right now (busy sending);
+        raises when the socket is broken."""
         ...
 
     def last_pong(self) -> float:
         """When the last pong arrived (the connection's start before any), on the scheduler's clock."""
         ...
+
+
+def _call(method: str, *args: Any) -> ProxyCall:
+    """The message a pykka proxy sends for `proxy.method(*args)`, without building the proxy (which introspects
+    the whole actor each time it is built)."""
+    return ProxyCall(attr_path=(method,), args=args, kwargs={})
+
+
+def ask_request(ref: pykka.ActorRef[Any], request: Any) -> pykka.Future[pykka.ThreadingFuture[Any]]:
+    """`ref.proxy().request(request)` without the proxy: a future of the future of the answer."""
+    return ref.ask(_call("request", request), block=False)
+
+
+def tell_forget(ref: pykka.ActorRef[Any], request_id: str) -> None:
+    """`ref.proxy().forget(request_id)` without the proxy (raises ActorDeadError when the actor has stopped)."""
+    ref.tell(_call("forget", request_id))
+
+
+def tell_request_then(ref: pykka.ActorRef[Any], request: Any, on_answer: Callable[[Any], None]) -> None:
+    """`ref.proxy().request_then(request, on_answer)` without the proxy (raises ActorDeadError when the actor
+    has stopped)."""
+    ref.tell(_call("request_then", request, on_answer))
+
+
+class Liveness:
+    """The pings of one connection, run in the scheduler's thread: one timer armed at a time, due at the next
+    ping or at the pong deadline of the oldest unanswered ping, whichever comes first. A ping is sent without
+    blocking (a socket that cannot take it now is pinged at the next interval); a missed deadline or a failed
+    ping calls `failed(reason)` once, and nothing runs after that, nor after `stop()`."""
+
+    __slots__ = (
+        "failed",
+        "interval",
+        "next_ping",
+        "scheduler",
+        "socket",
+        "stopped",
+        "timeout",
+        "timer",
+        "unanswered_since",
+    )
+
+    def __init__(self, scheduler: Scheduler, socket: FrameSocket, interval: float, timeout: float,
+                 failed: Callable[[str], None]) -> None:
+        self.scheduler = scheduler
+        self.socket = socket
+        self.interval = interval
+        self.timeout = timeout
+        self.failed = failed
+        self.next_ping = scheduler.now() + interval
+        self.unanswered_since: float | None = None
+        self.timer: Cancellable | None = None
+        self.stopped = False
+
+    def start(self) -> None:
+        self._arm(self.scheduler.now())
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _arm(self, now: float) -> None:
+        when = self.next_ping
+        if self.unanswered_since is not None:
+            when = min(when, self.unanswered_since + self.timeout)
+        self.timer = self.scheduler.call_later(max(0.0, when - now), self._tick)
+
+    def _tick(self) -> None:
+        if self.stopped:
+            return
+        now = self.scheduler.now()
+        if self.unanswered_since is not None and self.socket.last_pong() >= self.unanswered_since:
+            self.unanswered_since = None  # a pong since then (to any ping) keeps the connection open
+        if self.unanswered_since is not None and now + _EPSILON_S >= self.unanswered_since + self.timeout:
+            self._fail("pong timeout")
+            return
+        if now + _EPSILON_S >= self.next_ping:
+            try:
+                sent = self.socket.ping()
+            except Exception:
+                self._fail("ping failed")
+                return
+            if sent is not False and self.unanswered_since is None:
+                self.unanswered_since = now
+            self.next_ping = now + self.interval
+        self._arm(now)
+
+    def _fail(self, reason: str) -> None:
+        self.stopped = True
+        self.timer = None
+        self.failed(reason)
+
+
+class _DrainedInbox:
+    """An executor actor's inbox under gevent: a deque, and no greenlet of its own while it has been empty for a
+    while. The first message into an idle inbox spawns a greenlet that handles messages (one at a time: a put
+    while it runs only appends and wakes it) and ends once the inbox has stayed empty for DRAIN_LINGER_S (so a
+    busy connection does not pay a greenlet per message). An idle connection (most of them: pings do not reach
+    the actor) then costs no greenlet, no saved stack and no Python data stack for its actor. pykka's teardown
+    reads it with empty()/get()."""
+
+    __slots__ = ("drain", "items", "ready", "running")
+
+    def __init__(self) -> None:
+        self.items: deque[Any] = deque()
+        self.running = True  # until the actor has started: what arrives meanwhile waits for on_start
+        self.drain: Callable[[], None] | None = None
+        self.ready: gevent.event.Event | None = None  # made when the greenlet first waits
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        self.items.append(item)
+        if self.running:
+            if self.ready is not None:
+                self.ready.set()
+        elif self.drain is not None:
+            self.running = True
+            gevent.spawn_raw(self.drain)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        return self.items.popleft()
+
+    def empty(self) -> bool:
+        return not self.items
+
+    def qsize(self) -> int:
+        return len(self.items)
+
+
+def _under_gevent() -> bool:
+    return gevent.monkey.is_module_patched("threading")
 
 
 class ExecutorGoneError(Exception):
@@ -98,9 +255,69 @@ class Connection:
 
 
 class ExecutorActor(pykka.ThreadingActor):
-    """Lives as long as the socket. Its first act is to ask the executor who it is (executor_info)."""
+    """Lives as long as the socket. Its first act is to ask the executor who it is (executor_info).
 
-    def __init__(self, ctx: ActorContext, directory: Directory, socket: FrameSocket, conn: Connection) -> None:
+    Under gevent (`relay serve`) it has no thread of its own: its messages are handled by a greenlet spawned when
+    one arrives at an empty inbox, which ends once the inbox is empty (`_DrainedInbox`; pykka's
+    `_create_actor_inbox` / `_start_actor_loop` hooks, pykka 4.x): the same one-at-a-time handling, several KiB
+    less per idle connection. Elsewhere (unit tests) it is an ordinary ThreadingActor."""
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return _DrainedInbox() if _under_gevent() else pykka.ThreadingActor._create_actor_inbox()
+
+    def _start_actor_loop(self) -> None:
+        inbox = self.actor_inbox
+        if not isinstance(inbox, _DrainedInbox):
+            super()._start_actor_loop()
+            return
+        inbox.drain = self._drain_inbox
+
+        def first_run() -> None:
+            self._actor_loop_setup()  # on_start
+            self._drain_inbox()
+
+        gevent.spawn_raw(first_run)
+
+    def _drain_inbox(self) -> None:
+        """pykka's actor loop (`Actor._actor_loop_running`), run until the inbox has been empty for
+        DRAIN_LINGER_S rather than forever."""
+        inbox = self.actor_inbox
+        assert isinstance(inbox, _DrainedInbox)
+        while True:
+            while inbox.items and not self.actor_stopped.is_set():
+                self._handle_envelope(inbox.items.popleft())
+            if self.actor_stopped.is_set():
+                self._actor_loop_teardown()  # what is left gets ActorDeadError; `running` stays set: no more drains
+                return
+            if inbox.ready is None:
+                inbox.ready = gevent.event.Event()
+            inbox.ready.clear()
+            if not inbox.ready.wait(DRAIN_LINGER_S) and not inbox.items:
+                inbox.running = False
+                return
+
+    def _handle_envelope(self, envelope: Any) -> None:
+        try:
+            response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                logging.getLogger("pykka").info("Exception returned from %s to caller:", self, exc_info=True)
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:  # as pykka does: this actor stops, and every other one
+            self._stop()
+            pykka.ActorRegistry.stop_all()
+
+    def __init__(self, ctx: ActorContext, directory: Directory, socket: FrameSocket, conn: Connection,
+                 admitted: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.ctx = ctx
         self.directory = directory
@@ -112,10 +329,10 @@ class ExecutorActor(pykka.ThreadingActor):
         self.closed = False
         self.bad_frames = 0
         self._handshake_timer: Cancellable | None = None
-        # Liveness: the next ping, and the oldest ping not yet followed by a pong (with its deadline).
-        self._ping_timer: Cancellable | None = None
-        self._unanswered_since: float | None = None
-        self._pong_deadline: Cancellable | None = None
+        # Called once when the handshake is over, whatever its outcome (web/websocket.py bounds those in flight).
+        self._admitted = admitted
+        self._liveness = Liveness(ctx.scheduler, socket, ctx.limits.ping_interval_s, ctx.limits.pong_timeout_s,
+                                  self._liveness_failed)
         # Why this actor closed its socket itself (recorded as the disconnect reason).
         self.close_reason: str | None = None
         # A Disconnected the store refused (reason, time): tried again until recorded; then the actor stops.
@@ -131,13 +348,22 @@ class ExecutorActor(pykka.ThreadingActor):
         self.directory.add_connection(self.conn.org, self.conn.key_name, self.actor_ref)
         self._send(protocol.ExecutorInfoRequest(), on_reply=self._identified)
         self._handshake_timer = self._later(self.ctx.limits.handshake_timeout_s, {"handshake_expired": True})
-        self._ping_timer = self._later(self.ctx.limits.ping_interval_s, {"ping": True})
+        self._liveness.start()
 
     def on_stop(self) -> None:
         self.directory.remove_connection(self.conn.org, self.conn.key_name, self.actor_ref)
-        for timer in (self._handshake_timer, self._ping_timer, self._pong_deadline):
-            if timer is not None:
-                timer.cancel()
+        self._liveness.stop()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+        self._handshake_over()
+
+    def _handshake_over(self) -> None:
+        admitted, self._admitted = self._admitted, None
+        if admitted is not None:
+            try:
+                admitted()
+            except Exception:
+                log.exception("handshake bookkeeping of %s failed", self.who)
 
     def _later(self, delay: float, message: dict[str, Any]) -> Cancellable:
         """Tell ourselves `message` after `delay` seconds (dropped if this actor has stopped by then)."""
@@ -151,49 +377,48 @@ class ExecutorActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         if not isinstance(message, dict):
             return None
-        if "handshake_expired" in message and self.executor_id is None:
-            log.warning("executor %s did not answer executor_info in time; closing", self.who)
-            self._close(1008, "executor_info not answered")
-        elif "ping" in message:
-            self._ping()
-        elif "pong_deadline" in message:
-            self._check_pong(message["pong_deadline"])
+        # Frames from the receive loop first (requests come as pykka ProxyCall messages: ask_request).
+        if "frame" in message:
+            try:
+                self.on_frame(message["frame"])
+            finally:
+                done = message.get("done")
+                if done is not None:
+                    done()  # the receive loop's flow control (web/websocket.py)
+        else:
+            self._on_control(message)
+        return None
+
+    def _on_control(self, message: dict[str, Any]) -> None:
+        if "closed" in message:
+            self.on_closed(message["closed"])
+        elif "handshake_expired" in message:
+            if self.executor_id is None and not self.closed:
+                log.warning("executor %s did not answer executor_info in time; closing", self.who)
+                self._close(1008, "executor_info not answered")
+        elif "liveness_failed" in message:
+            self._close_for_liveness(message["liveness_failed"])
         elif "close" in message:
             self._close(1000, str(message["close"]))
         elif "record_disconnect" in message and self._record_disconnect(first=False):
             self.stop()
-        return None
 
-    # -- liveness ---------------------------------------------------------------------------------
-    def _ping(self) -> None:
+    # -- liveness (the pings themselves run in the scheduler: see Liveness) -------------------------
+    def _liveness_failed(self, reason: str) -> None:
+        """From the scheduler's thread: hand it to the actor (the close and its reason are the actor's)."""
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.tell({"liveness_failed": reason})
+
+    def _close_for_liveness(self, reason: str) -> None:
         if self.closed:
             return
-        now = self.ctx.scheduler.now()
-        if self._unanswered_since is not None and self.socket.last_pong() >= self._unanswered_since:
-            self._unanswered_since = None  # answered: the deadline (if still armed) will find it so
-        try:
-            self.socket.ping()
-        except Exception:
-            self.close_reason = "ping failed"
-            self._close(1011, "ping failed")
-            return
-        if self._unanswered_since is None:
-            self._unanswered_since = now
-            if self._pong_deadline is not None:
-                self._pong_deadline.cancel()
-            self._pong_deadline = self._later(self.ctx.limits.pong_timeout_s, {"pong_deadline": now})
-        self._ping_timer = self._later(self.ctx.limits.ping_interval_s, {"ping": True})
-
-    def _check_pong(self, pinged_at: float) -> None:
-        """The deadline of the ping sent at `pinged_at`: a pong since then (to any ping) keeps us open."""
-        if self.closed or self._unanswered_since != pinged_at:
-            return
-        if self.socket.last_pong() >= pinged_at:
-            self._unanswered_since = None
-            return
-        log.warning("executor %s answered no ping for %g s; closing", self.who, self.ctx.limits.pong_timeout_s)
-        self.close_reason = "pong timeout"
-        self._close(1001, "pong timeout")
+        if reason == "pong timeout":
+            log.warning("executor %s answered no ping for %g s; closing", self.who, self.ctx.limits.pong_timeout_s)
+            self.close_reason = self.close_reason or reason
+            self._close(1001, "pong timeout")
+        else:
+            self.close_reason = self.close_reason or reason
+            self._close(1011, reason)
 
     # -- requests ---------------------------------------------------------------------------------
     def _send(self, request: Any, on_reply: Callable[[Any], None] | None = None) -> pykka.ThreadingFuture[Any]:
@@ -289,6 +514,11 @@ class ExecutorActor(pykka.ThreadingActor):
     def on_closed(self, reason: str) -> None:
         """The socket is gone: fail what waits, record the disconnect if this was the current connection."""
         self.closed = True
+        self._liveness.stop()
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        self._handshake_over()
         reason = self.close_reason or reason
         for entry in self.pending.values():
             _fail(entry.future, "executor disconnected before answering")
@@ -309,7 +539,7 @@ class ExecutorActor(pykka.ThreadingActor):
         reason, at = self._unrecorded_disconnect
         key = (self.conn.org, self.conn.app, self.executor_id)
         with self.ctx.lock_for(key):
-            app = self.directory.application(self.conn.org, self.conn.app).proxy()
+            app = self.directory.application_proxy(self.conn.org, self.conn.app)
             if first:
                 if not app.release(self.executor_id, self.actor_ref).get():
                     return True
@@ -339,6 +569,12 @@ class ExecutorActor(pykka.ThreadingActor):
 
     # -- the handshake ----------------------------------------------------------------------------
     def _identified(self, response: Any) -> None:
+        try:
+            self._identify(response)
+        finally:
+            self._handshake_over()
+
+    def _identify(self, response: Any) -> None:
         if self.closed:
             return
         if response.error_message or not isinstance(response, protocol.ExecutorInfoResponse):
@@ -358,7 +594,7 @@ class ExecutorActor(pykka.ThreadingActor):
             return
         key = (self.conn.org, self.conn.app, executor_id)
         with self.ctx.lock_for(key):
-            app = self.directory.application(self.conn.org, self.conn.app).proxy()
+            app = self.directory.application_proxy(self.conn.org, self.conn.app)
             live = LiveExecutor(
                 executor_id=executor_id,
                 ref=self.actor_ref,
@@ -367,7 +603,18 @@ class ExecutorActor(pykka.ThreadingActor):
                 dbos_version=info.dbos_version,
                 connected_at=time.monotonic(),
             )
-            replaced = app.claim(live).get()
+            claim = app.claim(live)
+            try:
+                replaced = claim.get(timeout=self.ctx.limits.handshake_timeout_s)
+            except pykka.Timeout:
+                # The application actor is too busy: refuse this connection now (the executor reconnects by
+                # itself), and undo the claim once it lands (its mailbox is in order, so it will).
+                log.warning("executor %s/%s/%s from %s not admitted: its application did not take it within %g s;"
+                            " closing", self.conn.org, self.conn.app, executor_id, self.conn.peer,
+                            self.ctx.limits.handshake_timeout_s)
+                self._undo_claim_when_landed(claim, executor_id)
+                self._close(1013, "relay busy, reconnect later")
+                return
             try:
                 self.ctx.log.executor_connected(
                     self.conn.org, self.conn.app, executor_id, info, self.ctx.instance_id, self.ctx.clock()
@@ -399,6 +646,30 @@ class ExecutorActor(pykka.ThreadingActor):
             self.who, info.language, info.dbos_version, info.application_version,
         )
         metrics.EXECUTOR_CONNECTS.labels(self.conn.org, self.conn.app).inc()
+
+    def _undo_claim_when_landed(self, claim: pykka.Future[Any], executor_id: str) -> None:
+        """Wait for the claim in a thread of its own (a greenlet under gevent; only on this rare path), then
+        undo it: release it (this actor may have stopped by then: the release compares refs), have the
+        application watch the record as it stands, and close the connection the claim displaced, if any."""
+        ctx, directory, conn, ref = self.ctx, self.directory, self.conn, self.actor_ref
+
+        def undo() -> None:
+            try:
+                replaced = claim.get(timeout=LATE_CLAIM_WAIT_S)
+            except Exception:
+                replaced = None
+            try:
+                with ctx.lock_for((conn.org, conn.app, executor_id)):
+                    app = directory.application_proxy(conn.org, conn.app)
+                    app.release(executor_id, ref)
+                    app.rewatch(executor_id)
+            except pykka.ActorDeadError:
+                return
+            if replaced is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    replaced.tell({"close": "replaced by a connection that was then refused"})
+
+        threading.Thread(target=undo, name=f"late-claim-{executor_id}", daemon=True).start()
 
     def _close(self, code: int, reason: str) -> None:
         try:

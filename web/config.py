@@ -102,6 +102,8 @@ class Settings:
     # sockets; and the TLS certificate chain and key of `relay serve` (both or neither).
     handshake_failures_per_min: int = 30
     max_connections: int = 1000
+    # Executor handshakes in flight at once (upgrade check → executor identified); past it: 503, Retry-After.
+    max_handshakes_in_flight: int = 256
     tls_cert: Path | None = None
     tls_key: Path | None = None
     # A PEM CA trusted (besides the system's) for https to peer instances and by the CLI.
@@ -156,6 +158,7 @@ class Settings:
             limits=limits,
             handshake_failures_per_min=_int(env, "RELAY_HANDSHAKE_FAILURES_PER_MIN", 30),
             max_connections=_int(env, "RELAY_MAX_CONNECTIONS", 1000),
+            max_handshakes_in_flight=_int(env, "RELAY_MAX_HANDSHAKES_IN_FLIGHT", 256),
             tls_cert=tls_cert,
             tls_key=tls_key,
             ca_file=_ca_file(env),

@@ -30,7 +30,13 @@ import pykka
 from actors import protocol, routing
 from actors.application import LiveExecutor
 from actors.cluster import RemoteExecutor
-from actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
+from actors.executor import (
+    ExecutorGoneError,
+    InFlightLimitError,
+    MalformedAnswerError,
+    ask_request,
+    tell_forget,
+)
 from web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
 from web.forward_client import ForwardError
 from web.metrics import timed_request
@@ -75,7 +81,7 @@ def summarize_error(message: str) -> str:
 
 def snapshot(org: str, app: str) -> tuple[list[LiveExecutor], str | None]:
     """The application's live executors and latest version, as its actor knows them."""
-    actor = runtime().directory.application(org, app).proxy()
+    actor = runtime().directory.application_proxy(org, app)
     try:
         return actor.routing_snapshot().get(timeout=ASK_TIMEOUT_S)
     except pykka.Timeout:
@@ -188,13 +194,14 @@ def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     if isinstance(executor, RemoteExecutor):
         return _forward_one(org, app, executor, attempt, timeout)
     try:
-        future = executor.ref.proxy().request(attempt).get(timeout=ASK_TIMEOUT_S)
+        # Plain messages, not a proxy: building one introspects the whole actor, per call.
+        future = ask_request(executor.ref, attempt).get(timeout=ASK_TIMEOUT_S)
         return future.get(timeout=timeout)
     except pykka.ActorDeadError:
         raise ExecutorGoneError("executor connection closed") from None
     except pykka.Timeout:
         with contextlib.suppress(pykka.ActorDeadError):
-            executor.ref.proxy().forget(attempt.request_id)
+            tell_forget(executor.ref, attempt.request_id)
         log.warning(
             "executor %s/%s/%s did not answer %s within %g s",
             org, app, executor.executor_id, attempt.type, timeout,
@@ -250,7 +257,7 @@ def _mark_unsupported(org: str, app: str, executor: LiveExecutor, message_type: 
         "executor %s/%s/%s (%s %s) does not support %s",
         org, app, executor.executor_id, executor.language, executor.dbos_version, message_type,
     )
-    runtime().directory.application(org, app).proxy().mark_unsupported(executor.executor_id, message_type)
+    runtime().directory.application_proxy(org, app).mark_unsupported(executor.executor_id, message_type)
 
 
 def authorize_app(permission: str, org: str, app: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import signal
@@ -23,9 +24,28 @@ from web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from web.problems import ApiError, problem_response
 from web.runtime import Runtime
 from web.sockets import RelayWebSocket
-from web.websocket import check_handshake, redact_path
+from web.websocket import HANDSHAKES_BUSY, HandshakeGate, check_handshake, redact_path
 
 log = logging.getLogger("relay.server")
+
+# The listen backlog: gevent's default (128) overflows in a connect storm of thousands, and a connection dropped
+# there costs the client a SYN retransmit (1 s, then 3 s...). The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 4096
+# The read buffer of each connection (gevent's default is 8 KiB, held for a WebSocket's whole life: a sixth of
+# what an idle executor connection costs). Request lines and headers fit; larger reads (bodies, frame payloads)
+# bypass the buffer anyway.
+READ_BUFFER_BYTES = 2048
+# The answer to a handshake past RELAY_MAX_HANDSHAKES_IN_FLIGHT, made once: in a connect storm thousands of them
+# come every second, and through Flask (request context, session, routing) and the access log each cost more
+# than admitting an executor.
+_BUSY_BODY = json.dumps({"type": "about:blank", "title": ApiError(503, HANDSHAKES_BUSY).title, "status": 503,
+                         "detail": HANDSHAKES_BUSY}).encode()
+
+
+def _handshakes_busy(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    start_response("503 Service Unavailable", [("Content-Type", "application/problem+json"),
+                                               ("Content-Length", str(len(_BUSY_BODY))), ("Retry-After", "1")])
+    return [_BUSY_BODY]
 
 # The handler builds its sockets from this module-level name: ours adds the frame limit, locked
 # sends and pong tracking (WebSocket has __slots__, so the class cannot be swapped afterwards).
@@ -35,14 +55,23 @@ geventwebsocket.handler.WebSocket = RelayWebSocket  # type: ignore[misc]
 class RelayHandler(WebSocketHandler):
     """Checks the executor handshake before upgrading, installs RelayWebSocket, redacts access logs."""
 
+    def __init__(self, sock: Any, address: Any, server: Any, rfile: Any = None) -> None:
+        super().__init__(sock, address, server, rfile if rfile is not None else sock.makefile("rb", READ_BUFFER_BYTES))
+
     def run_application(self) -> Any:
         self.socket.settimeout(None)  # the request arrived: no deadline while it runs (a WebSocket's life)
-        check_handshake(self.server.relay, self.environ, self.server.relay_edge)
+        check_handshake(self.server.relay, self.environ, self.server.relay_edge,
+                        getattr(self.server, "relay_handshakes", None))
+        if self.environ.get("relay.ws_busy"):
+            self.application = _handshakes_busy  # this request only: handle_one_request sets it again for the next
         try:
             return super().run_application()  # for an upgraded socket: until it closes
         finally:
             if self.environ.pop("relay.ws_slot", False):
                 self.server.relay_edge.slots.release()
+            ticket = self.environ.pop("relay.ws_handshake", None)
+            if ticket is not None:  # released already once the executor was identified; else now
+                ticket.release()
 
     def upgrade_websocket(self) -> Any:
         if "relay.ws_refusal" in self.environ or "relay.ws_org" not in self.environ:
@@ -53,6 +82,11 @@ class RelayHandler(WebSocketHandler):
         ws = self.websocket
         ws.prepare(self.server.relay.settings.limits.max_frame_bytes, self.socket)
         return super().run_websocket()
+
+    def log_request(self) -> None:
+        if self.environ.get("relay.ws_busy"):
+            return  # counted, and summed up in the log every few seconds (web/websocket.py HandshakeGate)
+        super().log_request()
 
     def format_request(self) -> str:
         # The raw request line, however malformed: redacted as a whole (not only a path that parsed).
@@ -194,10 +228,11 @@ def serve(settings: Settings) -> int:
     tls: dict[str, Any] = {"ssl_context": context} if context is not None else {}
     server = RelayServer(
         (settings.host, settings.port), app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
-        **tls,
+        backlog=LISTEN_BACKLOG, **tls,
     )
     server.relay = rt  # type: ignore[attr-defined]
     server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
+    server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
     stopping = Event()
 
     def _stop(*_: Any) -> None:

@@ -11,10 +11,14 @@ import threading
 import time
 from typing import Any
 
+import gevent
+import gevent.ssl
 from geventwebsocket.exceptions import ProtocolError, WebSocketError
 from geventwebsocket.websocket import Header, WebSocket
 
 log = logging.getLogger("relay.websocket")
+# A ping with an empty payload, as the server sends it: FIN + opcode 9, unmasked, length 0.
+_PING_FRAME = bytes((0x80 | WebSocket.OPCODE_PING, 0))
 
 
 class FrameTooLargeError(Exception):
@@ -128,9 +132,33 @@ class GeventFrameSocket:
     def send_text(self, text: str) -> None:
         self.ws.send(text)
 
-    def ping(self) -> None:
-        # An empty payload: gevent-websocket encodes a ping's payload as text.
-        self.ws.send_frame("", self.ws.OPCODE_PING)
+    def ping(self) -> bool:
+        """A ping frame, sent without ever blocking: this runs in the scheduler's thread, which every timer of
+        the process shares. False (not sent, try again later) when another greenlet is sending on this socket,
+        the kernel's send buffer is full or the socket is already closed; raises when the socket is broken."""
+        ws = self.ws
+        if ws.closed or not ws.send_lock.acquire(False):  # closed: the receive loop reports it, not the ping
+            return False
+        try:
+            if isinstance(ws.tcp, gevent.ssl.SSLSocket):
+                # TLS cannot give up half-way through a record: send it from a greenlet of its own, which may wait.
+                gevent.spawn(self._ping_waiting)
+                return True
+            try:
+                sent = ws.tcp.send(_PING_FRAME, 0, 0.0)  # timeout 0: raises rather than waits
+            except BlockingIOError:
+                return False
+            except OSError as error:
+                raise WebSocketError("socket dead") from error
+            if sent != len(_PING_FRAME):  # a ping half sent cannot be taken back: the stream is broken
+                raise WebSocketError("ping frame cut short")
+            return True
+        finally:
+            ws.send_lock.release()
+
+    def _ping_waiting(self) -> None:
+        with contextlib.suppress(Exception):  # a broken socket is the receive loop's to notice
+            self.ws.send_frame("", self.ws.OPCODE_PING)
 
     def last_pong(self) -> float:
         return self.ws.last_pong

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
+import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,58 @@ TOO_MANY_FAILURES = "too many failed handshakes from this address; try again lat
 # this many (or past RELAY_MAX_FRAME_BYTES of them), so a flooding executor is slowed down by TCP, not queued.
 MAX_QUEUED_FRAMES = 64
 AT_CAPACITY = "Relay has as many executor connections open as it allows (RELAY_MAX_CONNECTIONS); try again later"
+HANDSHAKES_BUSY = ("Relay is admitting as many executors at once as it allows (RELAY_MAX_HANDSHAKES_IN_FLIGHT); "
+                   "try again shortly")
+
+
+class HandshakeTicket:
+    """One handshake in flight; `release` (idempotent) gives its place back."""
+
+    __slots__ = ("_gate",)
+
+    def __init__(self, gate: HandshakeGate) -> None:
+        self._gate: HandshakeGate | None = gate
+
+    def release(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.leave()
+
+
+class HandshakeGate:
+    """Executor handshakes in flight, from the upgrade check until the executor's actor has identified it (or
+    the socket is gone), at most ``limit`` (RELAY_MAX_HANDSHAKES_IN_FLIGHT): past it the upgrade is answered
+    503 with Retry-After, so a connect storm is admitted as fast as Relay identifies executors instead of
+    timing out handshakes that then retry and feed the storm."""
+
+    def __init__(self, limit: int, summary_every_s: float = 10.0) -> None:
+        if limit < 1:
+            raise ValueError("limit must be positive")
+        self.limit = limit
+        self.in_flight = 0
+        self.refused = 0
+        self._summary_every_s = summary_every_s
+        self._summarised = 0  # `refused` when last logged
+        self._summary_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    def enter(self) -> HandshakeTicket | None:
+        with self._lock:
+            if self.in_flight >= self.limit:
+                self.refused += 1
+                now = time.monotonic()
+                if now - self._summary_at >= self._summary_every_s:
+                    log.warning("%d executor handshakes refused in the last %.0f s: %d in flight "
+                                "(RELAY_MAX_HANDSHAKES_IN_FLIGHT); they retry", self.refused - self._summarised,
+                                now - self._summary_at, self.in_flight)
+                    self._summarised, self._summary_at = self.refused, now
+                return None
+            self.in_flight += 1
+        return HandshakeTicket(self)
+
+    def leave(self) -> None:
+        with self._lock:
+            self.in_flight = max(0, self.in_flight - 1)
 
 
 # Anything after /websocket/ in a text (a path, a request line however malformed, an absolute URI, doubled
@@ -52,11 +105,14 @@ def redact_path(path: str) -> str:
     return _SOCKET_TAIL.sub(_redact_tail, path)
 
 
-def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | None = None) -> None:
+def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | None = None,
+                    gate: HandshakeGate | None = None) -> None:
     """Decide an upgrade before it happens; the answer goes into the environ for the route.
     401 for an unknown key, 403 for everything else; the body says the same in both cases.
     With ``edge`` (web/limits.py): 429 for an address with too many recent failures, 503 when every
-    connection slot is taken; a slot taken here (``relay.ws_slot``) is the caller's to release."""
+    connection slot is taken; a slot taken here (``relay.ws_slot``) is the caller's to release.
+    With ``gate``: 503 when too many handshakes are in flight; the ticket of an admitted one
+    (``relay.ws_handshake``) is released by the executor's actor once identified, else by the caller."""
     match = WEBSOCKET_PATH.match(environ.get("PATH_INFO", ""))
     if match is None:
         return
@@ -67,6 +123,26 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
             environ["relay.ws_refusal"] = (429, TOO_MANY_FAILURES)
             environ["relay.ws_retry_after"] = retry_after_header(wait)
             return
+    ticket: HandshakeTicket | None = None
+    if gate is not None:
+        ticket = gate.enter()
+        if ticket is None:
+            environ["relay.ws_refusal"] = (503, HANDSHAKES_BUSY)
+            environ["relay.ws_retry_after"] = "1"
+            environ["relay.ws_busy"] = True  # answered by the handler itself (web/server.py), not logged one by one
+            return
+    try:
+        _check_admission(rt, environ, edge, match, address)
+    finally:
+        if ticket is not None:
+            if "relay.ws_org" in environ:
+                environ["relay.ws_handshake"] = ticket
+            else:
+                ticket.release()
+
+
+def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | None, match: re.Match[str],
+                     address: str) -> None:
     app, key = match.group(1), match.group(2)
     try:
         principal = rt.auth.principal_for(key)
@@ -111,6 +187,47 @@ def executor_socket(app: str, key: str) -> Response:
     return Response(status=204)
 
 
+class _Backlog:
+    """Frames the receive loop handed to the actor and the actor has not processed yet, counted without a future
+    per frame: the loop counts what it sends, the actor (through `done`) what it processed; each side writes only
+    its own counters. The loop waits (on an Event made the first time it has to) while too much is queued."""
+
+    __slots__ = ("_max_chars", "_ready", "done_chars", "done_frames", "sent_chars", "sent_frames", "sizes")
+
+    def __init__(self, max_chars: int) -> None:
+        self._max_chars = max_chars
+        self.sent_frames = self.done_frames = 0
+        self.sent_chars = self.done_chars = 0
+        self.sizes: deque[int] = deque()  # sizes of the frames sent and not yet processed, oldest first
+        self._ready: threading.Event | None = None
+
+    def sent(self, size: int) -> None:
+        self.sent_frames += 1
+        self.sent_chars += size
+        self.sizes.append(size)
+
+    def done(self) -> None:
+        """From the actor, once per frame, in order."""
+        self.done_frames += 1
+        self.done_chars += self.sizes.popleft() if self.sizes else 0
+        ready = self._ready
+        if ready is not None and not self.over():
+            ready.set()
+
+    def over(self) -> bool:
+        queued = self.sent_frames - self.done_frames
+        return queued > MAX_QUEUED_FRAMES or self.sent_chars - self.done_chars > self._max_chars
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until the actor has caught up under the bounds (False: it did not within `timeout`)."""
+        if self._ready is None:
+            self._ready = threading.Event()
+        self._ready.clear()
+        if not self.over():
+            return True
+        return self._ready.wait(timeout)
+
+
 def serve_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str, Any]) -> None:
     """Start the executor's actor and feed it frames until the socket closes."""
     conn = Connection(
@@ -119,11 +236,17 @@ def serve_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str,
         key_name=environ["relay.ws_key_name"],
         peer=str(environ.get("REMOTE_ADDR", "?")),
     )
-    actor = ExecutorActor.start(rt.ctx, rt.directory, GeventFrameSocket(ws), conn)
-    proxy = actor.proxy()
+    ticket = environ.get("relay.ws_handshake")
+    admitted = ticket.release if ticket is not None else None
+    try:
+        actor = ExecutorActor.start(rt.ctx, rt.directory, GeventFrameSocket(ws), conn, admitted)
+    except BaseException:
+        if admitted is not None:
+            admitted()
+        raise
+    # Plain messages to the actor (no proxy: building one introspects the whole actor, for every connection).
     reason = "socket closed"
-    queued: deque[tuple[pykka.Future[Any], int]] = deque()
-    queued_chars = 0
+    backlog = _Backlog(rt.settings.limits.max_frame_bytes)
     binary = 0
     try:
         while True:
@@ -141,18 +264,15 @@ def serve_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str,
                 if binary <= BAD_FRAME_LOG_LIMIT or binary % BAD_FRAME_LOG_EVERY == 0:
                     log.warning("executor %s/%s sent a binary frame; ignored (%d so far)", conn.org, app, binary)
                 continue
-            queued.append((proxy.on_frame(message), len(message)))
-            queued_chars += len(message)
-            while len(queued) > MAX_QUEUED_FRAMES or queued_chars > rt.settings.limits.max_frame_bytes:
-                future, size = queued.popleft()
-                queued_chars -= size
-                with contextlib.suppress(Exception):  # on_frame's own errors are its to log
-                    future.get(timeout=30)
+            backlog.sent(len(message))
+            actor.tell({"frame": message, "done": backlog.done})
+            if backlog.over() and not backlog.wait(timeout=30):
+                log.warning("executor %s/%s: its frames are not processed in time; reading on", conn.org, app)
     except Exception as error:
         reason = f"socket error ({type(error).__name__})"
     finally:
         try:
-            proxy.on_closed(reason).get(timeout=30)
+            actor.ask({"closed": reason}, block=False).get(timeout=30)
         except pykka.ActorDeadError:
             pass
         except pykka.Timeout:

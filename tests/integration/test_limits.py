@@ -5,6 +5,9 @@
 - RELAY_MAX_CONNECTIONS: past that many executor sockets the handshake is refused with 503 (Retry-After); slots
   come back when sockets close, and refused, failed or abandoned handshakes never keep one. A real DBOS executor
   refused at capacity keeps retrying and gets in once a slot is free.
+- RELAY_MAX_HANDSHAKES_IN_FLIGHT: past that many upgrades whose executor has not been identified yet, the handshake
+  is refused with 503 (Retry-After: 1); a place comes back once the executor answers executor_info, or its socket
+  is closed (at the handshake deadline).
 - RELAY_HANDSHAKE_TIMEOUT_S bounds the HTTP request too: a connection that sends nothing, or trickles its request
   line and headers, is closed after it (the executor_info half is test_bad_frames.py's).
 - RELAY_MAX_FRAME_BYTES is test_bad_frames.py's (1009 on the sender only).
@@ -63,7 +66,7 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
 # -- settings ---------------------------------------------------------------------------------------------------------
 
 LIMIT_VARIABLES = ["RELAY_MAX_FRAME_BYTES", "RELAY_MAX_INFLIGHT_PER_EXECUTOR", "RELAY_MAX_CONNECTIONS",
-                   "RELAY_HANDSHAKE_FAILURES_PER_MIN", "RELAY_HANDSHAKE_TIMEOUT_S"]
+                   "RELAY_HANDSHAKE_FAILURES_PER_MIN", "RELAY_HANDSHAKE_TIMEOUT_S", "RELAY_MAX_HANDSHAKES_IN_FLIGHT"]
 
 
 def test_limits_have_safe_defaults() -> None:
@@ -73,6 +76,7 @@ def test_limits_have_safe_defaults() -> None:
     assert settings.limits.handshake_timeout_s == 10.0
     assert settings.max_connections == 1000
     assert settings.handshake_failures_per_min == 30
+    assert settings.max_handshakes_in_flight == 256
     assert settings.tls_cert is None and settings.tls_key is None
 
 
@@ -222,6 +226,36 @@ def test_connections_are_bounded_and_slots_come_back(tmp_path: Any) -> None:
             extra.close()
         finally:
             for fake in fakes:
+                fake.close()
+
+
+def test_handshakes_in_flight_are_bounded_until_the_executor_is_identified() -> None:
+    env = {"RELAY_MAX_HANDSHAKES_IN_FLIGHT": "2", "RELAY_HANDSHAKE_TIMEOUT_S": "3"}
+    with RelayProcess(env=env) as relay:
+        register_app(relay, APP)
+        key = create_key(relay, "handshakes")
+        first, second, third = (FakeExecutor(relay, APP, key) for _ in range(3))
+        try:
+            hello = first.connect()  # upgraded, executor_info not answered yet: in flight
+            second.connect()
+            with pytest.raises(HandshakeRefusedError) as refused:
+                third.connect()
+            STATS["refused"] += 1
+            assert refused.value.status == 503
+            assert refused.value.headers["retry-after"] == "1"
+            assert "RELAY_MAX_HANDSHAKES_IN_FLIGHT" in json.loads(refused.value.body)["detail"]
+            first.identify(hello)  # identified: its place is free at once, its socket stays open
+            wait_status(relay, APP, first.executor_id, "HEALTHY")
+            third.connect_and_identify()
+            wait_status(relay, APP, third.executor_id, "HEALTHY")
+            # One that never answers gives its place back when it is closed at the handshake deadline.
+            assert second.wait_closed(timeout=15) == 1008
+            late = FakeExecutor(relay, APP, key)
+            wait_until(lambda: _try(late), timeout=15, message="the place of an expired handshake did not come back")
+            late.close()
+            first.ping_pong()
+        finally:
+            for fake in (first, second, third):
                 fake.close()
 
 
