@@ -666,9 +666,9 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
              else "late: relay's timers fire late because its event loop (one core) is saturated"],
             ["scale: memory per connection", f"{fmt(s['per_connection_kib'])} KiB", "< 50 KiB",
              f"relay RSS growth / {fmt(s.get('open_sockets', s['max_healthy']))} open sockets: greenlets (receive "
-             "loop, actor thread, timer threads) + socket buffers + the per-executor state"],
+             "loop, actor thread) + socket buffers + the per-executor state (timers: heap entries of one scheduler)"],
             ["scale: CPU at rest", f"{fmt(relay_cpu)} % of one core with {fmt(s['max_healthy'])} executors",
-             "—", f"pings every 10 s each way (a Timer greenlet per ping and per pong deadline); measured over "
+             "—", f"pings every 10 s each way (one scheduler greenlet over a heap of timers); measured over "
              f"{s['hold_s']:g} s"],
             ["scale: missed pongs", f"{fmt(s['disconnected'])} DISCONNECTED/DEAD, {fmt(s['closes_during_hold'])} "
              "sockets closed during the hold", "0",
