@@ -240,7 +240,12 @@ def serve(settings: Settings) -> int:
 
     gevent.signal_handler(signal.SIGTERM, _stop)
     gevent.signal_handler(signal.SIGINT, _stop)
-    server.start()
+    try:
+        server.start()
+    except OSError as error:  # the port taken, or not ours to bind: say so and exit, not hang with actors alive
+        log.error("cannot listen on %s:%d: %s", settings.host, settings.port, error.strerror or error)
+        rt.stop()
+        return 2
     log.info(
         "relay %s listening on %s://%s:%d (store %s)",
         rt.settings.instance_id, "https" if context else "http", settings.host, server.server_port,

@@ -36,6 +36,7 @@ from actors.recovery import (
 from actors.scheduler import ManualScheduler
 from events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
 from events.log import RelayLog
+from tests.support.ports import wait_until
 
 ORG, APP = "acme", "shop"
 GRACE = 60.0
@@ -537,18 +538,21 @@ def test_from_a_missed_pong_to_a_recovered_record_through_the_actors(world: Any)
 
     run_for(20, clock, directory, b)  # the app's grace period
     assert ctx.log.executor(ORG, APP, "a").status == DEAD
-    recovery = b_socket.sent[-1]
-    assert (recovery["type"], recovery["executor_ids"]) == ("recovery", ["a"])
+    # The dispatch goes app actor → b's actor → socket: wait for it to reach the socket (no fixed sleep).
+    recovery = wait_until(lambda: next((f for f in b_socket.sent if f["type"] == "recovery"), None), timeout=5,
+                          message=f"no recovery sent to b: {b_socket.sent}")
+    assert recovery["executor_ids"] == ["a"]
     b.proxy().on_frame(json.dumps({"type": "recovery", "request_id": recovery["request_id"], "success": True})).get()
     settle(directory, b)
     assert ctx.log.executor(ORG, APP, "a").status == DEAD  # until confirmed
-    check = b_socket.sent[-1]
+    check = wait_until(lambda: next((f for f in b_socket.sent if f["type"] == "exist_pending_workflows"), None),
+                       timeout=5, message=f"no exist_pending_workflows check sent to b: {b_socket.sent}")
     assert check == {"type": "exist_pending_workflows", "request_id": check["request_id"], "executor_id": "a",
                      "application_version": "v1"}
     b.proxy().on_frame(json.dumps({"type": "exist_pending_workflows", "request_id": check["request_id"],
                                    "exist": False})).get()
     settle(directory, b)
-    assert ctx.log.executor(ORG, APP, "a").status == DELETED
+    wait_until(lambda: ctx.log.executor(ORG, APP, "a").status == DELETED, timeout=5, message="a not deleted")
     assert directory.application(ORG, APP).proxy().lifecycle_snapshot().get() == {"grace": [], "dead": {}}
     assert b_socket.closed is None
 
