@@ -12,7 +12,7 @@ DBOS_SDK := dbos==3.2.0
 PYTEST_ARGS ?=
 RELAY_ARGS ?=
 
-.PHONY: venv test-deps run test lint bench clean distclean
+.PHONY: venv system-deps test-deps run test lint bench clean distclean
 
 venv: $(STAMP)
 
@@ -20,26 +20,30 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall only when the packaging metadata (or this file's pins) changed since the last install.
-$(STAMP): pyproject.toml setup.cfg Makefile | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -e '.[test]' '$(DBOS_SDK)'
+$(STAMP): pyproject.toml setup.cfg Makefile constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt -e '.[test]' '$(DBOS_SDK)'
 	touch $@
 
 run: venv
 	$(BIN)/relay serve $(RELAY_ARGS)
 
-# The console's browser tests (tests/e2e) drive Debian's Chromium through Playwright, never a browser
-# build of Playwright's own: install the package when the binary is missing (CI runs as root).
+# System packages the tests need, from Debian's archive (CI runs as root on a fresh Debian 12 machine that has
+# none of them running): PostgreSQL's server binaries (tests/support/pg.py starts a throwaway cluster from them,
+# as a non-root user on a free port), haproxy (tests/integration/test_ha.py puts three instances behind it) and
+# chromium (the console's browser tests drive Debian's Chromium through Playwright, never a browser build of
+# Playwright's own). One apt-get run installs whichever is missing; nothing runs when all are there.
 CHROMIUM := /usr/bin/chromium
-
-$(CHROMIUM):
-	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
-
-# The HA tests (tests/integration/test_ha.py) put three instances behind Debian's haproxy, as a real load
-# balancer on loopback: install it when the binary is missing.
 HAPROXY := /usr/sbin/haproxy
+PG_INITDB := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb))
+SYSTEM_PACKAGES := $(if $(PG_INITDB),,postgresql) $(if $(wildcard $(HAPROXY)),,haproxy) \
+	$(if $(wildcard $(CHROMIUM)),,chromium)
+SYSTEM_PACKAGES := $(strip $(SYSTEM_PACKAGES))
 
-$(HAPROXY):
-	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y haproxy
+system-deps:
+ifneq ($(SYSTEM_PACKAGES),)
+	apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y $(SYSTEM_PACKAGES)
+endif
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our
 # dependencies): an older DBOS Python release (version skew), dbos-mcp (a real Conductor API v2 client),
@@ -72,7 +76,7 @@ $(TS_APP)/node_modules/.installed: $(TS_APP)/package.json $(TS_APP)/package-lock
 	touch $@
 
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
-test: venv $(CHROMIUM) $(HAPROXY) test-deps
+test: venv system-deps test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 

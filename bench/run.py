@@ -15,8 +15,8 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
 5. recovery: abrupt socket close → `recovery` frame at a peer, minus the grace period, 1,000 executors;
 6. profile: py-spy on the connect storm and on the request path.
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
-traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else 127.0.0.1:5432 (a database is created
-for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
+traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
+is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
 """
 
 from __future__ import annotations
@@ -935,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
             pg_url = server_url()
         except Exception as error:
             say(f"PostgreSQL: {error}")
-        say(f"PostgreSQL: {'found' if pg_url else 'none; its parts are skipped'}")
+        say(f"PostgreSQL: {'ready' if pg_url else 'none; its parts are skipped'}")
 
     def record(key: str, fn: Callable[[], dict[str, Any]]) -> None:
         began = time.monotonic()
@@ -954,7 +954,7 @@ def main(argv: list[str] | None = None) -> int:
     def on_postgres(fn: Callable[[str], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             if pg_url is None:
-                return {"error": "skipped: no PostgreSQL (set RELAY_BENCH_DATABASE_URL or run one on 127.0.0.1:5432)"}
+                return {"error": "skipped: no PostgreSQL (see the run log)"}
             with fresh_database(pg_url) as url:
                 return fn(url)
         return run

@@ -13,25 +13,27 @@ from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 ENV_URL = "RELAY_BENCH_DATABASE_URL"
-LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 DB_PREFIX = "relay_bench_"
 
 
-def server_url() -> str | None:
-    """RELAY_BENCH_DATABASE_URL, else the server on 127.0.0.1:5432 if it answers; None when neither."""
+def server_url() -> str:
+    """RELAY_BENCH_DATABASE_URL (a loopback server that must answer), else a throwaway cluster of our own.
+
+    The throwaway (tests/support/pg.py) runs durable, fsync on, so the figures measure a real write path; it is
+    stopped and deleted when the run's process exits. Nothing assumes a server at 5432.
+    """
     import psycopg
 
-    url = os.environ.get(ENV_URL) or LOCAL_URL
+    url = os.environ.get(ENV_URL, "").strip()
+    if not url:
+        from tests.support.pg import ThrowawayCluster
+
+        return ThrowawayCluster(durable=True).start()
     host = urlparse(url).hostname or ""
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(f"{ENV_URL} must point at a loopback server")
-    try:
-        with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
-            conn.execute("SELECT 1")
-    except psycopg.Error:
-        if os.environ.get(ENV_URL):
-            raise
-        return None
+    with psycopg.connect(url, connect_timeout=3, autocommit=True) as conn:
+        conn.execute("SELECT 1")
     return url
 
 

@@ -3,11 +3,12 @@
 Where the server comes from, first match wins (see ``acquire_server``):
 
 1. ``RELAY_TEST_DATABASE_URL`` when set (it must answer: an explicit setting is never silently ignored);
-2. the server at ``127.0.0.1:5432`` (user ``postgres``, database ``postgres``) when it answers within 2 s;
-3. a throwaway cluster started from the local PostgreSQL binaries, as a non-root user, on a free port,
-   stopped and deleted when the caller is done with it.
+2. else a throwaway cluster started from the local PostgreSQL binaries (``make test`` installs Debian's
+   ``postgresql`` when they are missing), as a non-root user, on a free port, stopped and deleted when the
+   caller is done with it.
 
-``RELAY_TEST_FORCE_THROWAWAY=1`` skips 1 and 2, so the third path can be exercised anywhere.
+Nothing assumes a server at 5432: whatever runs there (someone's own, or the cluster Debian's package may
+start) is never touched. ``RELAY_TEST_FORCE_THROWAWAY=1`` ignores 1, so the second path can be exercised anywhere.
 
 psycopg 3 is the only driver used, always in autocommit mode.
 """
@@ -37,7 +38,6 @@ from tests.support.ports import free_port, port_is_open
 
 ENV_DATABASE_URL = "RELAY_TEST_DATABASE_URL"
 ENV_FORCE_THROWAWAY = "RELAY_TEST_FORCE_THROWAWAY"
-LOCAL_SERVER_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TEST_DB_PREFIX = "relay_test_"
 THROWAWAY_USER = "relaytest"
 PROBE_TIMEOUT_S = 2
@@ -175,12 +175,14 @@ class ThrowawayCluster:
 
     Runs as the current user, or, when that is root (PostgreSQL refuses root), as ``postgres`` (or
     ``relaytest``, created if need be). Trust auth, superuser ``postgres``, TCP on 127.0.0.1 only, the Unix
-    socket in the temp dir. Durability is switched off: it is for tests. Use as a context manager, or call
+    socket in the temp dir. Durability is switched off unless ``durable`` (tests need speed; benchmarks
+    measure the real write path). Use as a context manager, or call
     ``start()`` and ``stop()``; ``stop()`` also deletes the directory.
     """
 
     bindir: Path | None = None
     start_timeout: float = START_TIMEOUT_S
+    durable: bool = False
     base_dir: Path | None = field(default=None, init=False)
     port: int | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -297,11 +299,10 @@ class ThrowawayCluster:
                 "-p", str(port),
                 "-k", str(self.base_dir),
                 "-c", "listen_addresses=127.0.0.1",
-                "-c", "fsync=off",
-                "-c", "synchronous_commit=off",
-                "-c", "full_page_writes=off",
                 "-c", "max_connections=200",
             ]  # fmt: skip
+            if not self.durable:
+                argv += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
             with self.log_path.open("ab") as log:
                 proc = subprocess.Popen(
                     argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **self._popen_kwargs()
@@ -354,7 +355,7 @@ class PgServer:
     """The server tests use: its URL, where it came from, and the cluster to stop if we started one."""
 
     url: str
-    source: str  # "env", "local" or "throwaway"
+    source: str  # "env" or "throwaway"
     cluster: ThrowawayCluster | None = None
 
     def close(self) -> None:
@@ -378,7 +379,5 @@ def acquire_server(force: bool | None = None) -> PgServer:
                     f"{ENV_DATABASE_URL}={redact(env_url)} is set but that server does not answer"
                 )
             return PgServer(url=env_url, source="env")
-        if probe(LOCAL_SERVER_URL):
-            return PgServer(url=LOCAL_SERVER_URL, source="local")
     cluster = ThrowawayCluster()
     return PgServer(url=cluster.start(), source="throwaway", cluster=cluster)

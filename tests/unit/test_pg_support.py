@@ -71,8 +71,8 @@ def test_with_database_keeps_everything_but_the_database() -> None:
 
 @pytest.mark.postgres
 def test_throwaway_cluster_starts_answers_and_goes_away() -> None:
-    if pg.find_bindir() is None:
-        pytest.skip("no PostgreSQL binaries on this machine")
+    # `make test` installs the binaries when they are missing: their absence is a failure, not a skip.
+    assert pg.find_bindir() is not None, "no PostgreSQL binaries (make test installs Debian's postgresql)"
     started = time.monotonic()
     server = pg.acquire_server(force=True)
     assert server.source == "throwaway" and server.cluster is not None
@@ -94,3 +94,23 @@ def test_throwaway_cluster_starts_answers_and_goes_away() -> None:
     assert not base_dir.exists()
     assert not pg.probe(f"postgresql://postgres@127.0.0.1:{port}/postgres")
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.postgres
+def test_without_a_url_the_server_is_a_throwaway_never_5432(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(pg.ENV_DATABASE_URL, raising=False)
+    server = pg.acquire_server(force=False)
+    try:
+        assert server.source == "throwaway" and server.cluster is not None
+        assert server.cluster.port not in (None, 5432)
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            assert conn.execute("SHOW fsync").fetchone() == ("off",)
+    finally:
+        server.close()
+
+
+@pytest.mark.postgres
+def test_a_durable_throwaway_keeps_fsync_on() -> None:
+    with pg.ThrowawayCluster(durable=True) as cluster, psycopg.connect(cluster.url, autocommit=True) as conn:
+        assert conn.execute("SHOW fsync").fetchone() == ("on",)
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
