@@ -464,7 +464,10 @@ public final class App {
     System.exit(0);
   }
 
-  /** A PrintStream that replaces one secret with a mask in whatever text is printed through it. */
+  /**
+   * A PrintStream that replaces one secret with a mask in whatever text is printed through it. The println
+   * overloads of a PrintStream subclass go through print, so masking print covers them too.
+   */
   static final class RedactingPrintStream extends PrintStream {
     private final String secret;
 
@@ -487,15 +490,6 @@ public final class App {
       super.print(mask(String.valueOf(o)));
     }
 
-    @Override
-    public void println(String s) {
-      super.println(mask(s));
-    }
-
-    @Override
-    public void println(Object o) {
-      super.println(mask(String.valueOf(o)));
-    }
   }
 
   private static void printLine(String line) {
