@@ -383,10 +383,10 @@ public final class App {
     if (env("APP_VERSION") != null) {
       config = config.withAppVersion(env("APP_VERSION"));
     }
-    if (env("CONDUCTOR_KEY") != null) {
+    if (key != null) {
       // The SDK uses a custom domain as given (one trailing slash dropped) and appends
       // /websocket/{appName}/{key}: ws://127.0.0.1:PORT becomes ws://127.0.0.1:PORT/websocket/APP/KEY.
-      config = config.withConductorKey(env("CONDUCTOR_KEY"));
+      config = config.withConductorKey(key);
       if (env("CONDUCTOR_URL") != null) {
         config = config.withConductorDomain(env("CONDUCTOR_URL"));
       }
