@@ -47,14 +47,20 @@ endif
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our
 # dependencies): an older DBOS Python release (version skew), dbos-mcp (a real Conductor API v2 client),
-# and the DBOS TypeScript SDK. Pins: tests/integration/requirements/*.txt and ts_app/package-lock.json.
-# Stamps make a second run a no-op; editing a pin file reinstalls only that environment.
+# and the DBOS TypeScript, Go and Java SDKs. Pins: tests/integration/requirements/*.txt,
+# ts_app/package-lock.json, go_app/go.mod+go.sum, java_app/pom.xml.
+# Stamps and build outputs make a second run a no-op; editing a pin file rebuilds only that client.
 REQS := tests/integration/requirements
 VENV_DBOS2 := .venv-dbos2
 VENV_MCP := .venv-mcp
 TS_APP := tests/integration/ts_app
+GO_APP := tests/integration/go_app
+GO_APP_BIN := $(GO_APP)/bin/relay-go-app
+JAVA_APP := tests/integration/java_app
+JAVA_APP_JAR := $(JAVA_APP)/target/relay-java-app.jar
 
-test-deps: $(VENV_DBOS2)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed
+test-deps: $(VENV_DBOS2)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed \
+	$(GO_APP_BIN) $(JAVA_APP_JAR)
 
 $(VENV_DBOS2)/bin/python:
 	$(PYTHON) -m venv $(VENV_DBOS2)
@@ -73,6 +79,15 @@ $(VENV_MCP)/.installed: $(REQS)/mcp.txt | $(VENV_MCP)/bin/python
 # npm ci installs exactly package-lock.json (and starts from an empty node_modules).
 $(TS_APP)/node_modules/.installed: $(TS_APP)/package.json $(TS_APP)/package-lock.json
 	cd $(TS_APP) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# The Go executor, built once per change of its source or pins (go.sum verifies every module it downloads).
+$(GO_APP_BIN): $(GO_APP)/main.go $(GO_APP)/go.mod $(GO_APP)/go.sum
+	cd $(GO_APP) && go build -mod=readonly -trimpath -o bin/relay-go-app .
+
+# The Java executor: one jar with its dependencies beside it (target/lib), every plugin pinned in pom.xml.
+$(JAVA_APP_JAR): $(JAVA_APP)/pom.xml $(shell find $(JAVA_APP)/src -type f 2>/dev/null)
+	cd $(JAVA_APP) && mvn -q -B package
 	touch $@
 
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
@@ -103,4 +118,4 @@ clean:
 		-o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(VENV_DBOS2) $(VENV_MCP) $(TS_APP)/node_modules
+	rm -rf $(VENV) $(VENV_DBOS2) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target

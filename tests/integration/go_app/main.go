@@ -70,17 +70,26 @@ func greet(ctx dbos.Context, name string) (string, error) {
 }
 
 // gate waits for a message on topic "go": a workflow that stays PENDING until the test lets it go.
+// Each step body prints `STEP name tag` when it really runs (not when replayed from the system database): the
+// recovery tests count these lines across executors.
 func gate(ctx dbos.Context, tag string) (string, error) {
-	if _, err := dbos.RunAsStep(ctx, func(context.Context) (string, error) { return "prepared " + tag, nil },
-		dbos.WithStepName("prepare")); err != nil {
+	if _, err := dbos.RunAsStep(ctx, func(context.Context) (string, error) {
+		return ranStep("prepare", tag, "prepared "+tag), nil
+	}, dbos.WithStepName("prepare")); err != nil {
 		return "", err
 	}
 	message, err := dbos.Recv[string](ctx, "go", 120*time.Second)
 	if err != nil {
 		return "", err
 	}
-	return dbos.RunAsStep(ctx, func(context.Context) (string, error) { return tag + ":" + message, nil },
-		dbos.WithStepName("finish"))
+	return dbos.RunAsStep(ctx, func(context.Context) (string, error) {
+		return ranStep("finish", tag, tag+":"+message), nil
+	}, dbos.WithStepName("finish"))
+}
+
+func ranStep(name, tag, result string) string {
+	fmt.Printf("STEP %s %s\n", name, tag)
+	return result
 }
 
 // chatty leaves events, a stream and a notification behind, all read back through Relay.

@@ -30,10 +30,17 @@ async function greetFn(name) {
 const greet = DBOS.registerWorkflow(greetFn, { name: 'greet' });
 
 // Waits for a message on topic "go": a workflow that stays PENDING until the test lets it go.
+// Each step body prints `STEP name tag` when it really runs (not when replayed from the system database): the
+// recovery tests count these lines across executors.
 async function gateFn(tag) {
-  await DBOS.runStep(async () => `prepared ${tag}`, { name: 'prepare' });
+  await DBOS.runStep(async () => ranStep('prepare', tag, `prepared ${tag}`), { name: 'prepare' });
   const message = await DBOS.recv('go', 120);
-  return await DBOS.runStep(async () => `${tag}:${message}`, { name: 'finish' });
+  return await DBOS.runStep(async () => ranStep('finish', tag, `${tag}:${message}`), { name: 'finish' });
+}
+
+function ranStep(name, tag, result) {
+  console.log(`STEP ${name} ${tag}`);
+  return result;
 }
 const gate = DBOS.registerWorkflow(gateFn, { name: 'gate' });
 

@@ -112,10 +112,12 @@ public final class App {
     // Waits for a message on topic "go": a workflow that stays PENDING until the test lets it go.
     @Override
     @Workflow(name = "gate")
+    // Each step body prints `STEP name tag` when it really runs (not when replayed from the system database):
+    // the recovery tests count these lines across executors.
     public String gate(String tag) {
-      dbos.runStep(() -> "prepared " + tag, "prepare");
+      dbos.runStep(() -> ranStep("prepare", tag, "prepared " + tag), "prepare");
       Object message = dbos.recv("go", Duration.ofSeconds(120)).orElse(null);
-      return dbos.runStep(() -> tag + ":" + message, "finish");
+      return dbos.runStep(() -> ranStep("finish", tag, tag + ":" + message), "finish");
     }
 
     // Events, a stream and a notification, all read back through Relay.
@@ -490,6 +492,11 @@ public final class App {
       super.print(mask(String.valueOf(o)));
     }
 
+  }
+
+  static String ranStep(String name, String tag, String result) {
+    printLine("STEP " + name + " " + tag);
+    return result;
   }
 
   private static void printLine(String line) {
