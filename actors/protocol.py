@@ -3,7 +3,8 @@
 DBOS executors connect to Relay and answer the requests Relay sends them. The SDKs are the authority on
 the format (PROTOCOL.md); these are the releases this module was written against and is tested with:
 ``dbos`` 3.2.0 (``dbos/_conductor/protocol.py``, ``conductor.py``) and ``@dbos-inc/dbos-sdk`` 5.2.11
-(``dist/src/conductor/protocol.js``, ``conductor.js``). Notes on how they parse what we send:
+(``dist/src/conductor/protocol.js``, ``conductor.js``); the Go (v1.6.0) and Java (1.1.0-m6) SDKs' answers are
+pinned by the frames they really sent (tests/unit/sdk_frames/). Notes on how they parse what we send:
 
 - The Python SDK builds a dataclass from every request; a request that lacks a field without a default
   (or a body key it indexes with ``body["..."]``) raises inside its receive loop, which drops the
@@ -12,8 +13,9 @@ the format (PROTOCOL.md); these are the releases this module was written against
   (``was_forked_from``/``has_parent`` are compared with ``!== undefined``), so optional fields are left
   out when unset, except the few the Python SDK needs present (those are sent as ``null``, which both
   SDKs treat as "unset").
-- The TypeScript SDK drops ``undefined`` fields from its answers (``JSON.stringify``), so a response may
-  lack optional fields, ``error_message`` included; the Python SDK sends them as ``null``.
+- The TypeScript and Go SDKs drop empty fields from their answers (``JSON.stringify``, ``omitempty``), so a
+  response may lack optional fields, ``error_message`` included; the Python SDK sends them as ``null``, and
+  Java sends ``null`` for every empty field of a record but leaves ``error_message`` out.
 
 Workflow, step, schedule, queue... records inside responses are kept as the plain dicts the executor
 sent, with its keys (``WorkflowUUID``, ``Status``, ...), never renamed.
@@ -244,7 +246,8 @@ class _WorkflowsTarget(Request):
 
     On the wire, one id is sent as ``workflow_id`` alone (understood by every SDK release). Several are sent
     as ``workflow_ids`` with ``workflow_id`` set to the first: the Python SDK requires ``workflow_id``, and
-    SDKs older than Python 2.15 / TypeScript 4.11 ignore ``workflow_ids`` (see ``supports_bulk_ids``).
+    SDKs older than Python 2.15 / TypeScript 4.11 / Go 1.0 (0.12 for delete) ignore ``workflow_ids`` (see
+    ``supports_bulk_ids``).
     """
 
     workflow_id: str | None = None
@@ -1346,15 +1349,54 @@ _TYPESCRIPT: tuple[_Change, ...] = (
     ((5, 1, 0), ("rewind_workflow",), ()),
 )  # fmt: skip
 
+# Go (module github.com/dbos-inc/dbos-transact-golang): from each release's dbos/conductor_protocol.go in the
+# module zips v0.6.0 (the oldest the Go proxy serves) to v1.6.0, and frames of a v1.6.0 executor
+# (tests/unit/sdk_frames/go-v1.6.0.json). No release has restart. From v1.7.0 the client is in the vendor's
+# proprietary module, so those releases are left unknown (they never connect to Relay unmodified).
+_GO: tuple[_Change, ...] = (
+    ((0, 6, 0), ("executor_info", "recovery", "cancel", "resume", "list_workflows", "list_queued_workflows",
+                 "get_workflow", "exist_pending_workflows", "list_steps", "fork_workflow", "retention"), ()),
+    ((0, 9, 0), ("get_metrics",), ()),
+    ((0, 12, 0), ("alert", "delete", "export_workflow", "import_workflow"), ()),
+    ((1, 0, 0), ("list_schedules", "get_schedule", "pause_schedule", "resume_schedule", "backfill_schedule",
+                 "trigger_schedule", "list_application_versions", "set_latest_application_version",
+                 "get_workflow_events", "get_workflow_notifications", "get_workflow_streams", "fork_from_failure",
+                 "get_workflow_aggregates", "get_step_aggregates", "list_queues", "get_queue"), ()),
+    ((1, 5, 0), ("rewind_workflow",), ()),
+)  # fmt: skip
+
+# Java (Maven "dev.dbos:transact"): 1.1.0-m6 is the only release read (the others are not served here), from
+# its jar (dev.dbos.transact.conductor.protocol.MessageType and Conductor's handlers) and frames of a real
+# executor (tests/unit/sdk_frames/java-1.1.0-m6.json): the 32 types and restart, no rewind_workflow. It reports
+# dbos_version "1.1.0-m6": the milestone suffix is ignored, so the other 1.1.x releases are assumed alike.
+_JAVA: tuple[_Change, ...] = (
+    ((1, 1, 0), ("executor_info", "recovery", "cancel", "resume", "restart", "delete", "list_workflows",
+                 "list_queued_workflows", "get_workflow", "exist_pending_workflows", "list_steps", "fork_workflow",
+                 "fork_from_failure", "retention", "get_metrics", "alert", "export_workflow", "import_workflow",
+                 "list_schedules", "get_schedule", "pause_schedule", "resume_schedule", "backfill_schedule",
+                 "trigger_schedule", "list_application_versions", "set_latest_application_version",
+                 "get_workflow_events", "get_workflow_notifications", "get_workflow_streams",
+                 "get_workflow_aggregates", "get_step_aggregates", "list_queues", "get_queue"), ()),
+)  # fmt: skip
+
 # language -> (changes, newest release line read; anything newer is unknown)
 _SUPPORT: dict[str, tuple[tuple[_Change, ...], tuple[int, int]]] = {
     "python": (_PYTHON, (3, 2)),
     "typescript": (_TYPESCRIPT, (5, 2)),
+    "go": (_GO, (1, 6)),
+    "java": (_JAVA, (1, 1)),
 }
 
-# workflow_ids (several workflows in one cancel/resume/delete): Python 2.15.0 and TypeScript 4.11 added it
-# (same sources as above). Older releases ignore it and act on workflow_id alone.
-_BULK_IDS: dict[str, _Version] = {"python": (2, 15, 0), "typescript": (4, 11, 0)}
+# workflow_ids (several workflows in one cancel/resume/delete), per type: the release that reads it (same
+# sources as above; Go's delete had it before its cancel and resume did). Older releases ignore it and act
+# on workflow_id alone.
+_BULK_TYPES = ("cancel", "resume", "delete")
+_BULK_IDS: dict[str, dict[str, _Version]] = {
+    "python": dict.fromkeys(_BULK_TYPES, (2, 15, 0)),
+    "typescript": dict.fromkeys(_BULK_TYPES, (4, 11, 0)),
+    "go": {"delete": (0, 12, 0), "cancel": (1, 0, 0), "resume": (1, 0, 0)},
+    "java": dict.fromkeys(_BULK_TYPES, (1, 1, 0)),
+}
 
 _VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
@@ -1396,11 +1438,12 @@ def supported_types(language: str, dbos_version: str) -> frozenset[str] | None:
     return frozenset(types)
 
 
-def supports_bulk_ids(language: str, dbos_version: str) -> bool | None:
-    """Whether cancel/resume/delete may carry several ``workflow_ids`` (older SDKs silently act on the
-    first only); None if unknown."""
+def supports_bulk_ids(language: str, dbos_version: str, message_type: str | None = None) -> bool | None:
+    """Whether ``message_type`` (cancel, resume or delete; None: all three) may carry several
+    ``workflow_ids`` (older SDKs silently act on the first only); None if the release is unknown."""
     known = _known_release(language, dbos_version)
     if known is None:
         return None
     lang, version = known
-    return version >= _BULK_IDS[lang]
+    types = _BULK_TYPES if message_type is None else (message_type,)
+    return all(t in _BULK_IDS[lang] and version >= _BULK_IDS[lang][t] for t in types)

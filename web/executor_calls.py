@@ -54,9 +54,22 @@ class NoExecutorError(ApiError):
         super().__init__(503, f"no executor of application '{app}' is connected")
 
 
+def _who(executor: LiveExecutor) -> str:
+    """An executor as errors name it: its SDK and release first, so the operator knows whose answer it was."""
+    language = getattr(executor, "language", None) or "unknown-language"
+    version = getattr(executor, "dbos_version", None) or "unknown-version"
+    return f"{language} {version} executor '{executor.executor_id}'"
+
+
 def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswerError) -> ApiError:
     return ApiError(
-        502, f"executor '{executor.executor_id}' answered '{message_type}' with a malformed frame: {error}",
+        502, f"{_who(executor)} answered '{message_type}' with a malformed frame: {error}", title="Executor Error",
+    )
+
+
+def _failed(executor: LiveExecutor, message_type: str, error_message: str) -> ApiError:
+    return ApiError(
+        502, f"{_who(executor)} answered '{message_type}' with an error: {summarize_error(error_message)}",
         title="Executor Error",
     )
 
@@ -114,11 +127,11 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
             lacking.append(executor)
             continue
         if protocol.is_metadata_only_refusal(response):
-            refusal = summarize_error(response.error_message)
+            refusal = _failed(executor, message_type, response.error_message)
             continue
-        raise ApiError(502, summarize_error(response.error_message), title="Executor Error")
+        raise _failed(executor, message_type, response.error_message)
     if refusal is not None:
-        raise ApiError(502, refusal, title="Executor Error")
+        raise refusal
     if busy is not None:
         raise _busy(app, busy.limit)
     if gone and not lacking:
@@ -167,14 +180,15 @@ def call_executor(org: str, app: str, executor: LiveExecutor, request: Any) -> A
 
 
 def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Request) -> Any:
-    """One logical request to one executor. Releases without ``workflow_ids`` support act on the first id
-    only, so a request for several workflows goes to them as one request per workflow."""
+    """One logical request to one executor. Releases without ``workflow_ids`` support for this type act on
+    the first id only (Go read it for delete before cancel/resume), so a request for several workflows goes to
+    them as one request per workflow."""
     ids = getattr(request, "ids", None)
     if (
         isinstance(request, _BULK_CAPABLE)
         and ids is not None
         and len(ids) > 1
-        and protocol.supports_bulk_ids(executor.language, executor.dbos_version) is False
+        and protocol.supports_bulk_ids(executor.language, executor.dbos_version, str(request.type.value)) is False
     ):
         response = None
         for workflow_id in ids:

@@ -571,6 +571,7 @@ def test_timeouts_version_skew_and_failover_with_a_scripted_executor(tmp_path: P
         response = pending.result(timeout=10)
         assert response.status_code == 502, response.text
         assert response.json()["detail"] == (
+            f"python 3.2.0 executor '{new.executor_id}' answered 'get_workflow' with an error: "
             "Exception encountered when getting workflow wf-1: ValueError: database is on fire")
 
         # The newest executor leaves mid-request: the next candidate (the old one) answers.

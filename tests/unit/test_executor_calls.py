@@ -163,7 +163,8 @@ def test_an_executor_error_is_502_with_its_message_and_no_retry(world: SimpleNam
     world.add("fails", lambda r: {"error_message": message}, connected_at=2)
     world.add("fine", lambda r: OK, connected_at=1)
     problem = failure(GET, 502)
-    assert problem.detail == "Exception encountered when getting workflow wf: KeyError: 'x'"
+    assert problem.detail == ("python 3.2.0 executor 'fails' answered 'get_workflow' with an error: "
+                              "Exception encountered when getting workflow wf: KeyError: 'x'")
     assert world.seen("fine")[0] == []
 
 

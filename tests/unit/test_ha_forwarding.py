@@ -245,7 +245,8 @@ def test_remote_answers_map_as_local_ones(peer, caller) -> None:
     peer.add("silent", lambda r: None)
     peer.add("lacking", lambda r: {"error_message": "Unknown message type"})
     peer.add("fine", lambda r: {"output": {"WorkflowUUID": "ok"}})
-    assert status_of(lambda: caller(GET, to=[remote("failing", peer.port)])) == (502, "it broke: ValueError: no")
+    assert status_of(lambda: caller(GET, to=[remote("failing", peer.port)])) == (
+        502, "python 3.2.0 executor 'failing' answered 'get_workflow' with an error: it broke: ValueError: no")
     assert status_of(lambda: caller(GET, to=[remote("silent", peer.port)]))[0] == 504
     assert status_of(lambda: caller(GET, to=[remote("lacking", peer.port)]))[0] == 501
     # Not connected there any more, or its instance is gone: the next candidate; none left: 502.

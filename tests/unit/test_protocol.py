@@ -1108,7 +1108,7 @@ def test_supported_types_by_release(language, version, present, absent):
 
 @pytest.mark.parametrize(
     ("language", "version"),
-    [("go", "0.10.0"), ("java", "0.6.0"), ("python", "banana"), ("python", ""), ("python", "0.22.0"),
+    [("go", "v1.7.0"), ("java", "0.6.0"), ("python", "banana"), ("python", ""), ("python", "0.22.0"),
      ("typescript", "2.5.0"), ("python", "3.3.0"), ("typescript", "5.3.0"), ("", "3.2.0")],
 )  # fmt: skip
 def test_supported_types_unknown(language, version):

@@ -70,7 +70,7 @@ def test_sdk_releases_that_lack_a_type_are_not_candidates() -> None:
 
 
 def test_unknown_languages_and_versions_are_given_the_benefit_of_the_doubt() -> None:
-    for executor in (live("go", language="go", dbos="0.9.0"), live("java", language="java", dbos="1.0"),
+    for executor in (live("go", language="go", dbos="v1.7.0"), live("java", language="java", dbos="1.0"),
                      live("weird", dbos="not-a-version"), live("future", dbos="9.0.0")):
         assert supports(executor, "list_queues"), executor.executor_id
         # ...but what it said itself counts.
