@@ -12,7 +12,7 @@ DBOS_SDK := dbos==3.2.0
 PYTEST_ARGS ?=
 RELAY_ARGS ?=
 
-.PHONY: venv system-deps test-deps run test lint bench clean distclean
+.PHONY: venv system-deps test-deps run test compat-matrix lint bench clean distclean
 
 venv: $(STAMP)
 
@@ -94,6 +94,11 @@ $(JAVA_APP_JAR): $(JAVA_APP)/pom.xml $(shell find $(JAVA_APP)/src -type f 2>/dev
 test: venv system-deps test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Rewrite the README's generated blocks (the SDK compatibility matrix, what dbos-mcp exercised) from a real run.
+compat-matrix: venv system-deps test-deps
+	RELAY_UPDATE_README=1 $(BIN)/python -m pytest -q tests/integration/test_compat_matrix.py \
+		tests/integration/test_dbos_mcp.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -150,6 +150,14 @@ def list_tokens(org: str) -> Response:
     return jsonify([schemas.token(r) for r in rows])
 
 
+@bp.get("/v2/orgs/<org>/permissions")
+def list_permissions(org: str) -> Response:
+    """Every permission a token of the organization can be granted (what ``dbosctl permission list`` shows);
+    readable by whoever may read the organization's tokens."""
+    authorize("token.read", org)
+    return jsonify(list(PERMISSIONS))
+
+
 @bp.delete("/v2/orgs/<org>/tokens/<name>")
 def delete_token(org: str, name: str) -> Response:
     who = authorize("token.write", org)

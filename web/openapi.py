@@ -231,6 +231,8 @@ describe("web.api_apps.list_executors", "listExecutors", summary="List executors
 describe("web.api_apps.create_token", "createToken", summary="Create token", tag="Tokens", status=201,
          returns="TokenCreated", body="CreateTokenInputBody", path_names={"name": "tokenName"})
 describe("web.api_apps.list_tokens", "listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
+describe("web.api_apps.list_permissions", "listPermissions", summary="List permissions", tag="Roles",
+         returns={"type": "array", "items": {"type": "string"}})
 describe("web.api_apps.delete_token", "deleteToken", summary="Delete token", tag="Tokens", status=204,
          path_names={"name": "tokenName"})
 describe("web.api_audit.list_audit_logs", "listAuditLogs", summary="List audit logs", tag="Audit",

@@ -22,7 +22,7 @@ import pytest
 import requests
 
 from tests.support.ports import wait_until
-from tests.support.procs import ManagedProcess, RelayProcess, clean_env
+from tests.support.procs import REPO_ROOT, ExecutorProcess, ManagedProcess, RelayProcess, clean_env
 
 HERE = Path(__file__).parent
 ORG = "local"
@@ -84,6 +84,25 @@ JAVA = Sdk("java", "java", "1.1.0-m6", "java", JAVA_DIR, JAVA_JAR, "0 0 0 1 1 *"
            ("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-jar", str(JAVA_JAR)))  # fmt: skip
 SDKS = (TYPESCRIPT, GO, JAVA)
 
+# The Python executors: one app file (executor_apps/skew_app.py) run by dbos 3.2.0 (the suite's own interpreter)
+# or by the older release pinned in tests/integration/requirements/dbos2.txt (its own virtualenv).
+OLD_VENV = REPO_ROOT / ".venv-dbos2"
+OLD_PYTHON = OLD_VENV / "bin" / "python"
+SKEW_APP = HERE / "executor_apps" / "skew_app.py"
+
+
+class OldSdkExecutor(ExecutorProcess):
+    """A Python app run by the older SDK's interpreter."""
+
+    def command(self) -> list[str]:
+        return [str(OLD_PYTHON), "-u", str(self.script), *self.args]
+
+
+def python_ready_info(process: ExecutorProcess) -> dict[str, Any]:
+    """The JSON of the app's ``READY`` line."""
+    process.wait_for_log("READY ", timeout=90)
+    return json.loads(process.log_text().split("READY ", 1)[1].splitlines()[0])
+
 
 class SdkExecutorProcess(ManagedProcess):
     """One executor of an SDK's test app in its own process."""
@@ -116,7 +135,7 @@ class SdkExecutorProcess(ManagedProcess):
 class SdkApp:
     """One application on Relay with executors of one SDK; ``api`` talks to Relay, ``control`` to the app."""
 
-    sdk: Sdk
+    sdk: Sdk | None  # None: the app's executors are Python ones, started by the test itself
     relay: RelayProcess
     name: str
     key: str
@@ -144,6 +163,7 @@ class SdkApp:
 
     def launch(self, version: str, name: str | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
         """Start one more executor of the app, running application version ``version``; wait until HEALTHY."""
+        assert self.sdk is not None, "launch() starts TypeScript/Go/Java executors"
         name = name or f"{self.sdk.key}-{version}-{len(self.executors)}"
         process = SdkExecutorProcess(
             self.sdk,
@@ -203,7 +223,7 @@ class SdkApp:
             process.stop()
 
 
-def new_app(relay: RelayProcess, sdk: Sdk, name: str, db_url: str, workdir: Path) -> SdkApp:
+def new_app(relay: RelayProcess, sdk: Sdk | None, name: str, db_url: str, workdir: Path) -> SdkApp:
     """A fresh application on Relay and an API key for it (no executor yet)."""
     assert relay.api("PUT", f"/v2/orgs/{ORG}/apps/{name}", json={}).status_code == 204
     created = relay.api("POST", f"/v2/orgs/{ORG}/tokens/{name}-key", json={"appNames": [name]})

@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import shutil
 import ssl
 import subprocess
@@ -39,6 +40,7 @@ import requests
 
 from tests.support.ports import wait_until
 from tests.support.procs import REPO_ROOT, ExecutorProcess, RelayProcess
+from tests.support.readme_blocks import check_block
 
 pytestmark = pytest.mark.integration
 
@@ -211,6 +213,8 @@ class McpStdioClient:
         )  # fmt: skip
         self._messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self._next_id = 0
+        # Every tool call that succeeded, with the HTTP calls it made: the README's dbos-mcp block.
+        self.exercised: list[tuple[str, list[tuple[str, str, int]]]] = []
         self._reader = threading.Thread(target=self._read, name="mcp-stdout", daemon=True)
         self._reader.start()
 
@@ -264,11 +268,13 @@ class McpStdioClient:
 
     def call(self, tool: str, /, **arguments: Any) -> Any:
         """Call a tool; return its result (structured content, else the JSON of its text); raise on isError."""
+        calls_before = len(self.gateway.calls)
         result = self.request("tools/call", {"name": tool, "arguments": arguments})
         text = "\n".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")
         if result.get("isError"):
             last = self.gateway.failures[-1] if self.gateway.failures else "no failed HTTP call"
             raise McpToolError(f"{tool}({arguments}) -> {text} [last failed call: {last}]")
+        self.exercised.append((tool, self.gateway.calls[calls_before:]))
         if result.get("structuredContent") is not None:
             structured = result["structuredContent"]
             # Tools returning a bare value are wrapped as {"result": value}.
@@ -516,3 +522,21 @@ def test_dbos_mcp_inspects_and_manages_workflows_through_relay(stack: dict[str, 
     assert ("POST", f"{base}/workflows/{ids['gate']}/cancel") in paths
     assert ("POST", f"{base}/workflows/{ids['greet']}/fork") in paths
     assert all(status < 500 for _, _, status in gateway.calls), gateway.calls
+    check_block("dbos-mcp-operations", render_exercised(client.exercised))
+
+
+def render_exercised(exercised: list[tuple[str, list[tuple[str, str, int]]]]) -> str:
+    """The tools that succeeded and the Conductor v2 operations each called (paths as templates), as a table."""
+    names = {f"/apps/{APP}": "/apps/{appName}", f"orgs/{ORG}/": "orgs/{orgName}/"}
+    by_tool: dict[str, set[str]] = {}
+    for tool, calls in exercised:
+        assert calls and all(status < 400 for _, _, status in calls), (tool, calls)
+        for method, path, _status in calls:
+            template = "/v2/" + path.split("?")[0].removeprefix(CLOUD_PREFIX)
+            for value, name in names.items():
+                template = template.replace(value, name)
+            template = re.sub(r"/workflows/(?!search|aggregates|bulk-)[^/]+", "/workflows/{workflowId}", template)
+            by_tool.setdefault(tool, set()).add(f"`{method} {template}`")
+    lines = ["| dbos-mcp tool | Conductor API v2 operations it called (all answered by Relay) |", "|---|---|"]
+    lines += [f"| `{tool}` | {', '.join(sorted(ops))} |" for tool, ops in sorted(by_tool.items())]
+    return "\n".join(lines) + "\n"

@@ -255,6 +255,29 @@ def test_token_permissions_are_kept(relay: RelayProcess) -> None:
     assert docs[name]["appIds"] == []
 
 
+def test_permissions_lists_what_tokens_can_be_granted(relay: RelayProcess) -> None:
+    """GET /v2/orgs/{org}/permissions (listPermissions, an array of names; dbosctl's `permission list`)."""
+    listed = relay.api("GET", f"/v2/orgs/{ORG}/permissions")
+    assert listed.status_code == 200 and listed.headers["Content-Type"] == "application/json"
+    names = listed.json()
+    assert {"application.read", "application.write", "token.read", "websocket.connect"} <= set(names)
+    # Each name is one a token really can be given, and the token keeps it.
+    name = unique("tok-all")
+    assert relay.api("POST", f"/v2/orgs/{ORG}/tokens/{name}", json={"permissions": names}).status_code == 201
+    docs = {d["tokenName"]: d for d in relay.api("GET", f"/v2/orgs/{ORG}/tokens").json()}
+    assert sorted(docs[name]["permissions"]) == sorted(names)
+    reader = create_key(relay, unique("tok-reader"), permissions=["token.read"])
+    assert relay.api("GET", f"/v2/orgs/{ORG}/permissions", token=reader).json() == names
+    problem(relay.api("GET", f"/v2/orgs/{ORG}/permissions", token=create_key(relay, unique("app-only"))), 403)
+    problem(relay.api("GET", "/v2/orgs/no_such_org/permissions"), 404)
+
+
+def test_current_user_is_404_without_oauth(relay: RelayProcess) -> None:
+    """The reference: GET /v2/users/me "is not registered when the server runs with OAuth disabled (self-hosted
+    no-auth mode), where it responds 404"; Relay has no OAuth users."""
+    problem(relay.api("GET", "/v2/users/me"), 404)
+
+
 def test_token_duplicate_name_is_409(relay: RelayProcess) -> None:
     name = unique("tok-dup")
     create_key(relay, name)

@@ -14,7 +14,6 @@ installed SDKs (``dbos/_conductor/protocol.py``) and checks every lacking type t
 from __future__ import annotations
 
 import ast
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,14 +23,13 @@ from typing import Any
 import pytest
 import requests
 
+from tests.integration.sdk_apps import OLD_PYTHON, OLD_VENV, SKEW_APP, OldSdkExecutor, python_ready_info
 from tests.support.ports import wait_until
-from tests.support.procs import REPO_ROOT, ExecutorProcess, RelayProcess
+from tests.support.procs import ExecutorProcess, RelayProcess
 
 pytestmark = pytest.mark.integration
 
-OLD_VENV = REPO_ROOT / ".venv-dbos2"
-OLD_PYTHON = OLD_VENV / "bin" / "python"
-APP_SCRIPT = Path(__file__).parent / "executor_apps" / "skew_app.py"
+APP_SCRIPT = SKEW_APP
 ORG = "local"
 APP = "skew-app"
 APP_VERSION = "skew-v1"
@@ -89,16 +87,7 @@ def sdk_version(python: Path) -> str:
     return result.stdout.strip()
 
 
-class OldSdkExecutor(ExecutorProcess):
-    """skew_app.py run by the older SDK's interpreter (its own virtualenv)."""
-
-    def command(self) -> list[str]:
-        return [str(OLD_PYTHON), "-u", str(self.script), *self.args]
-
-
-def ready_info(process: ExecutorProcess) -> dict[str, Any]:
-    process.wait_for_log("READY ", timeout=90)
-    return json.loads(process.log_text().split("READY ", 1)[1].splitlines()[0])
+ready_info = python_ready_info
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ CLAIMED = [
     ("delete", "/v2/orgs/{orgName}/apps/{appName}"),
     ("get", "/v2/orgs/{orgName}/apps/{appName}/executors"),
     ("get", "/v2/orgs/{orgName}/tokens"),
+    ("get", "/v2/orgs/{orgName}/permissions"),
     ("post", "/v2/orgs/{orgName}/tokens/{tokenName}"),
     ("delete", "/v2/orgs/{orgName}/tokens/{tokenName}"),
     ("get", "/v2/orgs/{orgName}/audit-logs"),

@@ -9,7 +9,10 @@ Configuration comes from the environment:
 - ``APP_NAME``, ``CONDUCTOR_URL``, ``CONDUCTOR_KEY``: as for minimal_app.py;
 - ``SYSTEM_DATABASE_URL``: the system database both executors share (PostgreSQL);
 - ``APP_VERSION``: the ``application_version`` both report (the same, so that only the SDK differs);
-- ``SCENARIO_PREFIX``: when set, run the scenario below before READY, with workflow IDs under this prefix.
+- ``SCENARIO_PREFIX``: when set, run the scenario below before READY, with workflow IDs under this prefix;
+- ``SCHEDULE``: when set, the name of a schedule of ``yearly`` to create (new year's midnight UTC, so it does
+  not fire during a test);
+- ``METADATA_ONLY``: when ``1``, run in conductor metadata-only mode (``conductor_metadata_only_mode``, 3.x).
 
 The scenario: ``greet`` (two steps), ``chatty`` (an event, a stream of two values, a notification it
 receives), ``flaky`` (fails in its second step). After it, the process prints one line
@@ -23,7 +26,9 @@ import json
 import os
 import signal
 import threading
+from datetime import datetime
 from importlib.metadata import version
+from typing import Any
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 
@@ -79,6 +84,11 @@ def fragile(label: str) -> str:
     raise RuntimeError(f"fragile step failed for {label}")
 
 
+@DBOS.workflow()
+def yearly(scheduled_at: datetime, context: Any) -> str:
+    return f"{scheduled_at.isoformat()} {context}"
+
+
 def run_scenario(prefix: str) -> dict[str, str]:
     ids = {name: f"{prefix}-{name}" for name in ("greet", "chatty", "flaky")}
     with SetWorkflowID(ids["greet"]):
@@ -100,12 +110,16 @@ def main() -> None:
         "conductor_key": os.environ["CONDUCTOR_KEY"],
         "application_version": os.environ["APP_VERSION"],
     }
+    if os.environ.get("METADATA_ONLY") == "1":
+        config["conductor_metadata_only_mode"] = True  # 3.x only
     DBOS(config=config)
     DBOS.launch()
     if not LEGACY_QUEUES:
         DBOS.register_queue(QUEUE_NAME, worker_concurrency=2, on_conflict="always_update")
     prefix = os.environ.get("SCENARIO_PREFIX")
     workflows = run_scenario(prefix) if prefix else {}
+    if schedule := os.environ.get("SCHEDULE"):
+        DBOS.create_schedule(schedule_name=schedule, workflow_fn=yearly, schedule="0 0 0 1 1 *", context="skew")
     ready = {
         "executor_id": DBOS.executor_id,
         "app_version": DBOS.application_version,
