@@ -31,6 +31,9 @@ TOO_MANY_FAILURES = "too many failed handshakes from this address; try again lat
 # Frames handed to the executor's actor and not yet processed: the receive loop waits for the oldest past
 # this many (or past RELAY_MAX_FRAME_BYTES of them), so a flooding executor is slowed down by TCP, not queued.
 MAX_QUEUED_FRAMES = 64
+# How long reading pauses while the actor works through a backlog. Pings are answered only while reading, and
+# the shortest pong timeout of an SDK is Java's 15 s (Go's 30 s): a longer pause would make it reconnect.
+BACKLOG_WAIT_S = 10.0
 AT_CAPACITY = "Relay has as many executor connections open as it allows (RELAY_MAX_CONNECTIONS); try again later"
 HANDSHAKES_BUSY = ("Relay is admitting as many executors at once as it allows (RELAY_MAX_HANDSHAKES_IN_FLIGHT); "
                    "try again shortly")
@@ -266,7 +269,7 @@ def serve_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str,
                 continue
             backlog.sent(len(message))
             actor.tell({"frame": message, "done": backlog.done})
-            if backlog.over() and not backlog.wait(timeout=30):
+            if backlog.over() and not backlog.wait(timeout=BACKLOG_WAIT_S):
                 log.warning("executor %s/%s: its frames are not processed in time; reading on", conn.org, app)
     except Exception as error:
         reason = f"socket error ({type(error).__name__})"

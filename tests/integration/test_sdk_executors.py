@@ -28,7 +28,8 @@ RUNTIME = {"typescript": "node", "go": "go", "java": "java"}
 
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    with RelayProcess(tmp_path_factory.mktemp("relay-sdks")) as server:
+    # Alert rules evaluated every second, so an alert test waits seconds, not minutes.
+    with RelayProcess(tmp_path_factory.mktemp("relay-sdks"), env={"RELAY_ALERT_INTERVAL_S": "1"}) as server:
         yield server
 
 
@@ -249,6 +250,34 @@ def test_queues_schedules_versions_and_aggregates(app: SdkApp) -> None:
     assert app.api("PATCH", "/versions/latest", json={"versionName": "v1"}).status_code == 204
     by_name = {v["versionName"]: v for v in app.ok("GET", "/versions")}
     assert by_name["v1"]["versionTimestamp"] > by_name["v2"]["versionTimestamp"]
+
+
+def test_an_alert_rule_fires_into_the_apps_alert_handler(app: SdkApp) -> None:
+    """A WorkflowFailure rule created through the API fires from a real failing workflow; Relay delivers the
+    alert to the SDK's own alert handler (DBOS.setAlertHandler, dbos.SetAlertHandler, registerAlertHandler)."""
+    rules = f"/v2/orgs/{ORG}/apps/{app.name}/alerting-rules"
+    created = app.relay.api("POST", rules, json={
+        "ruleType": "WorkflowFailure", "receivingAppName": app.name, "minIntervalSecs": 3600,
+        "ruleMetadata": {"workflowName": "flaky", "threshold": 1, "periodSecs": 600}})  # fmt: skip
+    assert created.status_code == 201, created.text
+    app.control("POST", "/flags", {"failing": True})
+    app.wait_status(app.start("flaky", "alert", workflow_id=f"{app.sdk.key}-alerting-flaky"), "ERROR")
+
+    def handled() -> list[dict]:
+        return [a for a in app.control("GET", "/alerts") if a["name"] == "WorkflowFailure"]
+
+    [alert] = wait_until(handled, 45, message=f"no alert reached the handler:\n{app.executors[0].log_tail()}")
+    assert alert["metadata"]["workflow_name"] == "flaky" and alert["metadata"]["failed_workflow_count"] == "1"
+    assert app.name in alert["message"]
+    executor_id = app.ready[0]["executor_id"]
+
+    def recorded() -> list[dict]:
+        response = app.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app.name}/alerts")
+        assert response.status_code == 200, response.text
+        return [a for a in response.json()["alerts"] if a["ruleId"] == created.json()["id"]
+                and a["deliveredTo"] == [executor_id]]  # fmt: skip
+
+    wait_until(recorded, 30, message="the delivery to the executor was not recorded")
 
 
 def test_a_killed_executors_workflows_are_recovered_by_its_peer(app: SdkApp) -> None:

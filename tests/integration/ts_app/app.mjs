@@ -12,7 +12,8 @@
 // After DBOS.launch() it prints one line `READY {"executor_id", "app_version", "control_port"}` and serves,
 // on 127.0.0.1 only, a control API the test drives the application with (what a real app's own endpoints
 // would do): POST /start {workflow, args, workflowId?, queueName?} -> {workflowId},
-// POST /send {destination, message, topic?}, POST /flags {failing}, GET /result/{workflowId}.
+// POST /send {destination, message, topic?}, POST /flags {failing}, GET /result/{workflowId}, GET /alerts.
+// Every alert Relay delivers is also printed as one line `ALERT {"name", "message", "metadata"}`.
 
 import http from 'node:http';
 import { DBOS } from '@dbos-inc/dbos-sdk';
@@ -22,6 +23,8 @@ const SCHEDULE_NAME = 'ts_yearly';
 
 // Read by the `fragile` step: a test makes workflows fail, then "fixes" them and forks from the failure.
 const flags = { failing: false };
+// What the app's alert handler received, in order.
+const alerts = [];
 
 async function greetFn(name) {
   const loud = await DBOS.runStep(async () => `hello ${name}`.toUpperCase(), { name: 'shout' });
@@ -130,6 +133,9 @@ async function control(req, res) {
     const status = await DBOS.getWorkflowStatus(id);
     return reply(res, 200, { status: status?.status ?? null, output: status?.output ?? null });
   }
+  if (req.method === 'GET' && req.url === '/alerts') {
+    return reply(res, 200, alerts);
+  }
   return reply(res, 404, { error: 'no such route' });
 }
 
@@ -140,6 +146,11 @@ async function main() {
   };
   if (process.env.APP_VERSION) config.applicationVersion = process.env.APP_VERSION;
   DBOS.setConfig(config);
+  DBOS.setAlertHandler(async (name, message, metadata) => {
+    const alert = { name, message, metadata };
+    alerts.push(alert);
+    console.log('ALERT ' + JSON.stringify(alert));
+  });
   // In 5.2.11 the conductor settings are launch options, not DBOSConfig fields.
   await DBOS.launch({
     conductorURL: process.env.CONDUCTOR_URL,
