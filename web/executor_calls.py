@@ -56,9 +56,8 @@ class NoExecutorError(ApiError):
 
 def _who(executor: LiveExecutor) -> str:
     """An executor as errors name it: its SDK and release first, so the operator knows whose answer it was."""
-    language = getattr(executor, "language", None) or "unknown-language"
-    version = getattr(executor, "dbos_version", None) or "unknown-version"
-    return f"{language} {version} executor '{executor.executor_id}'"
+    return f"{executor.language or 'unknown-language'} {executor.dbos_version or 'unknown-version'} " \
+        f"executor '{executor.executor_id}'"
 
 
 def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswerError) -> ApiError:
@@ -188,7 +187,7 @@ def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Requ
         isinstance(request, _BULK_CAPABLE)
         and ids is not None
         and len(ids) > 1
-        and protocol.supports_bulk_ids(executor.language, executor.dbos_version, str(request.type.value)) is False
+        and protocol.supports_bulk_ids(executor.language, executor.dbos_version, request.type) is False
     ):
         response = None
         for workflow_id in ids:

@@ -98,9 +98,9 @@ class OldSdkExecutor(ExecutorProcess):
         return [str(OLD_PYTHON), "-u", str(self.script), *self.args]
 
 
-def python_ready_info(process: ExecutorProcess) -> dict[str, Any]:
-    """The JSON of the app's ``READY`` line."""
-    process.wait_for_log("READY ", timeout=90)
+def ready_info(process: ManagedProcess, timeout: float = 90) -> dict[str, Any]:
+    """The JSON of the ``READY`` line every test app (Python, TypeScript, Go, Java) prints once launched."""
+    process.wait_for_log("READY ", timeout=timeout)
     return json.loads(process.log_text().split("READY ", 1)[1].splitlines()[0])
 
 
@@ -123,9 +123,6 @@ class SdkExecutorProcess(ManagedProcess):
     def workdir(self) -> Path:
         return self.sdk.app_dir
 
-    def ready_info(self, timeout: float = 90) -> dict[str, Any]:
-        self.wait_for_log("READY ", timeout=timeout)
-        return json.loads(self.log_text().split("READY ", 1)[1].splitlines()[0])
 
     def alert_lines(self) -> list[dict[str, Any]]:
         return [json.loads(line.split("ALERT ", 1)[1]) for line in self.log_text().splitlines() if "ALERT {" in line]
@@ -174,7 +171,7 @@ class SdkApp:
         process.start()
         self.executors.append(process)
         try:
-            info = process.ready_info()
+            info = ready_info(process)
         except Exception as exc:
             raise AssertionError(f"{name} never became READY:\n{process.log_tail()}") from exc
         self.ready.append(info)

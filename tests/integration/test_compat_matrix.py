@@ -39,7 +39,7 @@ from tests.integration.sdk_apps import (
     Sdk,
     SdkApp,
     new_app,
-    python_ready_info,
+    ready_info,
 )  # fmt: skip
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
@@ -59,6 +59,10 @@ TYPES = (
     "fork_from_failure", "rewind_workflow", "restart", "cancel", "resume", "export_workflow", "delete",
     "import_workflow", "recovery", "retention", "alert",
 )  # fmt: skip
+
+
+def test_the_rows_are_every_message_type_relay_knows() -> None:
+    assert sorted(TYPES) == sorted(protocol.MessageType), "TYPES must list each MessageType once"
 
 
 @dataclass
@@ -191,7 +195,7 @@ def python_scenario(app: SdkApp, column: Column, workdir: Path) -> tuple[Scenari
     process = kind(SKEW_APP, name=column.key, cwd=workdir / column.key, env=env)
     process.start()
     try:
-        ready = python_ready_info(process)
+        ready = ready_info(process)
     except Exception as exc:
         process.stop()
         raise AssertionError(f"{column.key} never became READY:\n{process.log_tail()}") from exc

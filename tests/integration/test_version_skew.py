@@ -23,13 +23,12 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.sdk_apps import OLD_PYTHON, OLD_VENV, SKEW_APP, OldSdkExecutor, python_ready_info
+from tests.integration.sdk_apps import OLD_PYTHON, OLD_VENV, SKEW_APP, OldSdkExecutor, ready_info
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 
 pytestmark = pytest.mark.integration
 
-APP_SCRIPT = SKEW_APP
 ORG = "local"
 APP = "skew-app"
 APP_VERSION = "skew-v1"
@@ -87,8 +86,6 @@ def sdk_version(python: Path) -> str:
     return result.stdout.strip()
 
 
-ready_info = python_ready_info
-
 
 @pytest.fixture
 def relay(tmp_path: Path) -> Iterator[RelayProcess]:
@@ -119,8 +116,8 @@ def test_old_sdk_lacks_types_clearly_and_routing_prefers_an_executor_that_has_th
     def healthy_versions() -> list[str]:
         return sorted(e["dbosVersion"] for e in api("GET", "/executors").json() if e["status"] == "HEALTHY")
 
-    old = OldSdkExecutor(APP_SCRIPT, name="old-sdk", cwd=tmp_path / "old", env={**env, "SCENARIO_PREFIX": PREFIX})
-    new = ExecutorProcess(APP_SCRIPT, name="new-sdk", cwd=tmp_path / "new", env=env)
+    old = OldSdkExecutor(SKEW_APP, name="old-sdk", cwd=tmp_path / "old", env={**env, "SCENARIO_PREFIX": PREFIX})
+    new = ExecutorProcess(SKEW_APP, name="new-sdk", cwd=tmp_path / "new", env=env)
     with old:
         old_ready = ready_info(old)
         workflows = old_ready["workflows"]
