@@ -29,17 +29,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from actors import metrics, protocol
-from actors.clock import Clock
-from actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
-from actors.executor_requests import ActorTransport, CannotAskError, Transport, rank, request_all
-from actors.periodic import PeriodicWork, spawn
-from events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
-from events.errors import DomainError
+from relay.actors import metrics, protocol
+from relay.actors.clock import Clock
+from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
+from relay.actors.executor_requests import ActorTransport, CannotAskError, Transport, rank, request_all
+from relay.actors.periodic import PeriodicWork, spawn
+from relay.events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
+from relay.events.errors import DomainError
 
 if TYPE_CHECKING:
-    from actors.context import ActorContext
-    from events.log import RelayLog
+    from relay.actors.context import ActorContext
+    from relay.events.log import RelayLog
 
 log = logging.getLogger("relay.actors.alerting")
 

@@ -18,11 +18,11 @@ from typing import Any, Protocol
 
 import pykka
 
-from actors import alerting, protocol, retention
-from actors.context import ActorContext
-from actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
-from events.alerting import AlertingRule
-from events.app import DEFAULT_SETTINGS, App
+from relay.actors import alerting, protocol, retention
+from relay.actors.context import ActorContext
+from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
+from relay.events.alerting import AlertingRule
+from relay.events.app import DEFAULT_SETTINGS, App
 
 log = logging.getLogger("relay.actors.application")
 

@@ -31,12 +31,12 @@ from typing import Any, ClassVar
 
 from eventsourcing.persistence import IntegrityError
 
-from actors.context import ActorContext
-from actors.heartbeats import InstanceTable
-from events.errors import DomainError
-from events.executor import HEALTHY
-from events.ids import instance_id
-from events.instance import EXPIRED, RUNNING, STOPPED, lease_key
+from relay.actors.context import ActorContext
+from relay.actors.heartbeats import InstanceTable
+from relay.events.errors import DomainError
+from relay.events.executor import HEALTHY
+from relay.events.ids import instance_id
+from relay.events.instance import EXPIRED, RUNNING, STOPPED, lease_key
 
 log = logging.getLogger("relay.cluster")
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.clock import Clock, system_clock
-from actors.scheduler import Scheduler, ThreadingScheduler
-from events.log import RelayLog
+from relay.actors.clock import Clock, system_clock
+from relay.actors.scheduler import Scheduler, ThreadingScheduler
+from relay.events.log import RelayLog
 
 if TYPE_CHECKING:
-    from projections.views import ProjectionRunner, Views
+    from relay.projections.views import ProjectionRunner, Views
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Protocol
 
-from actors import metrics, protocol
-from actors.executor_requests import Transport, request_all
+from relay.actors import metrics, protocol
+from relay.actors.executor_requests import Transport, request_all
 
 log = logging.getLogger("relay.actors.delivery")
 

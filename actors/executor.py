@@ -38,13 +38,13 @@ import gevent.monkey
 import pykka
 from pykka.messages import ProxyCall
 
-from actors import metrics, protocol
-from actors.application import LiveExecutor
-from actors.context import ActorContext
-from actors.directory import Directory
-from actors.scheduler import Cancellable, Scheduler
-from events.errors import DomainError
-from events.executor import ExecutorInfo
+from relay.actors import metrics, protocol
+from relay.actors.application import LiveExecutor
+from relay.actors.context import ActorContext
+from relay.actors.directory import Directory
+from relay.actors.scheduler import Cancellable, Scheduler
+from relay.events.errors import DomainError
+from relay.events.executor import ExecutorInfo
 
 log = logging.getLogger("relay.actors.executor")
 

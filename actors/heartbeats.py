@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from projections.backend import StoreConfig, ViewStore
+from relay.projections.backend import StoreConfig, ViewStore
 
 
 class InstancesSchema:

@@ -7,10 +7,10 @@ import threading
 
 import pykka
 
-from actors.cluster import Cluster
-from actors.context import ActorContext
-from actors.directory import Directory
-from events.organization import Organization
+from relay.actors.cluster import Cluster
+from relay.actors.context import ActorContext
+from relay.actors.directory import Directory
+from relay.events.organization import Organization
 
 log = logging.getLogger("relay.actors.instance")
 

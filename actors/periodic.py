@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from actors.scheduler import Cancellable, Scheduler
+from relay.actors.scheduler import Cancellable, Scheduler
 
 log = logging.getLogger("relay.actors.periodic")
 

@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from actors import protocol
-from actors.clock import Clock
-from actors.scheduler import Cancellable, Scheduler
-from events.errors import DomainError, IllegalTransitionError
-from events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
-from events.log import RelayLog
+from relay.actors import protocol
+from relay.actors.clock import Clock
+from relay.actors.scheduler import Cancellable, Scheduler
+from relay.events.errors import DomainError, IllegalTransitionError
+from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
+from relay.events.log import RelayLog
 
 log = logging.getLogger("relay.actors.recovery")
 

@@ -21,16 +21,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from actors import metrics, protocol
-from actors.alerting import config_of, slot_of
-from actors.executor_requests import ActorTransport, Transport, rank, request_all
-from actors.periodic import PeriodicWork, spawn
-from events.errors import DomainError
-from events.retention import FAILED, SUCCEEDED
+from relay.actors import metrics, protocol
+from relay.actors.alerting import config_of, slot_of
+from relay.actors.executor_requests import ActorTransport, Transport, rank, request_all
+from relay.actors.periodic import PeriodicWork, spawn
+from relay.events.errors import DomainError
+from relay.events.retention import FAILED, SUCCEEDED
 
 if TYPE_CHECKING:
-    from actors.context import ActorContext
-    from events.log import RelayLog
+    from relay.actors.context import ActorContext
+    from relay.events.log import RelayLog
 
 log = logging.getLogger("relay.actors.retention")
 

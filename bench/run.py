@@ -58,7 +58,7 @@ from bench.procs import (
     wait_healthy,
 )
 from bench.stores import Position, fill_log, fresh_database, server_url
-from projections.views import Views
+from relay.projections.views import Views
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "RESULTS.md"
@@ -413,7 +413,7 @@ def bench_replay(cfg: Config, work: Path, store: str, database_url: str | None) 
     say(f"replay ({store}): relay replay over {fill['events']:,} events")
     log_path = work / f"replay-{store}.log"
     with log_path.open("ab") as log:
-        proc = subprocess.Popen([PYTHON, "-m", "web.cli", "replay"], cwd=REPO, env=clean_env(env),
+        proc = subprocess.Popen([PYTHON, "-m", "relay.web.cli", "replay"], cwd=REPO, env=clean_env(env),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     begin = time.monotonic()
     rusage = None
@@ -533,7 +533,8 @@ def bench_profile(cfg: Config, work: Path) -> dict[str, Any]:
     say(f"profile: relay replay over {fill['events']:,} events (SQLite) under py-spy")
     env = clean_env({"RELAY_DATA_DIR": str(data_dir), "RELAY_ADMIN_TOKEN": "relay-bench-replay"})
     begin = time.monotonic()
-    path = Profiler.run([PYTHON, "-m", "web.cli", "replay"], PROFILE_DIR / "replay.txt", env, cfg.replay_timeout_s)
+    path = Profiler.run([PYTHON, "-m", "relay.web.cli", "replay"], PROFILE_DIR / "replay.txt", env,
+                        cfg.replay_timeout_s)
     out["replay"] = {"events": fill["events"], "seconds": time.monotonic() - begin, "profile": _profile_summary(path)}
     shutil.rmtree(data_dir, ignore_errors=True)
     # the request path

@@ -65,14 +65,14 @@ def fresh_database(url: str) -> Iterator[str]:
 
 
 def store_config(data_dir: Path, database_url: str | None) -> object:
-    from projections.backend import StoreConfig
+    from relay.projections.backend import StoreConfig
 
     return StoreConfig(data_dir=data_dir, database_url=database_url)
 
 
 def open_log(data_dir: Path, database_url: str | None) -> object:
     """A RelayLog on that store (the same event log `relay serve` writes)."""
-    from events.log import RelayLog
+    from relay.events.log import RelayLog
 
     config = store_config(data_dir, database_url)
     return RelayLog(env=config.event_store_env())  # type: ignore[attr-defined]
@@ -95,7 +95,7 @@ def fill_log(data_dir: Path, database_url: str | None, events: int, *, batch_eve
              progress: Callable[[int], None] | None = None) -> dict[str, float]:
     """Append about `events` executor events (Connected, then Disconnected/Reconnected pairs, ending
     Disconnected: 10 per executor) through RelayLog.save, many aggregates per save; the rate it took."""
-    from events.executor import Executor, ExecutorInfo
+    from relay.events.executor import Executor, ExecutorInfo
 
     relay_log = open_log(data_dir, database_url)
     per_executor = 10

@@ -26,8 +26,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from events.errors import IllegalTransitionError, InvalidValueError
-from events.names import check_app_name, check_org_name
+from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.events.names import check_app_name, check_org_name
 
 WORKFLOW_FAILURE = "WorkflowFailure"
 SLOW_QUEUE = "SlowQueue"

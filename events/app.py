@@ -8,9 +8,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from events.errors import IllegalTransitionError, InvalidValueError
-from events.ids import app_id
-from events.names import check_app_name, check_org_name
+from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.events.ids import app_id
+from relay.events.names import check_app_name, check_org_name
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "executorTimeoutSecs": 60,

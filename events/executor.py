@@ -13,8 +13,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from events.errors import IllegalTransitionError, InvalidValueError
-from events.ids import executor_id
+from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.events.ids import executor_id
 
 HEALTHY = "HEALTHY"
 DISCONNECTED = "DISCONNECTED"

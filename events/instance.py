@@ -8,8 +8,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from events.errors import IllegalTransitionError, NotFoundError
-from events.ids import instance_id
+from relay.events.errors import IllegalTransitionError, NotFoundError
+from relay.events.ids import instance_id
 
 RUNNING = "RUNNING"
 STOPPED = "STOPPED"

@@ -16,15 +16,16 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
-from events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
-from events.app import App
-from events.errors import AlreadyExistsError, NotFoundError
-from events.executor import Executor, ExecutorInfo
-from events.ids import app_id, executor_id, instance_id, organization_id
-from events.instance import RelayInstance
-from events.names import check_app_name
-from events.organization import Organization
-from events.retention import RetentionRun, retention_run_id
+from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
+from relay.events.app import App
+from relay.events.errors import AlreadyExistsError, NotFoundError
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.ids import app_id, executor_id, instance_id, organization_id
+from relay.events.instance import RelayInstance
+from relay.events.names import check_app_name
+from relay.events.organization import Organization
+from relay.events.retention import RetentionRun, retention_run_id
+from relay.events.topics import register_moved_topics
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -39,6 +40,7 @@ class RelayLog(Application[UUID]):
     name = "relay"
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
+        register_moved_topics()  # before the first read: older logs name the pre-namespace modules
         super().__init__(env)
         self.position = 0
         self.listeners: list[Callable[[int], None]] = []

@@ -2,7 +2,7 @@
 
 import re
 
-from events.errors import InvalidValueError
+from relay.events.errors import InvalidValueError
 
 ORG_NAME = re.compile(r"^[a-z0-9_]{3,30}$")
 APP_NAME = re.compile(r"^[a-z0-9_-]{3,30}$")

@@ -8,9 +8,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from events.errors import AlreadyExistsError, InvalidValueError, NotFoundError
-from events.ids import organization_id
-from events.names import check_org_name, check_token_name
+from relay.events.errors import AlreadyExistsError, InvalidValueError, NotFoundError
+from relay.events.ids import organization_id
+from relay.events.names import check_org_name, check_token_name
 
 PERMISSIONS: tuple[str, ...] = (
     "application.read",

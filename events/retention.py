@@ -17,8 +17,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from events.errors import IllegalTransitionError, InvalidValueError
-from events.names import check_app_name, check_org_name
+from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.events.names import check_app_name, check_org_name
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"

@@ -1,5 +1,5 @@
 """Read models fed by the event log: one projector per view, rebuildable by replaying the log."""
 
-from projections import pool_reconnect
+from relay.projections import pool_reconnect
 
 pool_reconnect.install()

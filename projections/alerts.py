@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from projections.backend import Sql, ViewStore
-from projections.projector import Handler, ViewProjection, iso, to_json
+from relay.projections.backend import Sql, ViewStore
+from relay.projections.projector import Handler, ViewProjection, iso, to_json
 
 _RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 

@@ -8,9 +8,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.app import DEFAULT_SETTINGS
-from projections.backend import Sql, ViewStore
-from projections.projector import Handler, ViewProjection, event_name, iso, to_json
+from relay.events.app import DEFAULT_SETTINGS
+from relay.projections.backend import Sql, ViewStore
+from relay.projections.projector import Handler, ViewProjection, event_name, iso, to_json
 
 
 class ApplicationsSchema:

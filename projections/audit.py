@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from projections.backend import Sql, ViewStore
-from projections.projector import Handler, ViewProjection, event_name, iso, to_json
+from relay.projections.backend import Sql, ViewStore
+from relay.projections.projector import Handler, ViewProjection, event_name, iso, to_json
 
 # Event attributes that are bookkeeping, not audit content. key_hash is not a secret, but an
 # auditor has no use for it and it need not travel further than the applications view.

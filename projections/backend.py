@@ -122,7 +122,7 @@ class StoreConfig:
         if self.database_url is None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             return {
-                "PERSISTENCE_MODULE": "projections.backend:RelaySQLiteFactory",  # eventsourcing.sqlite, tuned
+                "PERSISTENCE_MODULE": "relay.projections.backend:RelaySQLiteFactory",  # eventsourcing.sqlite, tuned
                 "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
                 "SQLITE_LOCK_TIMEOUT": "30",
                 "SQLITE_SYNCHRONOUS": self.sqlite_synchronous,

@@ -8,9 +8,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from events.log import RelayLog
-from projections.backend import StoreConfig
-from projections.views import REPLAY_BATCH_SIZE, Views
+from relay.events.log import RelayLog
+from relay.projections.backend import StoreConfig
+from relay.projections.views import REPLAY_BATCH_SIZE, Views
 
 _VERIFY_ATTEMPTS = 5
 

@@ -7,13 +7,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from events.log import RelayLog
-from projections.alerts import AlertsProjection, AlertsQueries, AlertsSchema
-from projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
-from projections.audit import AuditProjection, AuditQueries, AuditSchema
-from projections.backend import StoreConfig, ViewStore
-from projections.projector import Projector, catch_up
-from projections.registry import RegistryProjection, RegistryQueries, RegistrySchema
+from relay.events.log import RelayLog
+from relay.projections.alerts import AlertsProjection, AlertsQueries, AlertsSchema
+from relay.projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
+from relay.projections.audit import AuditProjection, AuditQueries, AuditSchema
+from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.projector import Projector, catch_up
+from relay.projections.registry import RegistryProjection, RegistryQueries, RegistrySchema
 
 log = logging.getLogger("relay.projections")
 

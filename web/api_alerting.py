@@ -21,21 +21,21 @@ from typing import TYPE_CHECKING, Any
 import pykka
 from flask import Blueprint, Response, jsonify
 
-from actors import alerting
-from actors import retention as retention_actor
-from actors.delivery import WebhookConfig
-from events.alerting import RULE_TYPES
-from events.ids import app_id
-from events.names import APP_NAME
-from web.context import ASK_TIMEOUT_S, ask, authorize, require_app, runtime
-from web.openapi import operation, query
-from web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
-from web.problems import invalid, not_found
-from web.requests_ import int_arg, json_body
-from web.translate import format_time
+from relay.actors import alerting
+from relay.actors import retention as retention_actor
+from relay.actors.delivery import WebhookConfig
+from relay.events.alerting import RULE_TYPES
+from relay.events.ids import app_id
+from relay.events.names import APP_NAME
+from relay.web.context import ASK_TIMEOUT_S, ask, authorize, require_app, runtime
+from relay.web.openapi import operation, query
+from relay.web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
+from relay.web.problems import invalid, not_found
+from relay.web.requests_ import int_arg, json_body
+from relay.web.translate import format_time
 
 if TYPE_CHECKING:
-    from web.runtime import Runtime
+    from relay.web.runtime import Runtime
 
 bp = Blueprint("alerting", __name__)
 

@@ -6,15 +6,15 @@ from datetime import datetime
 
 from flask import Blueprint, Response, jsonify
 
-from events.app import DEFAULT_SETTINGS
-from events.names import APP_NAME, TOKEN_NAME
-from events.organization import PERMISSIONS
-from web import schemas
-from web.auth import hash_key, new_api_key
-from web.context import ask, authorize, require_app, runtime
-from web.problems import ApiError, invalid, not_found
-from web.requests_ import json_body
-from web.translate import format_time
+from relay.events.app import DEFAULT_SETTINGS
+from relay.events.names import APP_NAME, TOKEN_NAME
+from relay.events.organization import PERMISSIONS
+from relay.web import schemas
+from relay.web.auth import hash_key, new_api_key
+from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.problems import ApiError, invalid, not_found
+from relay.web.requests_ import json_body
+from relay.web.translate import format_time
 
 bp = Blueprint("v2_apps", __name__)
 

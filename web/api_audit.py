@@ -11,9 +11,9 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from web.context import authorize, runtime
-from web.problems import invalid
-from web.requests_ import int_arg
+from relay.web.context import authorize, runtime
+from relay.web.problems import invalid
+from relay.web.requests_ import int_arg
 
 bp = Blueprint("v2_audit", __name__)
 

@@ -11,14 +11,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from actors import protocol
-from web import translate
-from web.context import runtime
-from web.executor_calls import NoExecutorError, authorize_app, call
-from web.metrics import recovery_metrics
-from web.openapi import operation, query
-from web.problems import ApiError, not_found
-from web.requests_ import json_body
+from relay.actors import protocol
+from relay.web import translate
+from relay.web.context import runtime
+from relay.web.executor_calls import NoExecutorError, authorize_app, call
+from relay.web.metrics import recovery_metrics
+from relay.web.openapi import operation, query
+from relay.web.problems import ApiError, not_found
+from relay.web.requests_ import json_body
 
 bp = Blueprint("v2_catalog", __name__)
 

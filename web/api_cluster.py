@@ -24,16 +24,16 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from actors import protocol, routing
-from actors.application import LiveExecutor
-from actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
-from web import forwarding, translate
-from web.context import principal, runtime
-from web.executor_calls import send_local, snapshot
-from web.openapi import operation
-from web.openapi_schemas import COMPONENTS
-from web.problems import ApiError, invalid, not_found
-from web.requests_ import check_path_names
+from relay.actors import protocol, routing
+from relay.actors.application import LiveExecutor
+from relay.actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
+from relay.web import forwarding, translate
+from relay.web.context import principal, runtime
+from relay.web.executor_calls import send_local, snapshot
+from relay.web.openapi import operation
+from relay.web.openapi_schemas import COMPONENTS
+from relay.web.problems import ApiError, invalid, not_found
+from relay.web.requests_ import check_path_names
 
 log = logging.getLogger("relay.web.cluster")
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from web import translate
-from web.context import runtime
-from web.executor_calls import authorize_app, call_executor, remote_executors, snapshot
-from web.openapi import operation
-from web.problems import ApiError, not_found
-from web.requests_ import json_body
+from relay.web import translate
+from relay.web.context import runtime
+from relay.web.executor_calls import authorize_app, call_executor, remote_executors, snapshot
+from relay.web.openapi import operation
+from relay.web.problems import ApiError, not_found
+from relay.web.requests_ import json_body
 
 bp = Blueprint("relay_raw", __name__)
 

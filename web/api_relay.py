@@ -5,10 +5,10 @@ from __future__ import annotations
 import gevent
 from flask import Blueprint, Response, jsonify, request
 
-from web import schemas
-from web.context import authorize, principal, require_app, runtime
-from web.problems import ApiError
-from web.requests_ import check_path_names, int_arg
+from relay.web import schemas
+from relay.web.context import authorize, principal, require_app, runtime
+from relay.web.problems import ApiError
+from relay.web.requests_ import check_path_names, int_arg
 
 bp = Blueprint("relay", __name__)
 

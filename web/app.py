@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from web import api_alerting as alerting_api
-from web import api_apps, api_audit, api_catalog, api_raw, api_relay, api_workflows, console, openapi, websocket
-from web import metrics as metrics_api
-from web.api_cluster import bp as cluster_bp
-from web.problems import ApiError, problem_response
+from relay.web import api_alerting as alerting_api
+from relay.web import api_apps, api_audit, api_catalog, api_raw, api_relay, api_workflows, console, openapi, websocket
+from relay.web import metrics as metrics_api
+from relay.web.api_cluster import bp as cluster_bp
+from relay.web.problems import ApiError, problem_response
 
 if TYPE_CHECKING:
-    from web.runtime import Runtime
+    from relay.web.runtime import Runtime
 
 log = logging.getLogger("relay.web")
 
@@ -28,7 +29,10 @@ class RelayFlask(Flask):
 
 
 def create_app(rt: Runtime) -> Flask:
-    app = RelayFlask("relay")
+    # Paths given, not searched: Flask's search fails on the `relay` namespace package, and Relay keeps no
+    # instance folder (its state is the event log).
+    here = str(Path(__file__).resolve().parent)
+    app = RelayFlask("relay.web", root_path=here, instance_path=here)
     app.extensions["relay"] = rt
     app.json.sort_keys = False  # type: ignore[attr-defined]
     for blueprint in (api_relay.bp, api_apps.bp, api_audit.bp, websocket.bp):

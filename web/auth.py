@@ -7,9 +7,9 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
-from events.organization import PERMISSIONS
-from projections.applications import ApplicationsQueries
-from web.problems import ApiError
+from relay.events.organization import PERMISSIONS
+from relay.projections.applications import ApplicationsQueries
+from relay.web.problems import ApiError
 
 KEY_PREFIX = "dbos_"
 

@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from web.config import ConfigError, Settings
+from relay.web.config import ConfigError, Settings
 
 log = logging.getLogger("relay.cli")
 
@@ -175,9 +175,9 @@ class _Progress:
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from events.log import RelayLog
-    from projections.replay import rebuild, verify
-    from projections.views import Views
+    from relay.events.log import RelayLog
+    from relay.projections.replay import rebuild, verify
+    from relay.projections.views import Views
 
     relay_log = RelayLog(env=settings.store.event_store_env())
     try:
@@ -202,8 +202,8 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
-    from events.log import RelayLog
-    from projections.views import Views
+    from relay.events.log import RelayLog
+    from relay.projections.views import Views
 
     relay_log = RelayLog(env=settings.store.event_store_env())
     views = Views(settings.store, relay_log)
@@ -240,7 +240,7 @@ def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
-    from web.server import serve
+    from relay.web.server import serve
 
     token, generated = settings.ensure_admin_token()
     del token

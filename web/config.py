@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from actors.context import Limits
-from projections.backend import StoreConfig
+from relay.actors.context import Limits
+from relay.projections.backend import StoreConfig
 
 ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a token
 

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pykka
 from flask import current_app, g, request
 
-from events.errors import (
+from relay.events.errors import (
     AlreadyExistsError,
     DomainError,
     IllegalTransitionError,
     InvalidValueError,
     NotFoundError,
 )
-from web.auth import Principal, require
-from web.problems import ApiError, invalid, not_found
-from web.requests_ import check_path_names
+from relay.web.auth import Principal, require
+from relay.web.problems import ApiError, invalid, not_found
+from relay.web.requests_ import check_path_names
 
 if TYPE_CHECKING:
-    from web.runtime import Runtime
+    from relay.web.runtime import Runtime
 
 T = TypeVar("T")
 

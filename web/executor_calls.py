@@ -27,20 +27,20 @@ from typing import Any
 
 import pykka
 
-from actors import protocol, routing
-from actors.application import LiveExecutor
-from actors.cluster import RemoteExecutor
-from actors.executor import (
+from relay.actors import protocol, routing
+from relay.actors.application import LiveExecutor
+from relay.actors.cluster import RemoteExecutor
+from relay.actors.executor import (
     ExecutorGoneError,
     InFlightLimitError,
     MalformedAnswerError,
     ask_request,
     tell_forget,
 )
-from web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
-from web.forward_client import ForwardError
-from web.metrics import timed_request
-from web.problems import ApiError, not_found
+from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
+from relay.web.forward_client import ForwardError
+from relay.web.metrics import timed_request
+from relay.web.problems import ApiError, not_found
 
 log = logging.getLogger("relay.web.executor_calls")
 

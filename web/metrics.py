@@ -22,16 +22,16 @@ from prometheus_client import exposition
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.openmetrics import exposition as openmetrics
 
-from actors import metrics
-from actors.executor import ExecutorGoneError
-from web.auth import Principal
-from web.context import principal, runtime
-from web.openapi import operation
-from web.problems import ApiError
-from web.translate import format_time
+from relay.actors import metrics
+from relay.actors.executor import ExecutorGoneError
+from relay.web.auth import Principal
+from relay.web.context import principal, runtime
+from relay.web.openapi import operation
+from relay.web.problems import ApiError
+from relay.web.translate import format_time
 
 if TYPE_CHECKING:
-    from web.runtime import Runtime
+    from relay.web.runtime import Runtime
 
 bp = Blueprint("metrics", __name__)
 

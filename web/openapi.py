@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from flask import Blueprint, Flask, Response, current_app, jsonify
 
-from web.openapi_schemas import COMPONENTS, Schema, array_of, ref
+from relay.web.openapi_schemas import COMPONENTS, Schema, array_of, ref
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -200,7 +200,7 @@ def build_document(app: Flask, version: str) -> dict[str, Any]:
 @bp.get("/openapi.json")
 @operation("getOpenAPI", summary="This OpenAPI document", tag="Relay", returns="OpenAPIDocument", public=True)
 def openapi_json() -> Response:
-    from web.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
+    from relay.web.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
 
     cached = current_app.extensions.get("relay.openapi")
     if cached is None:
@@ -210,36 +210,36 @@ def openapi_json() -> Response:
 
 # -- routes defined in modules that do not use the decorator -----------------------------------------------
 _ORG = "Orgs"
-describe("web.api_relay.healthz", "getHealth", summary="Process up", tag="Relay", returns="Health", public=True)
-describe("web.api_relay.readyz", "getReadiness", summary="Store reachable (503 when not)", tag="Relay",
+describe("relay.web.api_relay.healthz", "getHealth", summary="Process up", tag="Relay", returns="Health", public=True)
+describe("relay.web.api_relay.readyz", "getReadiness", summary="Store reachable (503 when not)", tag="Relay",
          returns="Readiness", public=True)
-describe("web.api_relay.events", "listRelayEvents", summary="Relay's event log, oldest first, with positions",
+describe("relay.web.api_relay.events", "listRelayEvents", summary="Relay's event log, oldest first, with positions",
          tag="Relay", returns="RelayEventList",
          query=(query("org", "string"), query("app", "string"), query("type", "string"),
                 query("since", "integer", "int64"), query("limit", "integer", "int64")))
-describe("web.api_apps.get_org", "getOrg", summary="Get org", tag=_ORG, returns="Organization")
-describe("web.api_apps.list_apps", "listApps", summary="List applications", tag="Applications",
+describe("relay.web.api_apps.get_org", "getOrg", summary="Get org", tag=_ORG, returns="Organization")
+describe("relay.web.api_apps.list_apps", "listApps", summary="List applications", tag="Applications",
          returns="Application[]")
-describe("web.api_apps.get_app", "getApp", summary="Get application", tag="Applications", returns="Application")
-describe("web.api_apps.register_app", "registerApp", summary="Register application", tag="Applications",
+describe("relay.web.api_apps.get_app", "getApp", summary="Get application", tag="Applications", returns="Application")
+describe("relay.web.api_apps.register_app", "registerApp", summary="Register application", tag="Applications",
          status=204, body="PutAppInputBody")
-describe("web.api_apps.update_app", "updateApp", summary="Update application", tag="Applications", status=204,
+describe("relay.web.api_apps.update_app", "updateApp", summary="Update application", tag="Applications", status=204,
          body="PatchAppInputBody", body_required=True)
-describe("web.api_apps.delete_app", "deleteApp", summary="Delete application", tag="Applications", status=204)
-describe("web.api_apps.list_executors", "listExecutors", summary="List executors", tag="Executors",
+describe("relay.web.api_apps.delete_app", "deleteApp", summary="Delete application", tag="Applications", status=204)
+describe("relay.web.api_apps.list_executors", "listExecutors", summary="List executors", tag="Executors",
          returns="Executor[]")
-describe("web.api_apps.create_token", "createToken", summary="Create token", tag="Tokens", status=201,
+describe("relay.web.api_apps.create_token", "createToken", summary="Create token", tag="Tokens", status=201,
          returns="TokenCreated", body="CreateTokenInputBody", path_names={"name": "tokenName"})
-describe("web.api_apps.list_tokens", "listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
-describe("web.api_apps.list_permissions", "listPermissions", summary="List permissions", tag="Roles",
+describe("relay.web.api_apps.list_tokens", "listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
+describe("relay.web.api_apps.list_permissions", "listPermissions", summary="List permissions", tag="Roles",
          returns={"type": "array", "items": {"type": "string"}})
-describe("web.api_apps.delete_token", "deleteToken", summary="Delete token", tag="Tokens", status=204,
+describe("relay.web.api_apps.delete_token", "deleteToken", summary="Delete token", tag="Tokens", status=204,
          path_names={"name": "tokenName"})
-describe("web.api_audit.list_audit_logs", "listAuditLogs", summary="List audit logs", tag="Audit",
+describe("relay.web.api_audit.list_audit_logs", "listAuditLogs", summary="List audit logs", tag="Audit",
          returns="AuditLogEntry[]",
          query=(query("startTime", "string", "date-time"), query("endTime", "string", "date-time"),
                 query("operation", "string"), query("subject", "string"), query("target", "string"),
                 query("limit", "integer", "int64"), query("offset", "integer", "int64")))
-describe("web.websocket.executor_socket", "executorWebSocket", tag="Executors", status=101, public=True,
+describe("relay.web.websocket.executor_socket", "executorWebSocket", tag="Executors", status=101, public=True,
          summary="The executor WebSocket (the conductor key is the last path segment)",
          path_names={"key": "conductorKey"})

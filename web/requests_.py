@@ -8,8 +8,8 @@ from typing import Any
 
 from flask import request
 
-from events.names import APP_NAME, ORG_NAME
-from web.problems import ApiError, bad_request, invalid
+from relay.events.names import APP_NAME, ORG_NAME
+from relay.web.problems import ApiError, bad_request, invalid
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 

@@ -8,18 +8,18 @@ from typing import Any
 
 import pykka
 
-from actors.application import ApplicationActor
-from actors.cluster import Cluster
-from actors.context import ActorContext
-from actors.directory import Directory
-from actors.heartbeats import InstanceTable
-from actors.instance import InstanceActor
-from actors.recovery import ADOPTED_REASON
-from events.log import RelayLog
-from projections.views import ProjectionRunner, Views
-from web.auth import Authenticator
-from web.config import Settings
-from web.forward_client import Forwarder
+from relay.actors.application import ApplicationActor
+from relay.actors.cluster import Cluster
+from relay.actors.context import ActorContext
+from relay.actors.directory import Directory
+from relay.actors.heartbeats import InstanceTable
+from relay.actors.instance import InstanceActor
+from relay.actors.recovery import ADOPTED_REASON
+from relay.events.log import RelayLog
+from relay.projections.views import ProjectionRunner, Views
+from relay.web.auth import Authenticator
+from relay.web.config import Settings
+from relay.web.forward_client import Forwarder
 
 log = logging.getLogger("relay.runtime")
 

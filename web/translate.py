@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from actors import protocol
-from web.problems import invalid
+from relay.actors import protocol
+from relay.web.problems import invalid
 
 WORKFLOW_STATUSES = frozenset(
     {"ENQUEUED", "DELAYED", "PENDING", "SUCCESS", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "CANCELLED"}

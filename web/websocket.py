@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 import pykka
 from flask import Blueprint, Response, request
 
-from actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
-from web.context import runtime
-from web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
-from web.problems import ApiError, problem_response
-from web.sockets import FrameTooLargeError, GeventFrameSocket, RelayWebSocket
+from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
+from relay.web.context import runtime
+from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
+from relay.web.problems import ApiError, problem_response
+from relay.web.sockets import FrameTooLargeError, GeventFrameSocket, RelayWebSocket
 
 if TYPE_CHECKING:
-    from web.runtime import Runtime
+    from relay.web.runtime import Runtime
 
 log = logging.getLogger("relay.websocket")
 

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.web.limits import ConnectionSlots, HandshakeFailures, retry_after_header
 from tests.fuzz.hypothesis_settings import fuzz
 from tests.support.reliability_report import record
-from web.limits import ConnectionSlots, HandshakeFailures, retry_after_header
 
 STATS: Counter[str] = Counter()
 ADDRESSES = ["10.0.0.1", "10.0.0.2", "::1", "127.0.0.1"]

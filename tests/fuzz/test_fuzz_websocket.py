@@ -7,8 +7,8 @@ from geventwebsocket.websocket import Header
 from hypothesis import given
 from hypothesis import strategies as st
 
+from relay.web.sockets import unmask
 from tests.fuzz.hypothesis_settings import fuzz
-from web.sockets import unmask
 
 
 @fuzz(300)

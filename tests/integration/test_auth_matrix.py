@@ -282,8 +282,8 @@ def _compares(module: Any) -> list[str]:
 def test_presented_secrets_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     import hmac
 
-    from web import auth, forwarding
-    from web.console import auth as console_auth
+    from relay.web import auth, forwarding
+    from relay.web.console import auth as console_auth
 
     assert not _compares(auth) + _compares(console_auth) + _compares(forwarding)
     calls: list[tuple[int, int]] = []

@@ -90,8 +90,8 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def raw_events(relay: RelayProcess) -> list[tuple[int, str, str, int]]:
     """(position, topic, aggregate id, version) of every event in the store, read without Relay."""
-    from events.log import RelayLog
-    from web.config import Settings
+    from relay.events.log import RelayLog
+    from relay.web.config import Settings
 
     settings = Settings.from_env(relay.relay_env())
     relay_log = RelayLog(env=settings.store.event_store_env())
@@ -451,7 +451,7 @@ class LimitedRelay(RelayProcess):
             return super().command()
         launcher = ("import resource, runpy, sys; "
                     f"resource.setrlimit(resource.RLIMIT_FSIZE, ({self.fsize}, {self.fsize})); "
-                    "sys.argv = ['relay', 'serve']; runpy.run_module('web.cli', run_name='__main__')")
+                    "sys.argv = ['relay', 'serve']; runpy.run_module('relay.web.cli', run_name='__main__')")
         return [sys.executable, "-c", launcher]
 
 
@@ -626,7 +626,7 @@ class FlakyLog:
     def __new__(cls) -> Any:
         from eventsourcing.persistence import OperationalError
 
-        from events.log import RelayLog
+        from relay.events.log import RelayLog
 
         class _Flaky(RelayLog):
             down = False
@@ -673,10 +673,10 @@ class _Socket:
 def world() -> Iterator[tuple[Any, Any, Any]]:
     import pykka
 
-    from actors.application import ApplicationActor
-    from actors.context import ActorContext, Limits
-    from actors.directory import Directory
-    from actors.scheduler import ManualScheduler
+    from relay.actors.application import ApplicationActor
+    from relay.actors.context import ActorContext, Limits
+    from relay.actors.directory import Directory
+    from relay.actors.scheduler import ManualScheduler
 
     class Apps:
         def app(self, org: str, app: str) -> dict[str, Any]:
@@ -695,7 +695,7 @@ def world() -> Iterator[tuple[Any, Any, Any]]:
 
 
 def _executor(world: Any, executor_id: str) -> tuple[Any, _Socket]:
-    from actors.executor import Connection, ExecutorActor
+    from relay.actors.executor import Connection, ExecutorActor
 
     ctx, directory, clock = world
     socket = _Socket(clock)

@@ -32,11 +32,11 @@ import psycopg
 import pytest
 import requests
 
+from relay.web import forwarding
 from tests.integration.fake_executor import create_key, executors, register_app
 from tests.support import pg
 from tests.support.ports import free_port, port_is_open, wait_until
 from tests.support.procs import ExecutorProcess, ManagedProcess, RelayProcess, clean_env
-from web import forwarding
 
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 

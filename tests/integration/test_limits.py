@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 import requests
 
-from actors.context import Limits
+from relay.actors.context import Limits
+from relay.web.config import ConfigError, Settings
 from tests.integration.fake_executor import (
     FakeExecutor,
     HandshakeRefusedError,
@@ -40,7 +41,6 @@ from tests.integration.fake_executor import (
 from tests.support.ports import wait_until
 from tests.support.procs import RelayProcess, run_cli
 from tests.support.reliability_report import record
-from web.config import ConfigError, Settings
 
 pytestmark = pytest.mark.integration
 

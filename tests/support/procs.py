@@ -33,7 +33,7 @@ import requests
 from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CLI_MODULE = "web.cli"
+CLI_MODULE = "relay.web.cli"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 CLI_TIMEOUT_S = 60.0

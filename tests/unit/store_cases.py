@@ -18,9 +18,9 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from events.executor import ExecutorInfo
-from events.log import RelayLog
-from projections.backend import StoreConfig, ViewStore
+from relay.events.executor import ExecutorInfo
+from relay.events.log import RelayLog
+from relay.projections.backend import StoreConfig, ViewStore
 
 # Both stores; the PostgreSQL case is marked like every other test that needs the server.
 STORES = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from events.alerting import (
+from relay.events.alerting import (
     Alert,
     AlertAlreadyFiredError,
     AlertingRule,
@@ -16,9 +16,9 @@ from events.alerting import (
     alert_aggregate_id,
     check_rule_metadata,
 )
-from events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError, NotFoundError
-from events.log import RelayLog
-from events.retention import FAILED, SUCCEEDED, RetentionRun
+from relay.events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError, NotFoundError
+from relay.events.log import RelayLog
+from relay.events.retention import FAILED, SUCCEEDED, RetentionRun
 
 T0 = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 META = {"workflow_name": "*", "failed_workflow_count": "3", "threshold": "3", "period_secs": "60"}

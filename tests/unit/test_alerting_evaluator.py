@@ -20,15 +20,15 @@ from typing import Any
 import pykka
 import pytest
 
-from actors import protocol
-from actors.alerting import AlertRun, LiveSources, evaluate, slot_of
-from actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig, alert_payload, send_webhook
-from actors.executor import ExecutorGoneError
-from actors.executor_requests import CannotAskError
-from actors.periodic import PeriodicWork
-from actors.retention import RetentionRunner, retention_policy
-from actors.scheduler import ManualScheduler
-from events.log import RelayLog
+from relay.actors import protocol
+from relay.actors.alerting import AlertRun, LiveSources, evaluate, slot_of
+from relay.actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig, alert_payload, send_webhook
+from relay.actors.executor import ExecutorGoneError
+from relay.actors.executor_requests import CannotAskError
+from relay.actors.periodic import PeriodicWork
+from relay.actors.retention import RetentionRunner, retention_policy
+from relay.actors.scheduler import ManualScheduler
+from relay.events.log import RelayLog
 
 ORG, APP = "acme", "shop"
 

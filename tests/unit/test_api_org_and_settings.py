@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from relay.web.app import create_app
+from relay.web.config import Settings
+from relay.web.runtime import Runtime
 from tests.support.openapi_ref import check, reference, response_schema
-from web.app import create_app
-from web.config import Settings
-from web.runtime import Runtime
 
 ADMIN = "org-settings-admin-token"
 AUTH = {"Authorization": f"Bearer {ADMIN}"}

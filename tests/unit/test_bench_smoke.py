@@ -11,10 +11,10 @@ import threading
 
 from websockets.asyncio.server import serve
 
-from actors import protocol
 from bench import httpload
 from bench.loadgen import LoadGen, Options, source_addresses
 from bench.reference import Reference
+from relay.actors import protocol
 
 KEY = "bench-smoke-key"
 

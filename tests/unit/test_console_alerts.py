@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from relay.web.app import create_app
+from relay.web.auth import hash_key
+from relay.web.config import Settings
+from relay.web.runtime import Runtime
 from tests.unit.store_cases import at
-from web.app import create_app
-from web.auth import hash_key
-from web.config import Settings
-from web.runtime import Runtime
 
 ADMIN = "console-alerts-admin-token"
 HOOK_URL = "https://hookuser:hunter2-pass@hooks.example.test/relay"

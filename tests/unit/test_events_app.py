@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from events.app import DEFAULT_SETTINGS, App, check_settings
-from events.errors import DomainError, IllegalTransitionError, InvalidValueError
-from events.ids import app_id
-from events.log import RelayLog
-from events.names import check_app_name
+from relay.events.app import DEFAULT_SETTINGS, App, check_settings
+from relay.events.errors import DomainError, IllegalTransitionError, InvalidValueError
+from relay.events.ids import app_id
+from relay.events.log import RelayLog
+from relay.events.names import check_app_name
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)

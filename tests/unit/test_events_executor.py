@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from events.errors import IllegalTransitionError, InvalidValueError
-from events.executor import (
+from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.events.executor import (
     DEAD,
     DELETED,
     DISCONNECTED,
@@ -20,8 +20,8 @@ from events.executor import (
     ExecutorInfo,
     check_info,
 )
-from events.ids import executor_id
-from events.log import RelayLog
+from relay.events.ids import executor_id
+from relay.events.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=10)

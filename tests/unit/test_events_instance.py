@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from events.errors import IllegalTransitionError, NotFoundError
-from events.ids import instance_id
-from events.instance import RUNNING, STOPPED, RelayInstance, lease_key
-from events.log import RelayLog
+from relay.events.errors import IllegalTransitionError, NotFoundError
+from relay.events.ids import instance_id
+from relay.events.instance import RUNNING, STOPPED, RelayInstance, lease_key
+from relay.events.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)
@@ -377,7 +377,7 @@ def test_an_instance_saved_and_loaded_is_identical(module, tmp_path):
 
 
 def test_a_peer_expires_a_silent_instance_and_takes_its_leases():
-    from events.instance import EXPIRED
+    from relay.events.instance import EXPIRED
 
     inst = RelayInstance(instance="i-1", address="127.0.0.1", port=1, version="0.1.0", at=T0)
     inst.take_lease("local/app/e1", T0)
@@ -401,7 +401,7 @@ def test_an_expired_instance_cannot_be_expired_twice_or_by_itself():
 def test_two_peers_racing_to_expire_an_instance_conflict_in_the_store(tmp_path):
     from eventsourcing.persistence import IntegrityError
 
-    from events.log import RelayLog
+    from relay.events.log import RelayLog
 
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.sqlite")}
     a, b = RelayLog(env=env), RelayLog(env=env)

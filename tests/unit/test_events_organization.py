@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from events.errors import AlreadyExistsError, DomainError, InvalidValueError, NotFoundError
-from events.ids import organization_id
-from events.log import RelayLog
-from events.names import check_org_name, check_token_name
-from events.organization import PERMISSIONS, Organization
+from relay.events.errors import AlreadyExistsError, DomainError, InvalidValueError, NotFoundError
+from relay.events.ids import organization_id
+from relay.events.log import RelayLog
+from relay.events.names import check_org_name, check_token_name
+from relay.events.organization import PERMISSIONS, Organization
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)

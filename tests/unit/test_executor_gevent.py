@@ -16,13 +16,13 @@ from gevent import monkey; monkey.patch_all()
 import gc, json
 from dataclasses import dataclass
 import gevent, greenlet, pykka
-from actors import protocol
-from actors.application import ApplicationActor
-from actors.context import ActorContext, Limits
-from actors.directory import Directory
-from actors.executor import Connection, ExecutorActor, ask_request
-from actors.scheduler import ManualScheduler
-from events.log import RelayLog
+from relay.actors import protocol
+from relay.actors.application import ApplicationActor
+from relay.actors.context import ActorContext, Limits
+from relay.actors.directory import Directory
+from relay.actors.executor import Connection, ExecutorActor, ask_request
+from relay.actors.scheduler import ManualScheduler
+from relay.events.log import RelayLog
 
 class Socket:
     def __init__(self, clock):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from web import forwarding
+from relay.web import forwarding
 
 SECRET = "s3cret-forwarding-key"
 NOW = 1_800_000_000.0

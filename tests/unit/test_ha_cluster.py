@@ -13,14 +13,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from actors.cluster import Cluster, responsible
-from actors.context import ActorContext
-from actors.heartbeats import InstanceTable
-from events.executor import ExecutorInfo
-from events.instance import EXPIRED, RUNNING, lease_key
-from events.log import RelayLog
-from projections.backend import StoreConfig
-from projections.views import ProjectionRunner, Views
+from relay.actors.cluster import Cluster, responsible
+from relay.actors.context import ActorContext
+from relay.actors.heartbeats import InstanceTable
+from relay.events.executor import ExecutorInfo
+from relay.events.instance import EXPIRED, RUNNING, lease_key
+from relay.events.log import RelayLog
+from relay.projections.backend import StoreConfig
+from relay.projections.views import ProjectionRunner, Views
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 INFO = ExecutorInfo("v1", "host", "python", "3.2.0", None)

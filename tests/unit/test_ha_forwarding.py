@@ -27,19 +27,19 @@ import requests
 from flask import Flask, Response
 from werkzeug.serving import make_server
 
-from actors import protocol
-from actors.application import LiveExecutor
-from actors.cluster import RemoteExecutor
-from actors.context import Limits
-from actors.directory import Directory
-from actors.executor import ExecutorGoneError
-from actors.recovery import PeerUnreachableError
+from relay.actors import protocol
+from relay.actors.application import LiveExecutor
+from relay.actors.cluster import RemoteExecutor
+from relay.actors.context import Limits
+from relay.actors.directory import Directory
+from relay.actors.executor import ExecutorGoneError
+from relay.actors.recovery import PeerUnreachableError
+from relay.web import api_cluster, forwarding
+from relay.web.config import ConfigError, Settings
+from relay.web.executor_calls import call
+from relay.web.forward_client import Forwarder
+from relay.web.problems import ApiError, problem_response
 from tests.support.ports import free_port
-from web import api_cluster, forwarding
-from web.config import ConfigError, Settings
-from web.executor_calls import call
-from web.forward_client import Forwarder
-from web.problems import ApiError, problem_response
 
 ORG, APP, APP_ID = "local", "fwd-app", "4b0c7c8e-1111-5222-8333-944445555666"
 SECRET = "unit-test-forward-secret-" + secrets.token_hex(8)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from events.executor import ExecutorInfo
+from relay.events.executor import ExecutorInfo
+from relay.web.app import create_app
+from relay.web.config import Settings
+from relay.web.runtime import Runtime
 from tests.support.ports import wait_until
-from web.app import create_app
-from web.config import Settings
-from web.runtime import Runtime
 
 ADMIN = "ha-runtime-admin-token-0123456789"
 AT = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,15 +12,15 @@ import pytest
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors import metrics, protocol
-from actors.executor import ExecutorGoneError
+from relay.actors import metrics, protocol
+from relay.actors.executor import ExecutorGoneError
+from relay.web.app import create_app
+from relay.web.auth import hash_key
+from relay.web.config import Settings
+from relay.web.metrics import timed_request
+from relay.web.problems import ApiError
+from relay.web.runtime import Runtime
 from tests.unit.store_cases import at, history
-from web.app import create_app
-from web.auth import hash_key
-from web.config import Settings
-from web.metrics import timed_request
-from web.problems import ApiError
-from web.runtime import Runtime
 
 ADMIN = "metrics-test-admin-token"
 SHOP_KEY = "dbos_shop_metrics_key_0123456789abcdef"

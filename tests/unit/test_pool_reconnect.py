@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psycopg_pool.pool
 
-import projections  # noqa: F401 - installs the capped backoff
-from projections.pool_reconnect import MAX_RECONNECT_DELAY_S, CappedBackoff
+import relay.projections  # noqa: F401 - installs the capped backoff
+from relay.projections.pool_reconnect import MAX_RECONNECT_DELAY_S, CappedBackoff
 
 
 def test_the_delay_between_attempts_is_capped() -> None:

@@ -14,17 +14,17 @@ from typing import Any
 
 import pytest
 
-from events.app import DEFAULT_SETTINGS
-from events.ids import app_id, executor_id, organization_id
-from events.log import RelayLog
-from projections import replay
-from projections.alerts import AlertsProjection
-from projections.applications import ApplicationsProjection
-from projections.audit import AuditProjection
-from projections.backend import StoreConfig, ViewStore
-from projections.projector import Projector, ViewProjection
-from projections.registry import RegistryProjection
-from projections.views import ProjectionRunner, Views
+from relay.events.app import DEFAULT_SETTINGS
+from relay.events.ids import app_id, executor_id, organization_id
+from relay.events.log import RelayLog
+from relay.projections import replay
+from relay.projections.alerts import AlertsProjection
+from relay.projections.applications import ApplicationsProjection
+from relay.projections.audit import AuditProjection
+from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.projector import Projector, ViewProjection
+from relay.projections.registry import RegistryProjection
+from relay.projections.views import ProjectionRunner, Views
 from tests.unit.store_cases import (
     HASH_CI,
     HASH_DEPLOY,

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from events.log import RelayLog
-from projections import backend
-from projections.applications import ApplicationsQueries
-from projections.backend import StoreConfig, ViewStore
-from projections.registry import RegistrySchema
-from projections.views import ProjectionRunner, Views
+from relay.events.log import RelayLog
+from relay.projections import backend
+from relay.projections.applications import ApplicationsQueries
+from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.registry import RegistrySchema
+from relay.projections.views import ProjectionRunner, Views
 from tests.unit.store_cases import (
     HASH_CI,
     HASH_DEPLOY,

@@ -20,12 +20,12 @@ from typing import Any
 import pykka
 import pytest
 
-from actors import protocol
-from actors.application import ApplicationActor
-from actors.context import ActorContext, Limits
-from actors.directory import Directory
-from actors.executor import Connection, ExecutorActor, ExecutorGoneError
-from actors.recovery import (
+from relay.actors import protocol
+from relay.actors.application import ApplicationActor
+from relay.actors.context import ActorContext, Limits
+from relay.actors.directory import Directory
+from relay.actors.executor import Connection, ExecutorActor, ExecutorGoneError
+from relay.actors.recovery import (
     INTERRUPTED_REASON,
     MESSAGE_KEY,
     RESTART_REASON,
@@ -33,9 +33,9 @@ from actors.recovery import (
     describe_answer,
     rank_peers,
 )
-from actors.scheduler import ManualScheduler
-from events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
-from events.log import RelayLog
+from relay.actors.scheduler import ManualScheduler
+from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
+from relay.events.log import RelayLog
 from tests.support.ports import wait_until
 
 ORG, APP = "acme", "shop"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from actors.application import LiveExecutor
-from actors.routing import describe_lacking, rank, supports
+from relay.actors.application import LiveExecutor
+from relay.actors.routing import describe_lacking, rank, supports
 
 
 def live(executor_id: str, version: str = "v1", *, language: str = "python", dbos: str = "3.2.0",

@@ -11,11 +11,11 @@ from typing import Any
 import pykka
 import pytest
 
-from actors.directory import Directory
-from actors.executor import Liveness
-from actors.scheduler import ManualScheduler, ThreadingScheduler
+from relay.actors.directory import Directory
+from relay.actors.executor import Liveness
+from relay.actors.scheduler import ManualScheduler, ThreadingScheduler
+from relay.web.websocket import HandshakeGate
 from tests.support.ports import wait_until
-from web.websocket import HandshakeGate
 
 
 def test_threading_scheduler_runs_timers_in_order_of_time_on_one_thread() -> None:

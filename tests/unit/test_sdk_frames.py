@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from actors import protocol
+from relay.actors import protocol
+from relay.web import executor_calls, translate
+from relay.web.api_catalog import _of_app
 from tests.support.openapi_ref import check, reference
-from web import executor_calls, translate
-from web.api_catalog import _of_app
 
 FRAMES_DIR = Path(__file__).parent / "sdk_frames"
 FILES = sorted(FRAMES_DIR.glob("*.json"))

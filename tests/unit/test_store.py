@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from events import log as log_module
-from events.app import DEFAULT_SETTINGS, App
-from events.errors import AlreadyExistsError, IllegalTransitionError, NotFoundError
-from events.executor import DELETED, HEALTHY, Executor
-from events.instance import RUNNING, RelayInstance
-from events.log import RelayLog
-from events.organization import Organization
-from projections.backend import StoreConfig
+from relay.events import log as log_module
+from relay.events.app import DEFAULT_SETTINGS, App
+from relay.events.errors import AlreadyExistsError, IllegalTransitionError, NotFoundError
+from relay.events.executor import DELETED, HEALTHY, Executor
+from relay.events.instance import RUNNING, RelayInstance
+from relay.events.log import RelayLog
+from relay.events.organization import Organization
+from relay.projections.backend import StoreConfig
 from tests.unit.store_cases import (
     HASH_CI,
     HASH_DEPLOY,

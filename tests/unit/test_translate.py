@@ -15,10 +15,10 @@ from typing import Any
 import dbos._conductor.protocol as sdk
 import pytest
 
-from actors import protocol
+from relay.actors import protocol
+from relay.web import translate
+from relay.web.problems import ApiError
 from tests.support.openapi_ref import check, reference
-from web import translate
-from web.problems import ApiError
 
 CREATED_MS = 1712345678901  # 2024-04-05T19:34:38.901Z
 CREATED = "2024-04-05T19:34:38.901Z"

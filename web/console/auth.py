@@ -28,9 +28,9 @@ from flask import (
     url_for,
 )
 
-from web.auth import ADMIN, Principal, hash_key
-from web.console import bp
-from web.context import runtime
+from relay.web.auth import ADMIN, Principal, hash_key
+from relay.web.console import bp
+from relay.web.context import runtime
 
 if TYPE_CHECKING:
     from flask.blueprints import BlueprintSetupState

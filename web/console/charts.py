@@ -11,7 +11,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from web.console import remote
+from relay.web.console import remote
 
 WINDOW_MS = 3600 * 1000
 BUCKET_MS = 5 * 60 * 1000

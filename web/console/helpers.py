@@ -10,11 +10,11 @@ from typing import Any
 from flask import abort, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
-from events.names import APP_NAME, ORG_NAME
-from web.console import bp
-from web.console.auth import current
-from web.context import runtime
-from web.problems import ApiError
+from relay.events.names import APP_NAME, ORG_NAME
+from relay.web.console import bp
+from relay.web.console.auth import current
+from relay.web.context import runtime
+from relay.web.problems import ApiError
 
 PAGE_SIZE = 25
 

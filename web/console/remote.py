@@ -13,10 +13,10 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
-from actors import protocol
-from web import executor_calls, translate
-from web.context import runtime
-from web.problems import ApiError, not_found
+from relay.actors import protocol
+from relay.web import executor_calls, translate
+from relay.web.context import runtime
+from relay.web.problems import ApiError, not_found
 
 P = ParamSpec("P")
 T = TypeVar("T")

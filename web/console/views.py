@@ -8,15 +8,15 @@ from typing import Any
 
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 
-from events.app import DEFAULT_SETTINGS
-from events.names import APP_NAME, TOKEN_NAME
-from events.organization import PERMISSIONS
-from web.auth import hash_key, new_api_key
-from web.console import bp, charts
-from web.console.auth import confirm_page, confirmed, current, require
-from web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
-from web.context import ask, runtime
-from web.problems import ApiError
+from relay.events.app import DEFAULT_SETTINGS
+from relay.events.names import APP_NAME, TOKEN_NAME
+from relay.events.organization import PERMISSIONS
+from relay.web.auth import hash_key, new_api_key
+from relay.web.console import bp, charts
+from relay.web.console.auth import confirm_page, confirmed, current, require
+from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
+from relay.web.context import ask, runtime
+from relay.web.problems import ApiError
 
 # What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
 DEFAULT_KEY_PERMISSIONS = ("application.read", "application.write", "metric.read", "websocket.connect")

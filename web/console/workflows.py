@@ -9,10 +9,10 @@ from typing import Any
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 
-from web.console import bp, remote
-from web.console.auth import confirm_page, confirmed, require, safe_path
-from web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
-from web.context import runtime
+from relay.web.console import bp, remote
+from relay.web.console.auth import confirm_page, confirmed, require, safe_path
+from relay.web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
+from relay.web.context import runtime
 
 STATUSES = ("PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 # Query parameter of the workflows page → WorkflowSearchBody filter (a list of one value).

@@ -1,0 +1,26 @@
+"""The wheel installs one top-level name, `relay`, with the console's templates and static files inside it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_wheel_has_one_top_level_name_relay_and_carries_the_console_files(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--disable-pip-version-check", "-q", "-w", str(tmp_path), str(REPO)],
+                   check=True, cwd=tmp_path, timeout=300)
+    (wheel,) = tmp_path.glob("relay-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"relay"}
+    for module in ("relay/events/log.py", "relay/actors/executor.py", "relay/projections/views.py",
+                   "relay/web/cli.py", "relay/web/console/__init__.py", "relay/web/templates/console/layout.html"):
+        assert module in names, module
+    assert any(name.startswith("relay/web/static/") for name in names)
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "relay = relay.web.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
