@@ -18,11 +18,12 @@ from typing import Any, Protocol
 
 import pykka
 
-from relay.actors import alerting, protocol, retention
+from relay.actors import alerting, retention
 from relay.actors.context import ActorContext
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
 from relay.events.alerting import AlertingRule
 from relay.events.app import DEFAULT_SETTINGS, App
+from relay.wire import protocol
 
 log = logging.getLogger("relay.actors.application")
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from datetime import UTC
 from typing import Any, Protocol
 
-from relay.actors import metrics, protocol
+from relay.actors import metrics
 from relay.actors.executor_requests import Transport, request_all
+from relay.wire import protocol
 
 log = logging.getLogger("relay.actors.delivery")
 

@@ -38,13 +38,14 @@ import gevent.monkey
 import pykka
 from pykka.messages import ProxyCall
 
-from relay.actors import metrics, protocol
+from relay.actors import metrics
 from relay.actors.application import LiveExecutor
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
 from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError
 from relay.events.executor import ExecutorInfo
+from relay.wire import protocol
 
 log = logging.getLogger("relay.actors.executor")
 

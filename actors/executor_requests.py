@@ -13,7 +13,8 @@ from typing import Any, Protocol
 
 import pykka
 
-from relay.actors import metrics, protocol
+from relay.actors import metrics
+from relay.wire import protocol
 
 ASK_S = 5.0  # waiting for an executor actor to take a request (not for the executor's answer)
 

@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from relay.actors import protocol
 from relay.actors.clock import Clock
 from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError, IllegalTransitionError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
 from relay.events.log import RelayLog
+from relay.wire import protocol
 
 log = logging.getLogger("relay.actors.recovery")
 

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from relay.actors import metrics, protocol
+from relay.actors import metrics
 from relay.actors.alerting import config_of, slot_of
 from relay.actors.executor_requests import ActorTransport, Transport, rank, request_all
 from relay.actors.periodic import PeriodicWork, spawn
 from relay.events.errors import DomainError
 from relay.events.retention import FAILED, SUCCEEDED
+from relay.wire import protocol
 
 if TYPE_CHECKING:
     from relay.actors.context import ActorContext

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from relay.actors import protocol
 from relay.actors.application import LiveExecutor
+from relay.wire import protocol
 
 
 def supports(executor: LiveExecutor, message_type: str) -> bool:

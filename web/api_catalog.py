@@ -11,7 +11,6 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.actors import protocol
 from relay.web import translate
 from relay.web.context import runtime
 from relay.web.executor_calls import NoExecutorError, authorize_app, call
@@ -19,6 +18,7 @@ from relay.web.metrics import recovery_metrics
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError, not_found
 from relay.web.requests_ import json_body
+from relay.wire import protocol
 
 bp = Blueprint("v2_catalog", __name__)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.actors import protocol, routing
+from relay.actors import routing
 from relay.actors.application import LiveExecutor
 from relay.actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from relay.web import forwarding, translate
@@ -34,6 +34,7 @@ from relay.web.openapi import operation
 from relay.web.openapi_schemas import COMPONENTS
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import check_path_names
+from relay.wire import protocol
 
 log = logging.getLogger("relay.web.cluster")
 

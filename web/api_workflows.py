@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.actors import protocol
 from relay.web import translate
 from relay.web.executor_calls import authorize_app, call, require_workflow
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError, not_found
 from relay.web.requests_ import json_body
+from relay.wire import protocol
 
 bp = Blueprint("v2_workflows", __name__)
 

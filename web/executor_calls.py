@@ -27,7 +27,7 @@ from typing import Any
 
 import pykka
 
-from relay.actors import protocol, routing
+from relay.actors import routing
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.executor import (
@@ -41,6 +41,7 @@ from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
 from relay.web.forward_client import ForwardError
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError, not_found
+from relay.wire import protocol
 
 log = logging.getLogger("relay.web.executor_calls")
 

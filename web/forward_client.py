@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from relay.actors import protocol
 from relay.actors.cluster import Cluster, RemoteExecutor
 from relay.actors.recovery import PeerUnreachableError
 from relay.projections.applications import ApplicationsQueries
 from relay.web import forwarding
+from relay.wire import protocol
 
 FORWARD_PATH = "/internal/v1/forward/"
 # The peer waits up to the request timeout for its executor, then answers 504: wait a little longer for it.

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from relay.actors import protocol
 from relay.web.problems import invalid
+from relay.wire import protocol
 
 WORKFLOW_STATUSES = frozenset(
     {"ENQUEUED", "DELAYED", "PENDING", "SUCCESS", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "CANCELLED"}

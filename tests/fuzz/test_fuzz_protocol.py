@@ -1,4 +1,4 @@
-"""Hypothesis against the executor frame decoder (``relay.actors.protocol.decode_response``) and every response type.
+"""Hypothesis against the executor frame decoder (``relay.wire.protocol.decode_response``) and every response type.
 
 tests/unit/test_protocol.py pins the decoder on hand-written frames; these properties throw generated ones at it:
 
@@ -26,7 +26,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from relay.actors import protocol as p
+from relay.wire import protocol as p
 from tests.fuzz.hypothesis_settings import fuzz
 from tests.support.reliability_report import record
 

@@ -20,7 +20,6 @@ from typing import Any
 import pykka
 import pytest
 
-from relay.actors import protocol
 from relay.actors.alerting import AlertRun, LiveSources, evaluate, slot_of
 from relay.actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig, alert_payload, send_webhook
 from relay.actors.executor import ExecutorGoneError
@@ -29,6 +28,7 @@ from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler
 from relay.events.log import RelayLog
+from relay.wire import protocol
 
 ORG, APP = "acme", "shop"
 

@@ -14,7 +14,7 @@ from websockets.asyncio.server import serve
 from bench import httpload
 from bench.loadgen import LoadGen, Options, source_addresses
 from bench.reference import Reference
-from relay.actors import protocol
+from relay.wire import protocol
 
 KEY = "bench-smoke-key"
 

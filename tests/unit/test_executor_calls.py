@@ -12,13 +12,13 @@ import pykka
 import pytest
 from flask import Flask
 
-from relay.actors import protocol
 from relay.actors.application import LiveExecutor
 from relay.actors.context import Limits
 from relay.actors.directory import Directory
 from relay.actors.executor import ExecutorGoneError
 from relay.web.executor_calls import call, summarize_error
 from relay.web.problems import ApiError
+from relay.wire import protocol
 
 ORG, APP = "local", "calls-app"
 

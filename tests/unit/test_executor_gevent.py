@@ -16,7 +16,7 @@ from gevent import monkey; monkey.patch_all()
 import gc, json
 from dataclasses import dataclass
 import gevent, greenlet, pykka
-from relay.actors import protocol
+from relay.wire import protocol
 from relay.actors.application import ApplicationActor
 from relay.actors.context import ActorContext, Limits
 from relay.actors.directory import Directory

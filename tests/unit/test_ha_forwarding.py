@@ -27,7 +27,6 @@ import requests
 from flask import Flask, Response
 from werkzeug.serving import make_server
 
-from relay.actors import protocol
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.context import Limits
@@ -39,6 +38,7 @@ from relay.web.config import ConfigError, Settings
 from relay.web.executor_calls import call
 from relay.web.forward_client import Forwarder
 from relay.web.problems import ApiError, problem_response
+from relay.wire import protocol
 from tests.support.ports import free_port
 
 ORG, APP, APP_ID = "local", "fwd-app", "4b0c7c8e-1111-5222-8333-944445555666"

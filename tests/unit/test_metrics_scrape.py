@@ -12,7 +12,7 @@ import pytest
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from relay.actors import metrics, protocol
+from relay.actors import metrics
 from relay.actors.executor import ExecutorGoneError
 from relay.web.app import create_app
 from relay.web.auth import hash_key
@@ -20,6 +20,7 @@ from relay.web.config import Settings
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError
 from relay.web.runtime import Runtime
+from relay.wire import protocol
 from tests.unit.store_cases import at, history
 
 ADMIN = "metrics-test-admin-token"

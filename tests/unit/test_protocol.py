@@ -18,7 +18,7 @@ import dbos._conductor.conductor as sdk_conductor
 import dbos._conductor.protocol as sdk
 import pytest
 
-from relay.actors import protocol as p
+from relay.wire import protocol as p
 
 SECRET = "SECRET-CONDUCTOR-KEY-0123456789"
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from relay.actors import protocol as p
+from relay.wire import protocol as p
 
 REASON = "frame holds a non-finite number (NaN, Infinity or out of range), which is not JSON"
 

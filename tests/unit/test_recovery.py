@@ -20,7 +20,6 @@ from typing import Any
 import pykka
 import pytest
 
-from relay.actors import protocol
 from relay.actors.application import ApplicationActor
 from relay.actors.context import ActorContext, Limits
 from relay.actors.directory import Directory
@@ -36,6 +35,7 @@ from relay.actors.recovery import (
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
 from relay.events.log import RelayLog
+from relay.wire import protocol
 from tests.support.ports import wait_until
 
 ORG, APP = "acme", "shop"

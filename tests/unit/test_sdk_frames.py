@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from relay.actors import protocol
 from relay.web import executor_calls, translate
 from relay.web.api_catalog import _of_app
+from relay.wire import protocol
 from tests.support.openapi_ref import check, reference
 
 FRAMES_DIR = Path(__file__).parent / "sdk_frames"

@@ -15,9 +15,9 @@ from typing import Any
 import dbos._conductor.protocol as sdk
 import pytest
 
-from relay.actors import protocol
 from relay.web import translate
 from relay.web.problems import ApiError
+from relay.wire import protocol
 from tests.support.openapi_ref import check, reference
 
 CREATED_MS = 1712345678901  # 2024-04-05T19:34:38.901Z
