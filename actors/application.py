@@ -43,7 +43,7 @@ class LiveExecutor:
 
 class RemotePeers(Protocol):
     """Executors of the application on other instances (HA), and a way to send them a request: Runtime
-    passes web/forward_client.py's Forwarder. `send` blocks until the peer instance answers; it raises
+    passes actors/forwarder.py's Forwarder. `send` blocks until the peer instance answers; it raises
     PeerUnreachableError (or anything else) when the answer does not come back."""
 
     poll_s: float

@@ -1,6 +1,6 @@
 """Where a fired alert goes: every executor of the receiving application (an `alert` frame each), those
 connected here directly and, with several instances (HA), those connected to another instance through it
-(the signed forward of web/forward_client.py); and the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
+(the signed forward of actors/forwarder.py); and the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
 backoff, signed when a secret is set).
 """
 
@@ -68,7 +68,7 @@ def alert_payload(alert: Any) -> dict[str, Any]:
 
 class RemoteExecutors(Protocol):
     """Executors of an application connected to other instances, and a way to send one a request (Runtime
-    passes web/forward_client.py's Forwarder; `send` raises when no answer comes back)."""
+    passes actors/forwarder.py's Forwarder; `send` raises when no answer comes back)."""
 
     def executors(self, org: str, app: str) -> list[Any]: ...
 

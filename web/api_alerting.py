@@ -8,7 +8,7 @@
 - ``GET /relay/v1/orgs/{org}/apps/{app}/alerts``: alerts fired, newest first, and where each went.
 - ``GET /relay/v1/orgs/{org}/apps/{app}/retention-runs``: managed retention runs and their outcomes.
 
-``install(rt)`` gives the actors their alerting configuration (web/config.py) and starts the actors of the
+``install(rt)`` gives the actors their alerting configuration (actors/settings.py) and starts the actors of the
 applications that have rules or retention settings, so they are watched from the start.
 """
 
@@ -35,7 +35,7 @@ from relay.web.requests_ import int_arg, json_body
 from relay.web.translate import format_time
 
 if TYPE_CHECKING:
-    from relay.web.runtime import Runtime
+    from relay.actors.runtime import Runtime
 
 bp = Blueprint("alerting", __name__)
 

@@ -5,7 +5,7 @@ heartbeat age, its status (RUNNING, STOPPED, EXPIRED: from its aggregate's last 
 (a key sees the leases of its own organization only).
 
 ``POST /internal/v1/forward/{appID}`` (instance to instance; no bearer: an HMAC-SHA256 signature, see
-web/forwarding.py): ``{"org", "app", "executor_id"?, "frame": {"type", ...fields}}`` runs ``frame`` on an
+wire/signing.py): ``{"org", "app", "executor_id"?, "frame": {"type", ...fields}}`` runs ``frame`` on an
 executor of the application connected to THIS instance (never forwarded again) and answers the executor's raw
 response (200, ``error_message`` included). A refusal (hop >= 1: 409; a signature more than 30 s off, one seen
 already, or a bad one: 401; forwarding not configured: 401) comes before anything is parsed or run. Then:
@@ -27,7 +27,7 @@ from flask import Blueprint, Response, jsonify, request
 from relay.actors import routing
 from relay.actors.application import LiveExecutor
 from relay.actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
-from relay.web import forwarding, translate
+from relay.web import translate
 from relay.web.context import principal, runtime
 from relay.web.executor_calls import send_local, snapshot
 from relay.web.openapi import operation
@@ -35,6 +35,7 @@ from relay.web.openapi_schemas import COMPONENTS
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import check_path_names
 from relay.wire import protocol
+from relay.wire import signing as forwarding
 
 log = logging.getLogger("relay.web.cluster")
 

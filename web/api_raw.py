@@ -4,7 +4,7 @@ For types a newer SDK added that Relay does not model yet (``rewind_workflow`` a
 ``POST /relay/v1/orgs/{org}/apps/{app}/executors/{executorId}/requests`` with ``{"type": T, ...fields}``.
 The answer is the executor's frame as a JSON object, ``error_message`` included (200 even when it reports
 a failure: the caller asked for the raw answer); 502 when the executor disconnects first, 504 on timeout.
-An executor connected to another instance is reached through it (forwarding, web/forward_client.py).
+An executor connected to another instance is reached through it (forwarding, actors/forwarder.py).
 """
 
 from __future__ import annotations

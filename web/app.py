@@ -16,7 +16,7 @@ from relay.web.api_cluster import bp as cluster_bp
 from relay.web.problems import ApiError, problem_response
 
 if TYPE_CHECKING:
-    from relay.web.runtime import Runtime
+    from relay.actors.runtime import Runtime
 
 log = logging.getLogger("relay.web")
 

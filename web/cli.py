@@ -17,7 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from relay.web.config import ConfigError, Settings
+from relay.actors.settings import ConfigError, Settings
 
 log = logging.getLogger("relay.cli")
 

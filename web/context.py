@@ -20,7 +20,7 @@ from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import check_path_names
 
 if TYPE_CHECKING:
-    from relay.web.runtime import Runtime
+    from relay.actors.runtime import Runtime
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@
 
 HA: when no executor connected to this instance can take the request, the HEALTHY executors of the
 application on other live instances are the candidates (actors/cluster.py), reached through their instance
-(web/forward_client.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
+(actors/forwarder.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
 
 Each HTTP request runs in its own greenlet and only waits on its own future, so a slow executor or a
 huge answer holds up nobody else.
@@ -37,8 +37,8 @@ from relay.actors.executor import (
     ask_request,
     tell_forget,
 )
+from relay.actors.forwarder import ForwardError
 from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
-from relay.web.forward_client import ForwardError
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError, not_found
 from relay.wire import protocol

@@ -31,7 +31,7 @@ from relay.web.problems import ApiError
 from relay.web.translate import format_time
 
 if TYPE_CHECKING:
-    from relay.web.runtime import Runtime
+    from relay.actors.runtime import Runtime
 
 bp = Blueprint("metrics", __name__)
 

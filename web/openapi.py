@@ -200,7 +200,7 @@ def build_document(app: Flask, version: str) -> dict[str, Any]:
 @bp.get("/openapi.json")
 @operation("getOpenAPI", summary="This OpenAPI document", tag="Relay", returns="OpenAPIDocument", public=True)
 def openapi_json() -> Response:
-    from relay.web.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
+    from relay.actors.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
 
     cached = current_app.extensions.get("relay.openapi")
     if cached is None:

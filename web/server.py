@@ -18,11 +18,11 @@ from gevent.event import Event
 from gevent.pywsgi import WSGIServer
 from geventwebsocket.handler import WebSocketHandler
 
+from relay.actors.runtime import Runtime
+from relay.actors.settings import ConfigError, Settings
 from relay.web.app import create_app
-from relay.web.config import ConfigError, Settings
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.problems import ApiError, problem_response
-from relay.web.runtime import Runtime
 from relay.web.sockets import RelayWebSocket
 from relay.web.websocket import HANDSHAKES_BUSY, HandshakeGate, check_handshake, redact_path
 

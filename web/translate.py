@@ -1,4 +1,4 @@
-"""THE translation between the executor wire (actors/protocol.py) and the Conductor API v2 schemas.
+"""THE translation between the executor wire (wire/protocol.py) and the Conductor API v2 schemas.
 
 Out: wire records, as the SDKs send them (``WorkflowUUID``, ``started_at_epoch_ms``, ...), become the v2
 schemas of the reference document (``Workflow``, ``Step``, ``Queue``, ``Schedule``, ``ApplicationVersion``,

@@ -19,7 +19,7 @@ from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import FrameTooLargeError, GeventFrameSocket, RelayWebSocket
 
 if TYPE_CHECKING:
-    from relay.web.runtime import Runtime
+    from relay.actors.runtime import Runtime
 
 log = logging.getLogger("relay.websocket")
 

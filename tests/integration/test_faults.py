@@ -90,8 +90,8 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def raw_events(relay: RelayProcess) -> list[tuple[int, str, str, int]]:
     """(position, topic, aggregate id, version) of every event in the store, read without Relay."""
+    from relay.actors.settings import Settings
     from relay.events.log import RelayLog
-    from relay.web.config import Settings
 
     settings = Settings.from_env(relay.relay_env())
     relay_log = RelayLog(env=settings.store.event_store_env())

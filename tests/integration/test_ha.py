@@ -32,7 +32,7 @@ import psycopg
 import pytest
 import requests
 
-from relay.web import forwarding
+from relay.wire import signing as forwarding
 from tests.integration.fake_executor import create_key, executors, register_app
 from tests.support import pg
 from tests.support.ports import free_port, port_is_open, wait_until

@@ -28,7 +28,7 @@ import pytest
 import requests
 
 from relay.actors.context import Limits
-from relay.web.config import ConfigError, Settings
+from relay.actors.settings import ConfigError, Settings
 from tests.integration.fake_executor import (
     FakeExecutor,
     HandshakeRefusedError,

@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from relay.actors.cluster import RemoteExecutor
-from relay.web.forward_client import Forwarder, ForwardError
+from relay.actors.forwarder import Forwarder, ForwardError
 from relay.wire import protocol
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
 from tests.support.ports import wait_until

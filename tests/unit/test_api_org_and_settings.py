@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from relay.actors.runtime import Runtime
+from relay.actors.settings import Settings
 from relay.web.app import create_app
-from relay.web.config import Settings
-from relay.web.runtime import Runtime
 from tests.support.openapi_ref import check, reference, response_schema
 
 ADMIN = "org-settings-admin-token"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from relay.actors.runtime import Runtime
+from relay.actors.settings import Settings
 from relay.web.app import create_app
 from relay.web.auth import hash_key
-from relay.web.config import Settings
-from relay.web.runtime import Runtime
 from tests.unit.store_cases import at
 
 ADMIN = "console-alerts-admin-token"

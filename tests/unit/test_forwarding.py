@@ -2,7 +2,7 @@
 
 import pytest
 
-from relay.web import forwarding
+from relay.wire import signing as forwarding
 
 SECRET = "s3cret-forwarding-key"
 NOW = 1_800_000_000.0

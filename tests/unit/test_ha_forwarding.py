@@ -1,6 +1,6 @@
 """Forwarding between instances, over real HTTP on loopback: the forward endpoint (web/api_cluster.py) of a
 "peer" instance served by werkzeug in a thread, with scripted executor actors behind it, and a "caller"
-instance whose executor calls (web/executor_calls.py) go through the real Forwarder (web/forward_client.py).
+instance whose executor calls (web/executor_calls.py) go through the real Forwarder (actors/forwarder.py).
 
 - the endpoint: a signed frame runs on the named local executor and its raw answer comes back; forged, old,
   looping, replayed and unconfigured forwards are refused before anything is sent to an executor; an unknown
@@ -32,13 +32,14 @@ from relay.actors.cluster import RemoteExecutor
 from relay.actors.context import Limits
 from relay.actors.directory import Directory
 from relay.actors.executor import ExecutorGoneError
+from relay.actors.forwarder import Forwarder
 from relay.actors.recovery import PeerUnreachableError
-from relay.web import api_cluster, forwarding
-from relay.web.config import ConfigError, Settings
+from relay.actors.settings import ConfigError, Settings
+from relay.web import api_cluster
 from relay.web.executor_calls import call
-from relay.web.forward_client import Forwarder
 from relay.web.problems import ApiError, problem_response
 from relay.wire import protocol
+from relay.wire import signing as forwarding
 from tests.support.ports import free_port
 
 ORG, APP, APP_ID = "local", "fwd-app", "4b0c7c8e-1111-5222-8333-944445555666"

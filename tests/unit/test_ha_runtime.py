@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from relay.actors.runtime import Runtime
+from relay.actors.settings import Settings
 from relay.events.executor import ExecutorInfo
 from relay.web.app import create_app
-from relay.web.config import Settings
-from relay.web.runtime import Runtime
 from tests.support.ports import wait_until
 
 ADMIN = "ha-runtime-admin-token-0123456789"

@@ -14,12 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from relay.actors import metrics
 from relay.actors.executor import ExecutorGoneError
+from relay.actors.runtime import Runtime
+from relay.actors.settings import Settings
 from relay.web.app import create_app
 from relay.web.auth import hash_key
-from relay.web.config import Settings
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError
-from relay.web.runtime import Runtime
 from relay.wire import protocol
 from tests.unit.store_cases import at, history
 

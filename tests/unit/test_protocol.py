@@ -1,4 +1,4 @@
-"""The executor wire format (actors/protocol.py), pinned to the real Python SDK (dbos 3.2.0).
+"""The executor wire format (wire/protocol.py), pinned to the real Python SDK (dbos 3.2.0).
 
 Requests are encoded by Relay and read back with the SDK's own parser (``<X>Request.from_json``, which is
 what the SDK's receive loop does); responses are produced with the SDK's own response classes

@@ -12,14 +12,14 @@ from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
+from relay.actors.forwarder import Forwarder
 from relay.actors.heartbeats import InstanceTable
 from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON
+from relay.actors.settings import Settings
 from relay.events.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
 from relay.web.auth import Authenticator
-from relay.web.config import Settings
-from relay.web.forward_client import Forwarder
 
 log = logging.getLogger("relay.runtime")
 

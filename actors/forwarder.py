@@ -1,7 +1,7 @@
 """Calling an executor connected to another Relay instance: `POST /internal/v1/forward/{appID}` there.
 
 The payload is ``{"org", "app", "executor_id", "frame": {"type", "request_id", ...fields}}`` (the frame
-as protocol.py encodes it; the peer sends the executor a request id of its own), signed as web/forwarding.py
+as protocol.py encodes it; the peer sends the executor a request id of its own), signed as wire/signing.py
 says. The peer runs it on that executor and answers the executor's raw response (200, decoded here with
 protocol.py like a frame), or a problem: 503 the executor is not connected there (any more) or disconnected
 before answering, 504 it did not answer in time, 429 it is busy, 502 it answered a malformed frame,
@@ -22,8 +22,8 @@ from typing import Any
 from relay.actors.cluster import Cluster, RemoteExecutor
 from relay.actors.recovery import PeerUnreachableError
 from relay.projections.applications import ApplicationsQueries
-from relay.web import forwarding
 from relay.wire import protocol
+from relay.wire import signing as forwarding
 
 FORWARD_PATH = "/internal/v1/forward/"
 # The peer waits up to the request timeout for its executor, then answers 504: wait a little longer for it.
