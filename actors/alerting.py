@@ -47,12 +47,11 @@ log = logging.getLogger("relay.actors.alerting")
 MESSAGE_KEY = "alerting"  # messages for AppAlerting.handle carry this key
 LIST_LIMIT = 10_000  # list_workflows fallback: counted up to this many rows
 METRICS_LAG_S = 2.0  # per-app workflow/step counts: how far behind the clock each window ends
-_CONFIG_ATTR = "_relay_alerting_config"
 
 
 @dataclass(frozen=True)
 class AlertingConfig:
-    """What alerting and retention need from the process (web/api_alerting.py installs it).
+    """What alerting and retention need from the process (the runtime, actors/runtime.py, builds it).
 
     ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
     application of an alert); ``remote``: those connected to other instances, and how to reach them (HA)."""
@@ -64,18 +63,6 @@ class AlertingConfig:
     webhook: WebhookConfig | None = None
     peers: Callable[[str, str], list[Any]] = field(default=lambda org, app: [])
     remote: RemoteExecutors | None = None
-
-
-def install(ctx: ActorContext, config: AlertingConfig) -> None:
-    """Give this process's actors the alerting configuration. Until then (and in tests that never install
-    it) application actors evaluate nothing."""
-    # Kept on the context object without a field of its own: ActorContext and the Runtime that builds it are
-    # being reworked for HA at the moment; a `alerting: AlertingConfig | None` field there is the tidy place.
-    object.__setattr__(ctx, _CONFIG_ATTR, config)
-
-
-def config_of(ctx: ActorContext) -> AlertingConfig | None:
-    return getattr(ctx, _CONFIG_ATTR, None)
 
 
 def slot_of(at: datetime, interval_s: float) -> int:
@@ -385,12 +372,12 @@ class AppAlerting:
         self.metrics_since: datetime | None = None
         self.periodic = PeriodicWork(
             MESSAGE_KEY, scheduler=ctx.scheduler, post=post, run=run,
-            interval=lambda: (cfg.interval_s if (cfg := config_of(ctx)) else None),
+            interval=lambda: (cfg.interval_s if (cfg := ctx.alerting) else None),
             prepare=self._prepare, finish=self._finish,
         )
 
     def start(self) -> None:
-        if self.metrics_since is None and config_of(self.ctx) is not None:
+        if self.metrics_since is None and self.ctx.alerting is not None:
             self.metrics_since = self.ctx.clock()
         self.periodic.start()
 
@@ -404,7 +391,7 @@ class AppAlerting:
         self.periodic.stop()
 
     def _prepare(self) -> Callable[[], Any] | None:
-        config = config_of(self.ctx)
+        config = self.ctx.alerting
         if config is None:
             return None
         live, latest = self.snapshot()

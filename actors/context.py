@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ from relay.actors.scheduler import Scheduler, ThreadingScheduler
 from relay.events.log import RelayLog
 
 if TYPE_CHECKING:
+    from relay.actors.alerting import AlertingConfig
     from relay.projections.views import ProjectionRunner, Views
 
 
@@ -43,7 +43,8 @@ class ActorContext:
     scheduler: Scheduler = field(default_factory=ThreadingScheduler)
     _locks: dict[Any, threading.Lock] = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
-    on_executor_change: list[Callable[[str, str], None]] = field(default_factory=list)
+    # Alerting and retention settings; None (unit tests of other parts) and application actors evaluate nothing.
+    alerting: AlertingConfig | None = None
 
     def lock_for(self, key: Any) -> threading.Lock:
         """A lock per natural key (e.g. one executor): serialises 'check who is current, then record'."""

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from relay.actors import metrics
-from relay.actors.alerting import config_of, slot_of
+from relay.actors.alerting import slot_of
 from relay.actors.executor_requests import ActorTransport, Transport, rank, request_all
 from relay.actors.periodic import PeriodicWork, spawn
 from relay.events.errors import DomainError
@@ -137,7 +137,7 @@ class AppRetention:
         self.transport = transport or ActorTransport()
         self.periodic = PeriodicWork(
             MESSAGE_KEY, scheduler=ctx.scheduler, post=post, run=run,
-            interval=lambda: (cfg.retention_interval_s if (cfg := config_of(ctx)) else None),
+            interval=lambda: (cfg.retention_interval_s if (cfg := ctx.alerting) else None),
             prepare=self._prepare,
         )
 
@@ -151,7 +151,7 @@ class AppRetention:
         self.periodic.stop()
 
     def _prepare(self) -> Callable[[], Any] | None:
-        config = config_of(self.ctx)
+        config = self.ctx.alerting
         if config is None:
             return None
         live, latest = self.snapshot()

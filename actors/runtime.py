@@ -1,16 +1,21 @@
-"""The assembled process: event log, views and their runner, actors. Built once by `relay serve`."""
+"""The composition root: the event log, the views and their runner, the actors, and what they are wired to
+(alerting and its webhook, the append-time metric, the forwarder to peer instances). Built once by
+`relay serve`; the web front end (web/wsgi.py) only reads it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import defaultdict
 from typing import Any
 
 import pykka
 
+from relay.actors import alerting, metrics, retention
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
+from relay.actors.delivery import WebhookConfig
 from relay.actors.directory import Directory
 from relay.actors.forwarder import Forwarder
 from relay.actors.heartbeats import InstanceTable
@@ -18,12 +23,13 @@ from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON
 from relay.actors.settings import Settings
 from relay.events.log import RelayLog
+from relay.projections.identity import Authenticator
 from relay.projections.views import ProjectionRunner, Views
-from relay.web.auth import Authenticator
 
 log = logging.getLogger("relay.runtime")
 
 VERSION = "0.1.0"
+ASK_TIMEOUT_S = 15.0  # how long alerting waits for an application actor's list of its executors
 
 
 class Runtime:
@@ -40,6 +46,8 @@ class Runtime:
             instance_id=settings.instance_id,
             limits=settings.limits,
         )
+        # Every append is timed (relay_event_append_seconds).
+        self.log.save_observers.append(metrics.observe_append)
         self.directory = Directory(self._start_application)
         self.auth = Authenticator(admin_token, self.views.applications)
         self.instance: pykka.ActorRef[Any] | None = None
@@ -59,6 +67,41 @@ class Runtime:
                 # Peers of a cluster commonly share a certificate or its private CA: trust both.
                 cafiles=[f for f in (settings.ca_file, settings.tls_cert) if f is not None],
             )
+        self.ctx.alerting = self._alerting_config()
+
+    def _alerting_config(self) -> alerting.AlertingConfig:
+        settings = self.settings
+        webhook = None
+        if settings.alert_webhook_url:
+            webhook = WebhookConfig(
+                url=settings.alert_webhook_url, secret=settings.alert_webhook_secret,
+                timeout_s=settings.alert_webhook_timeout_s, attempts=settings.alert_webhook_attempts,
+            )
+        timeout = settings.limits.request_timeout_s
+        return alerting.AlertingConfig(
+            interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
+            request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook,
+            peers=self._local_executors, remote=self.forwarder,
+        )
+
+    def _local_executors(self, org: str, app: str) -> list[Any]:
+        """The live executors of an application connected to this instance (where an alert is delivered)."""
+        if self.views.applications.app(org, app) is None:
+            return []
+        try:
+            return self.directory.application(org, app).proxy().live_executors().get(timeout=ASK_TIMEOUT_S)
+        except (pykka.ActorDeadError, pykka.Timeout):
+            return []
+
+    def _watch_applications(self) -> None:
+        """Alerting and retention run in the application actors: start those of every application with
+        rules or retention settings, so they are watched before any executor connects."""
+        refs = list(self.directory.applications())
+        refs += [self.directory.application(org, app) for org, app in self.views.alerts.watched_apps()]
+        for ref in refs:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell({alerting.MESSAGE_KEY: "start"})
+                ref.tell({retention.MESSAGE_KEY: "start"})
 
     def _start_application(self, org: str, app: str) -> pykka.ActorRef[Any]:
         return ApplicationActor.start(self.ctx, org, app, remote=self.forwarder)
@@ -76,6 +119,7 @@ class Runtime:
         self.instance.proxy().ensure_organization(self.settings.default_org).get(timeout=60)
         self.wait_for_views()
         self.resume_lifecycles()
+        self._watch_applications()
 
     def resume_lifecycles(self, timeout: float = 120.0) -> int:
         """Restart safety: rebuild grace timers and recoveries from the registry view, before any executor

@@ -8,26 +8,21 @@
 - ``GET /relay/v1/orgs/{org}/apps/{app}/alerts``: alerts fired, newest first, and where each went.
 - ``GET /relay/v1/orgs/{org}/apps/{app}/retention-runs``: managed retention runs and their outcomes.
 
-``install(rt)`` gives the actors their alerting configuration (actors/settings.py) and starts the actors of the
+The runtime (actors/runtime.py) gives the actors their alerting configuration and starts the actors of the
 applications that have rules or retention settings, so they are watched from the start.
 """
 
 from __future__ import annotations
 
-import contextlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import pykka
 from flask import Blueprint, Response, jsonify
 
-from relay.actors import alerting
-from relay.actors import retention as retention_actor
-from relay.actors.delivery import WebhookConfig
 from relay.events.alerting import RULE_TYPES
 from relay.events.ids import app_id
 from relay.events.names import APP_NAME
-from relay.web.context import ASK_TIMEOUT_S, ask, authorize, require_app, runtime
+from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.openapi import operation, query
 from relay.web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
 from relay.web.problems import invalid, not_found
@@ -35,7 +30,7 @@ from relay.web.requests_ import int_arg, json_body
 from relay.web.translate import format_time
 
 if TYPE_CHECKING:
-    from relay.actors.runtime import Runtime
+    pass
 
 bp = Blueprint("alerting", __name__)
 
@@ -77,38 +72,6 @@ COMPONENTS.update({
         "runs": _t("array", items={"$ref": "#/components/schemas/RelayRetentionRun"}),
     }),
 })
-
-
-def install(rt: Runtime) -> None:
-    """Configure alerting and retention for this process's actors, and start the watched applications'."""
-    settings = rt.settings
-    webhook = None
-    if settings.alert_webhook_url:
-        webhook = WebhookConfig(
-            url=settings.alert_webhook_url, secret=settings.alert_webhook_secret,
-            timeout_s=settings.alert_webhook_timeout_s, attempts=settings.alert_webhook_attempts,
-        )
-
-    def peers(org: str, app: str) -> list[Any]:
-        if rt.views.applications.app(org, app) is None:
-            return []
-        try:
-            return rt.directory.application(org, app).proxy().live_executors().get(timeout=ASK_TIMEOUT_S)
-        except (pykka.ActorDeadError, pykka.Timeout):
-            return []
-
-    timeout = settings.limits.request_timeout_s
-    alerting.install(rt.ctx, alerting.AlertingConfig(
-        interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
-        request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook, peers=peers,
-        remote=rt.forwarder,
-    ))
-    refs = list(rt.directory.applications())
-    refs += [rt.directory.application(org, app) for org, app in rt.views.alerts.watched_apps()]
-    for ref in refs:
-        with contextlib.suppress(pykka.ActorDeadError):
-            ref.tell({alerting.MESSAGE_KEY: "start"})
-            ref.tell({retention_actor.MESSAGE_KEY: "start"})
 
 
 # -- translation: the view's rows as the API's shapes

@@ -9,8 +9,8 @@ from flask import Blueprint, Response, jsonify
 from relay.events.app import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
+from relay.projections.identity import hash_key, new_api_key
 from relay.web import schemas
-from relay.web.auth import hash_key, new_api_key
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import json_body

@@ -1,87 +1,22 @@
-"""Bearer authentication: the admin token and `dbos_` API keys (stored as SHA-256 hashes)."""
+"""Bearer authentication of API calls: the Authorization header to a principal (projections/identity.py), and
+permission checks, as HTTP errors."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-from dataclasses import dataclass, field
-
-from relay.events.organization import PERMISSIONS
-from relay.projections.applications import ApplicationsQueries
+from relay.projections.identity import Authenticator, Principal
 from relay.web.problems import ApiError
 
-KEY_PREFIX = "dbos_"
 
-
-def new_api_key() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the admin (every permission, every org) or one API key."""
-
-    admin: bool
-    org: str | None = None
-    key_name: str | None = None
-    apps: tuple[str, ...] = ()
-    permissions: frozenset[str] = field(default_factory=frozenset)
-
-    @property
-    def display(self) -> str:
-        return "admin" if self.admin else f"api_key:{self.key_name}"
-
-    def allows(self, permission: str, org: str, app: str | None = None) -> bool:
-        if self.admin:
-            return True
-        if org != self.org or permission not in self.permissions:
-            return False
-        return app is None or not self.apps or app in self.apps
-
-
-ADMIN = Principal(admin=True, permissions=frozenset(PERMISSIONS))
-
-
-class Authenticator:
-    def __init__(self, admin_token: str, applications: ApplicationsQueries) -> None:
-        self._admin_hash = hash_key(admin_token)
-        self.applications = applications
-
-    def principal_for(self, token: str) -> Principal | None:
-        """The principal a token stands for, or None. Comparisons are constant-time on hashes."""
-        if not token:
-            return None
-        token_hash = hash_key(token)
-        if hmac.compare_digest(token_hash, self._admin_hash):
-            return ADMIN
-        if not token.startswith(KEY_PREFIX):
-            return None
-        row = self.applications.key_by_hash(token_hash)
-        if row is None or not hmac.compare_digest(str(row["key_hash"]), token_hash):
-            return None
-        return Principal(
-            admin=False,
-            org=row["org"],
-            key_name=row["name"],
-            apps=tuple(row["apps"]),
-            permissions=frozenset(row["permissions"]),
-        )
-
-    def from_header(self, header: str | None) -> Principal:
-        if not header:
-            raise ApiError(401, "missing bearer token")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise ApiError(401, "the Authorization header must be 'Bearer <token>'")
-        principal = self.principal_for(token.strip())
-        if principal is None:
-            raise ApiError(401, "unknown or revoked token")
-        return principal
+def principal_from_header(authenticator: Authenticator, header: str | None) -> Principal:
+    if not header:
+        raise ApiError(401, "missing bearer token")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "the Authorization header must be 'Bearer <token>'")
+    principal = authenticator.principal_for(token.strip())
+    if principal is None:
+        raise ApiError(401, "unknown or revoked token")
+    return principal
 
 
 def require(principal: Principal, permission: str, org: str, app: str | None = None) -> None:

@@ -15,7 +15,8 @@ from relay.events.errors import (
     InvalidValueError,
     NotFoundError,
 )
-from relay.web.auth import Principal, require
+from relay.projections.identity import Principal
+from relay.web.auth import principal_from_header, require
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import check_path_names
 
@@ -34,7 +35,7 @@ def runtime() -> Runtime:
 def principal() -> Principal:
     found = g.get("principal")
     if found is None:
-        found = g.principal = runtime().auth.from_header(request.headers.get("Authorization"))
+        found = g.principal = principal_from_header(runtime().auth, request.headers.get("Authorization"))
     return found
 
 

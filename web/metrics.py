@@ -24,7 +24,7 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 from relay.actors import metrics
 from relay.actors.executor import ExecutorGoneError
-from relay.web.auth import Principal
+from relay.projections.identity import Principal
 from relay.web.context import principal, runtime
 from relay.web.openapi import operation
 from relay.web.problems import ApiError
@@ -36,12 +36,6 @@ if TYPE_CHECKING:
 bp = Blueprint("metrics", __name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def install(rt: Runtime) -> None:
-    """Time every event-store append (once per runtime)."""
-    if metrics.observe_append not in rt.log.save_observers:
-        rt.log.save_observers.append(metrics.observe_append)
 
 
 def timed_request(send: F) -> F:

@@ -20,11 +20,11 @@ from geventwebsocket.handler import WebSocketHandler
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import ConfigError, Settings
-from relay.web.app import create_app
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import RelayWebSocket
 from relay.web.websocket import HANDSHAKES_BUSY, HandshakeGate, check_handshake, redact_path
+from relay.web.wsgi import create_app
 
 log = logging.getLogger("relay.server")
 

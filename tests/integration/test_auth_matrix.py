@@ -282,7 +282,7 @@ def _compares(module: Any) -> list[str]:
 def test_presented_secrets_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
     import hmac
 
-    from relay.web import auth
+    from relay.projections import identity as auth
     from relay.web.console import auth as console_auth
     from relay.wire import signing as forwarding
 

@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
-from relay.web.app import create_app
+from relay.web.wsgi import create_app
 from tests.support.openapi_ref import check, reference, response_schema
 
 ADMIN = "org-settings-admin-token"

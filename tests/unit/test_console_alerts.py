@@ -13,8 +13,8 @@ from flask.testing import FlaskClient
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
-from relay.web.app import create_app
-from relay.web.auth import hash_key
+from relay.projections.identity import hash_key
+from relay.web.wsgi import create_app
 from tests.unit.store_cases import at
 
 ADMIN = "console-alerts-admin-token"

@@ -12,7 +12,7 @@ import pytest
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
 from relay.events.executor import ExecutorInfo
-from relay.web.app import create_app
+from relay.web.wsgi import create_app
 from tests.support.ports import wait_until
 
 ADMIN = "ha-runtime-admin-token-0123456789"

@@ -16,10 +16,10 @@ from relay.actors import metrics
 from relay.actors.executor import ExecutorGoneError
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
-from relay.web.app import create_app
-from relay.web.auth import hash_key
+from relay.projections.identity import hash_key
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError
+from relay.web.wsgi import create_app
 from relay.wire import protocol
 from tests.unit.store_cases import at, history
 

@@ -78,7 +78,7 @@ def relay_doc() -> Iterator[dict[str, Any]]:
     """GET /openapi.json from a real (not started) Relay app, without an Authorization header."""
     from relay.actors.runtime import Runtime
     from relay.actors.settings import Settings
-    from relay.web.app import create_app
+    from relay.web.wsgi import create_app
 
     with tempfile.TemporaryDirectory(prefix="relay-openapi-") as data_dir:
         rt = Runtime(Settings(data_dir=Path(data_dir), admin_token="openapi-test-admin-token"))

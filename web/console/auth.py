@@ -28,7 +28,7 @@ from flask import (
     url_for,
 )
 
-from relay.web.auth import ADMIN, Principal, hash_key
+from relay.projections.identity import Principal, hash_key
 from relay.web.console import bp
 from relay.web.context import runtime
 
@@ -60,23 +60,6 @@ def _configure(state: BlueprintSetupState) -> None:
 
 
 # -- the principal --------------------------------------------------------------------------------
-def _principal_for_hash(token_hash: str) -> Principal | None:
-    rt = runtime()
-    admin_token = rt.settings.admin_token
-    if admin_token and hmac.compare_digest(token_hash, hash_key(admin_token)):
-        return ADMIN
-    row = rt.views.applications.key_by_hash(token_hash)
-    if row is None or not hmac.compare_digest(str(row["key_hash"]), token_hash):
-        return None
-    return Principal(
-        admin=False,
-        org=row["org"],
-        key_name=row["name"],
-        apps=tuple(row["apps"]),
-        permissions=frozenset(row["permissions"]),
-    )
-
-
 def current() -> Principal:
     """The logged-in principal (every console view but login runs after `_guard` set it)."""
     who = g.get("console_principal")
@@ -127,7 +110,7 @@ def _guard() -> Response | None:
         return None
     token_hash = session.get("h")
     logged_in_at = session.get("t", 0)
-    who = _principal_for_hash(token_hash) if isinstance(token_hash, str) else None
+    who = runtime().auth.principal_for_hash(token_hash) if isinstance(token_hash, str) else None
     if who is None or time.time() - float(logged_in_at) > SESSION_MAX_AGE_S:
         if token_hash:
             session.clear()

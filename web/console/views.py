@@ -11,7 +11,7 @@ from flask import Response, abort, flash, jsonify, redirect, render_template, re
 from relay.events.app import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
-from relay.web.auth import hash_key, new_api_key
+from relay.projections.identity import hash_key, new_api_key
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number

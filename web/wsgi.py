@@ -43,8 +43,6 @@ def create_app(rt: Runtime) -> Flask:
     # Alerting rules and alerts, retention runs, the Prometheus scrape (issue 7); they configure the actors.
     for blueprint in (alerting_api.bp, metrics_api.bp):
         app.register_blueprint(blueprint)
-    alerting_api.install(rt)
-    metrics_api.install(rt)
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
 
