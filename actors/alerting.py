@@ -413,7 +413,7 @@ class AppAlerting:
             request_timeout_s=config.request_timeout_s, probe_timeout_s=config.probe_timeout_s,
             mark_unsupported=self.mark_unsupported,
         )
-        rules = ctx.views.alerts.rules(org, app)
+        rules = ctx.views.alerting.rules(org, app)
         if rules:
             deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=config.request_timeout_s,
                                 webhook=config.webhook, remote=config.remote)

@@ -35,8 +35,7 @@ from relay.actors.context import ActorContext
 from relay.actors.heartbeats import InstanceTable
 from relay.events.errors import DomainError
 from relay.events.executor import HEALTHY
-from relay.events.ids import instance_id
-from relay.events.instance import EXPIRED, RUNNING, STOPPED, lease_key
+from relay.events.instance import EXPIRED, RUNNING, lease_key
 
 log = logging.getLogger("relay.cluster")
 
@@ -56,14 +55,12 @@ def stale_instances(rows: list[dict[str, Any]], me: str, now: float, timeout_s: 
 
 def responsible(expiries: list[dict[str, Any]], owner: str) -> str | None:
     """Who is responsible for what an EXPIRED instance still holds: the instance that expired it, unless that
-    one was expired itself afterwards (then whoever expired it, from then on), and so on. `expiries`: the audit
-    entries of RelayInstance.Expired (position, subject = the expired instance, details.by), oldest first.
-    Positions only grow along the chain, so every instance reading the same log finds the same answer."""
+    one was expired itself afterwards (then whoever expired it, from then on), and so on. `expiries`: every
+    RelayInstance.Expired (instance, position, expired_by) of the instances view, oldest first. Positions
+    only grow along the chain, so every instance reading the same log finds the same answer."""
     by_subject: dict[str, list[tuple[int, str]]] = {}
     for entry in expiries:
-        by = (entry.get("details") or {}).get("by")
-        if entry.get("subject") and by:
-            by_subject.setdefault(str(entry["subject"]), []).append((int(entry["position"]), str(by)))
+        by_subject.setdefault(str(entry["instance"]), []).append((int(entry["position"]), str(entry["expired_by"])))
     if not by_subject.get(owner):
         return None
     position, holder = by_subject[owner][-1]
@@ -213,7 +210,7 @@ class Cluster:
                 self.adopt(owner)  # it never beat (an older Relay), or its row went: adopt it like a silent one
                 continue
             if expiries is None:
-                expiries = self.ctx.views.audit.entries(event="RelayInstance.Expired", limit=1_000_000)
+                expiries = self.ctx.views.instances.expiries()
             if responsible(expiries, owner) == self.me:
                 self._take_leftovers(owner)
 
@@ -238,15 +235,17 @@ class Cluster:
 
     # -- who is where -----------------------------------------------------------------------------
     def status_of(self, instance: str, *, cached: bool = True) -> str | None:
-        """RUNNING, STOPPED or EXPIRED, read from the instance's last event (one row, not the aggregate's
-        whole history); None for an instance that never started."""
+        """RUNNING, STOPPED or EXPIRED, from the instances view; None for an instance that never started.
+        `cached`: an answer up to a second old will do (routing asks it per request); otherwise the view is
+        first brought up to the log's end, so the answer includes every event appended before the call."""
         now = time.monotonic()
         if cached:
             hit = self._statuses.get(instance)
             if hit is not None and now - hit[0] < _STATUS_TTL_S:
                 return hit[1]
-        last = next(iter(self.ctx.log.events.get(instance_id(instance), desc=True, limit=1)), None)
-        status = None if last is None else {"Stopped": STOPPED, "Expired": EXPIRED}.get(type(last).__name__, RUNNING)
+        else:
+            self._wait_for_views()
+        status = self.ctx.views.instances.status_of(instance)
         self._statuses[instance] = (now, status)
         return status
 

@@ -97,7 +97,7 @@ class Runtime:
         """Alerting and retention run in the application actors: start those of every application with
         rules or retention settings, so they are watched before any executor connects."""
         refs = list(self.directory.applications())
-        refs += [self.directory.application(org, app) for org, app in self.views.alerts.watched_apps()]
+        refs += [self.directory.application(org, app) for org, app in self.views.watched_apps()]
         for ref in refs:
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell({alerting.MESSAGE_KEY: "start"})

@@ -8,10 +8,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from relay.events.log import RelayLog
-from relay.projections.alerts import AlertsProjection, AlertsQueries, AlertsSchema
+from relay.projections.alerting import AlertingProjection, AlertingQueries, AlertingSchema
 from relay.projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
 from relay.projections.audit import AuditProjection, AuditQueries, AuditSchema
 from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.instances import InstancesProjection, InstancesQueries, InstancesSchema
+from relay.projections.operations import OperationsProjection, OperationsQueries, OperationsSchema
 from relay.projections.projector import Projector, catch_up
 from relay.projections.registry import RegistryProjection, RegistryQueries, RegistrySchema
 
@@ -24,28 +26,42 @@ BATCH_SIZE = 500
 REPLAY_BATCH_SIZE = 5000
 
 
-class Views:
-    """The registry, applications, audit and alerts views; `location` builds them elsewhere (for replay)."""
+# Every view, in the order its store, projector and queries are built below.
+SCHEMAS = (RegistrySchema, ApplicationsSchema, AuditSchema, AlertingSchema, OperationsSchema, InstancesSchema)
 
-    COUNT = 4  # how many views a replay rebuilds (its progress counts events per view)
+
+class Views:
+    """Every view of SCHEMAS, each with its own store, projector and tracking position; `location` builds
+    them elsewhere (for replay)."""
+
+    COUNT = len(SCHEMAS)  # how many views a replay rebuilds (its progress counts events per view)
 
     def __init__(self, config: StoreConfig, relay_log: RelayLog, *, location: str | None = None) -> None:
         self.log = relay_log
-        registry = ViewStore(config, RegistrySchema(), location=location)
-        applications = ViewStore(config, ApplicationsSchema(), location=location)
-        audit = ViewStore(config, AuditSchema(), location=location)
-        alerts = ViewStore(config, AlertsSchema(), location=location)
-        self.stores = (registry, applications, audit, alerts)
+        self.stores = tuple(ViewStore(config, schema(), location=location) for schema in SCHEMAS)
+        registry, applications, audit, alerting, operations, instances = self.stores
         self.applications = ApplicationsQueries(applications)
         self.projectors = (
             Projector(relay_log, RegistryProjection(registry)),
             Projector(relay_log, ApplicationsProjection(applications, self.applications.cache)),
             Projector(relay_log, AuditProjection(audit)),
-            Projector(relay_log, AlertsProjection(alerts)),
+            Projector(relay_log, AlertingProjection(alerting)),
+            Projector(relay_log, OperationsProjection(operations)),
+            Projector(relay_log, InstancesProjection(instances)),
         )
         self.registry = RegistryQueries(registry)
         self.audit = AuditQueries(audit)
-        self.alerts = AlertsQueries(alerts)  # alerting rules, alerts, retention runs, Relay's own counts
+        self.alerting = AlertingQueries(alerting)  # alerting rules and the alerts they fired
+        self.operations = OperationsQueries(operations)  # retention runs, Relay's own counts
+        self.instances = InstancesQueries(instances)  # the cluster: status, address and leases of each instance
+        assert [p.name for p in self.projectors] == [schema.name for schema in SCHEMAS]
+
+    def watched_apps(self) -> list[tuple[str, str]]:
+        """Applications with a live alerting rule or a retention setting: their actors must run."""
+        apps = self.operations.apps()
+        live = {(a["org"], a["app"]) for a in apps}
+        retained = {(a["org"], a["app"]) for a in apps if any(v is not None for v in a["retention"].values())}
+        return sorted((self.alerting.ruled_apps() & live) | retained)
 
     def position(self) -> int:
         """The position every view has reached."""

@@ -153,7 +153,7 @@ def _create_body(org: str, app: str) -> dict[str, Any]:
 def list_rules(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    return jsonify([rule_v2(org, r) for r in runtime().views.alerts.rules(org, app)])
+    return jsonify([rule_v2(org, r) for r in runtime().views.alerting.rules(org, app)])
 
 
 @bp.post(APP + "/alerting-rules")
@@ -168,7 +168,7 @@ def create_rule(org: str, app: str) -> Response:
         body["ruleType"], body["ruleMetadata"], body.get("receivingAppName"), body.get("minIntervalSecs"),
         who.display,
     ))
-    row = runtime().views.alerts.rule(org, app, rule.rule_id)
+    row = runtime().views.alerting.rule(org, app, rule.rule_id)
     if row is None:
         raise not_found(f"alerting rule '{rule.rule_id}' is not visible yet; list the rules again")
     response = jsonify(rule_v2(org, row))
@@ -195,7 +195,7 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response:
 def list_alerts(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    rows = runtime().views.alerts.alerts(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
+    rows = runtime().views.alerting.alerts(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
                                          offset=int_arg("offset", 0, maximum=2**31))
     return jsonify({"alerts": [alert_v1(r) for r in rows]})
 
@@ -206,6 +206,6 @@ def list_alerts(org: str, app: str) -> Response:
 def list_retention_runs(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    rows = runtime().views.alerts.retention_runs(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
+    rows = runtime().views.operations.retention_runs(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
                                                  offset=int_arg("offset", 0, maximum=2**31))
     return jsonify({"runs": [retention_run_v1(r) for r in rows]})

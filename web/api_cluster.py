@@ -1,8 +1,8 @@
 """HA endpoints: the instances of the cluster, and the forward endpoint instances call on one another.
 
 ``GET /relay/v1/instances`` (admin token or ``organization.read``): every instance the log knows, with its
-heartbeat age, its status (RUNNING, STOPPED, EXPIRED: from its aggregate's last event) and the leases it holds
-(a key sees the leases of its own organization only).
+heartbeat age, its status (RUNNING, STOPPED, EXPIRED) and the leases it holds, from the instances view
+(projections/instances.py; a key sees the leases of its own organization only).
 
 ``POST /internal/v1/forward/{appID}`` (instance to instance; no bearer: an HMAC-SHA256 signature, see
 wire/signing.py): ``{"org", "app", "executor_id"?, "frame": {"type", ...fields}}`` runs ``frame`` on an
@@ -19,7 +19,6 @@ import json
 import logging
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -78,42 +77,16 @@ def instances() -> Response:
     who = principal()
     if not who.admin and "organization.read" not in who.permissions:
         raise ApiError(403, "this token lacks 'organization.read'")
-    rt = runtime()
-    cluster = rt.cluster
-    now = cluster.wall()
-    table = {str(r["instance"]): r for r in cluster.table.rows()}
-    leases = rt.views.registry.leases()
-    known = set(table) | {k for k in leases if k and k != "None"}
-    known |= {str(e["subject"]) for e in rt.views.audit.entries(event="RelayInstance.Started", limit=100_000)
-              if e.get("subject")}
-    out = []
-    for instance in sorted(known):
-        status = cluster.status_of(instance, cached=False)
-        if status is None:
-            continue
-        row = table.get(instance)
-        if row is not None:
-            beat = float(row["heartbeat_at"])
-            address, port = row["address"], int(row["port"])
-            started = _iso(float(row["started_at"]))
-            age: float | None = round(max(0.0, now - beat), 3) if beat > 0 else None
-        else:
-            aggregate = rt.log.instance(instance)
-            address = getattr(aggregate, "address", None)
-            port = getattr(aggregate, "port", None)
-            started = aggregate.started_at.isoformat() if aggregate is not None else None
-            age = None
-        held = [
-            {"org": r["org"], "app": r["app"], "executorId": r["executor_id"], "status": r["status"]}
-            for r in leases.get(instance, []) if who.admin or r["org"] == who.org
-        ]
-        out.append({"instanceId": instance, "address": address, "port": port, "startedAt": started,
-                    "heartbeatAgeSecs": age, "status": status, "leases": held})
-    return jsonify({"instances": out})
-
-
-def _iso(epoch: float) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat() if epoch > 0 else None
+    cluster = runtime().cluster
+    states = runtime().views.instances.describe(cluster.table.rows(), cluster.wall(),
+                                                org=None if who.admin else who.org)
+    return jsonify({"instances": [
+        {"instanceId": i.instance, "address": i.address, "port": i.port, "startedAt": i.started_at,
+         "heartbeatAgeSecs": i.heartbeat_age_s, "status": i.status,
+         "leases": [{"org": r["org"], "app": r["app"], "executorId": r["executor_id"], "status": r["status"]}
+                    for r in i.leases]}
+        for i in states if i.status is not None  # executors recorded on an instance that never started
+    ]})
 
 
 # -- POST /internal/v1/forward/{appID} ------------------------------------------------------------------

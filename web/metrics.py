@@ -67,7 +67,7 @@ def recovery_metrics(org: str, app: str, app_id: str, window: tuple[datetime, da
     """Relay's own rows of ``GET .../metrics``: recovery dispatches made in the window, by outcome
     (``metricType`` recovery_count, ``metricName`` pending|failed|acknowledged), one bucket for the window."""
     start, end = window
-    counts = runtime().views.alerts.recovery_counts_between(org, app, start.astimezone(UTC).isoformat(),
+    counts = runtime().views.operations.recovery_counts_between(org, app, start.astimezone(UTC).isoformat(),
                                                              end.astimezone(UTC).isoformat())
     return [
         {"appId": app_id, "metricType": "recovery_count", "metricName": outcome,
@@ -84,7 +84,7 @@ def view_families(rt: Runtime) -> Iterator[Metric]:
     views = rt.views
     executors = GaugeMetricFamily("relay_executors", "Executors Relay knows of, by state and application version.",
                                   labels=["org", "app", "status", "app_version"])
-    for entry in views.alerts.apps():
+    for entry in views.operations.apps():
         counts: dict[tuple[str, str], int] = {}
         for row in views.registry.executors(entry["org"], entry["app"]):
             key = (str(row["status"]), str(row["app_version"] or ""))
@@ -95,17 +95,17 @@ def view_families(rt: Runtime) -> Iterator[Metric]:
 
     recoveries = CounterMetricFamily("relay_recoveries", "Recovery dispatches of dead executors, by outcome.",
                                      labels=["org", "app", "outcome"])
-    for row in views.alerts.recovery_counts():
+    for row in views.operations.recovery_counts():
         recoveries.add_metric([row["org"], row["app"], row["outcome"]], int(row["n"]))
     yield recoveries
 
     rules = GaugeMetricFamily("relay_alerting_rules", "Alerting rules, by type.", labels=["org", "app", "rule_type"])
-    for row in views.alerts.rule_counts():
+    for row in views.alerting.rule_counts():
         rules.add_metric([row["org"], row["app"], row["rule_type"]], int(row["n"]))
     yield rules
 
     instances = GaugeMetricFamily("relay_instances", "Relay instances, by state.", labels=["status"])
-    for status, count in sorted(views.alerts.instance_counts().items()):
+    for status, count in sorted(views.instances.counts().items()):
         instances.add_metric([status], count)
     yield instances
 

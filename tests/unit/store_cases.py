@@ -105,6 +105,12 @@ HISTORY_EVENTS = (
     "Executor.Reconnected",  # exec-2 comes back inside its grace period
     "Organization.ApiKeyRevoked",  # ci
     "App.Deleted",  # billing
+    "AlertingRule.Created",  # shop: failures
+    "AlertingRule.Created",  # shop: a slow queue
+    "Alert.Fired",  # failures, alert 1
+    "Alert.Delivered",  # to exec-2
+    "AlertingRule.Deleted",  # the slow-queue rule
+    "Alert.Fired",  # failures, alert 2
 )
 
 
@@ -135,6 +141,12 @@ def history(relay_log: RelayLog) -> None:
     relay_log.executor_connected("acme", "shop", "exec-2", INFO_2B, "relay-a", at(29))
     relay_log.revoke_key("acme", "ci", at(30), by="admin")
     relay_log.delete_app("acme", "billing", at(31))
+    relay_log.create_alerting_rule("acme", "shop", "failures", "WorkflowFailure", {}, None, None, at(32), by="admin")
+    relay_log.create_alerting_rule("acme", "shop", "slow", "SlowQueue", {"queueName": "q"}, None, None, at(33))
+    relay_log.fire_alert("acme", "shop", "failures", 1, "1 workflow failed", {"count": "1"}, "relay-a", at(34))
+    relay_log.record_alert_delivery("acme", "shop", "failures", 1, ["exec-2"], [], None, at(35))
+    relay_log.delete_alerting_rule("acme", "shop", "slow", at(36))
+    relay_log.fire_alert("acme", "shop", "failures", 2, "2 workflows failed", {"count": "2"}, "relay-a", at(37))
 
 
 def more_history(relay_log: RelayLog, count: int, start: float = 100) -> None:

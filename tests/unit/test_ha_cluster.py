@@ -169,7 +169,7 @@ def test_rows_left_on_an_expired_instance_go_to_exactly_one_instance(trio) -> No
 
 def test_responsibility_follows_expiries_forward_in_the_log() -> None:
     def expired(position: int, who: str, by: str) -> dict:
-        return {"position": position, "subject": who, "details": {"by": by}}
+        return {"position": position, "instance": who, "expired_by": by}
 
     # a expired by b; b expired by c later: c is responsible for what a left.
     log = [expired(1, "a", "b"), expired(5, "b", "c")]

@@ -18,10 +18,12 @@ from relay.events.app import DEFAULT_SETTINGS
 from relay.events.ids import app_id, executor_id, organization_id
 from relay.events.log import RelayLog
 from relay.projections import replay
-from relay.projections.alerts import AlertsProjection
+from relay.projections.alerting import AlertingProjection
 from relay.projections.applications import ApplicationsProjection
 from relay.projections.audit import AuditProjection
 from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.instances import InstancesProjection
+from relay.projections.operations import OperationsProjection
 from relay.projections.projector import Projector, ViewProjection
 from relay.projections.registry import RegistryProjection
 from relay.projections.views import ProjectionRunner, Views
@@ -50,7 +52,9 @@ PROJECTIONS: dict[str, type[ViewProjection]] = {
     "registry": RegistryProjection,
     "applications": ApplicationsProjection,
     "audit": AuditProjection,
-    "alerts": AlertsProjection,
+    "alerting": AlertingProjection,
+    "operations": OperationsProjection,
+    "instances": InstancesProjection,
 }
 VIEWS = tuple(PROJECTIONS)
 N = len(HISTORY_EVENTS)
@@ -325,6 +329,12 @@ AUDIT = [
     ("Executor.Reconnected", "acme", "shop", "exec-2", 29),
     ("Organization.ApiKeyRevoked", "acme", None, "acme", 30),
     ("App.Deleted", "acme", "billing", "billing", 31),
+    ("AlertingRule.Created", "acme", "shop", "failures", 32),
+    ("AlertingRule.Created", "acme", "shop", "slow", 33),
+    ("Alert.Fired", "acme", "shop", "failures#1", 34),
+    ("Alert.Delivered", "acme", "shop", "failures#1", 35),
+    ("AlertingRule.Deleted", "acme", "shop", "slow", 36),
+    ("Alert.Fired", "acme", "shop", "failures#2", 37),
 ]
 
 
@@ -356,7 +366,7 @@ def test_the_audit_view_records_every_event(relay_log, views):
     assert [e["subject"] for e in views.audit.entries(org="acme", app="billing")] == ["billing", "bill-1", "billing"]
     assert len(views.audit.entries(event="Executor")) == 13
     assert [e["position"] for e in views.audit.entries(event="Executor.Deleted")] == [ids[18]]
-    assert [e["position"] for e in views.audit.entries(since=ids[19], newest_first=True)] == [ids[21], ids[20]]
+    assert [e["position"] for e in views.audit.entries(since=ids[19], newest_first=True)] == ids[:19:-1]
     assert len(views.audit.entries(start_time=at(25).isoformat(), end_time=at(26).isoformat())) == 4
 
 
@@ -399,7 +409,7 @@ def test_a_new_views_object_resumes_from_the_stored_position(store_config, relay
 
 # (view, index in HISTORY_EVENTS to fail at): an event in the middle of a batch of 5, after other
 # events of the same batch have already been written by this view.
-FAULTS = {"registry": 13, "applications": 6, "audit": 13, "alerts": 14}
+FAULTS = {"registry": 13, "applications": 6, "audit": 13, "alerting": 24, "operations": 14, "instances": 13}
 
 
 @pytest.mark.parametrize("view", VIEWS)

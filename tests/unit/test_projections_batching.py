@@ -98,12 +98,12 @@ def test_one_read_of_the_log_per_batch_feeds_every_view(store_config, relay_log,
 def test_views_behind_each_other_catch_up_together_each_to_its_own_stop(store_config, relay_log, views):
     history(relay_log)
     ids = notification_ids(relay_log)
-    registry, _, audit, _ = views.projectors
+    registry, _, audit, *others = views.projectors
     assert registry.catch_up(stop=ids[9]) == 10
     assert audit.catch_up(stop=ids[3]) == 4
-    stops = [ids[12], ids[5], ids[-1], None]
+    stops = [ids[12], ids[5], ids[-1], *[None] * len(others)]
     views.catch_up(stops=stops, batch_size=3)
-    assert [p.position() for p in views.projectors] == [ids[12], ids[5], ids[-1], ids[-1]]
+    assert [p.position() for p in views.projectors] == [ids[12], ids[5], ids[-1], *[ids[-1]] * len(others)]
     assert views.catch_up() == (len(ids) - 13) + (len(ids) - 6)
 
 

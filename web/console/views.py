@@ -12,6 +12,7 @@ from relay.events.app import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
+from relay.projections.instances import InstanceState
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
@@ -258,17 +259,17 @@ def _retention_row(row: dict[str, Any]) -> dict[str, Any]:
 @bp.get("/orgs/<org>/apps/<app>/alerts")
 def alerts(org: str, app: str) -> str:
     """The app's alerting rules, the alerts they fired (newest first, with where each went) and its latest
-    managed retention runs, from the alerts view (what GET .../alerting-rules, /relay/v1/.../alerts and
-    .../retention-runs return)."""
+    managed retention runs, from the alerting and operations views (what GET .../alerting-rules,
+    /relay/v1/.../alerts and .../retention-runs return)."""
     check_app(org, app)
-    view = runtime().views.alerts
+    view, operations = runtime().views.alerting, runtime().views.operations
     page = page_number(request.args.get("page"))
     fired = view.alerts(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
     return render_template(
         "console/alerts.html", org=org, app=app, tab="alerts",
         rules=[_rule_row(r) for r in view.rules(org, app)],
         alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
-        runs=[_retention_row(r) for r in view.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
+        runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
         webhook=runtime().settings.alert_webhook_url is not None,
         interval_s=runtime().settings.alert_interval_s,
     )
@@ -366,26 +367,10 @@ def audit(org: str) -> str:
 
 
 # -- cluster: instances and leases ----------------------------------------------------------------
-def _instances(org: str | None) -> list[dict[str, Any]]:
-    """Each instance's state, folded from its events (audit view), with the executors it holds (registry
-    view: an executor's lease is the instance its connection reached); of `org` only unless None."""
-    instances: dict[str, dict[str, Any]] = {}
-    for row in runtime().views.audit.entries(event="RelayInstance", limit=10_000):
-        entry = instances.setdefault(str(row["subject"]), {"instance": str(row["subject"])})
-        details, event = row["details"], row["event"].split(".", 1)[1]
-        if event in ("Started", "Restarted"):
-            entry.update(status="RUNNING", address=details.get("address"), port=details.get("port"),
-                         version=details.get("version"), started_at=row["at"], stopped_at=None, expired_by=None)
-        elif event == "Stopped":
-            entry.update(status="STOPPED", stopped_at=row["at"])
-        elif event == "Expired":
-            entry.update(status="EXPIRED", stopped_at=row["at"], expired_by=details.get("by"))
-    held = runtime().views.registry.leases()
-    out = []
-    for name in sorted(set(instances) | set(held)):
-        leases = [r for r in held.get(name, []) if org is None or r["org"] == org]
-        out.append({"instance": name, "status": None, **instances.get(name, {}), "leases": leases})
-    return out
+def _instances(org: str | None) -> list[InstanceState]:
+    """Each instance's state and the executors it holds (of `org` only unless None): the instances view, as
+    its events left it (the page shows no heartbeat ages)."""
+    return runtime().views.instances.describe((), 0.0, org=org)
 
 
 @bp.get("/orgs/<org>/cluster")

@@ -1,0 +1,155 @@
+"""The operations view: managed retention runs, and what Relay's own metrics count (applications with their
+retention settings, recovery dispatches by outcome).
+
+Fed by RetentionRun.*, App.* and Executor.* (connections and recoveries) events. Read by the retention actors,
+web/api_alerting.py, the console and the metrics scrape.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from relay.projections.backend import Sql, ViewStore
+from relay.projections.projector import Handler, ViewProjection, iso, to_json
+
+_RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+
+
+class OperationsSchema:
+    name = "operations"
+    tables = ("relay_operations_retention_runs", "relay_operations_apps", "relay_operations_executors",
+              "relay_operations_recoveries")
+    create_statements = (
+        "CREATE TABLE IF NOT EXISTS {s}relay_operations_retention_runs (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        "app TEXT NOT NULL, slot BIGINT NOT NULL, executor TEXT NOT NULL, policy TEXT NOT NULL, "
+        "settings TEXT NOT NULL, instance TEXT, started_at TEXT, outcome TEXT, reason TEXT, finished_at TEXT)",
+        "CREATE INDEX IF NOT EXISTS relay_operations_retention_runs_app ON {s}relay_operations_retention_runs "
+        "(org, app, started_at)",
+        "CREATE TABLE IF NOT EXISTS {s}relay_operations_apps (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        "app TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0, retention TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {s}relay_operations_executors (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        "app TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS {s}relay_operations_recoveries (id TEXT NOT NULL, attempt INTEGER NOT NULL, "
+        "org TEXT NOT NULL, app TEXT NOT NULL, outcome TEXT NOT NULL, dispatched_at TEXT, finished_at TEXT, "
+        "PRIMARY KEY (id, attempt))",
+    )
+
+
+def _no_retention() -> str:
+    return to_json(dict.fromkeys(_RETENTION_KEYS))
+
+
+class OperationsProjection(ViewProjection):
+    schema = OperationsSchema()
+
+    def build_handlers(self) -> dict[str, Handler]:
+        return {
+            "RetentionRun.Started": self.retention_started,
+            "RetentionRun.Finished": self.retention_finished,
+            "App.Registered": self.app_registered,
+            "App.Reregistered": self.app_reregistered,
+            "App.SettingsChanged": self.app_settings_changed,
+            "App.Deleted": self.app_deleted,
+            "Executor.Connected": self.executor_connected,
+            "Executor.RecoveryDispatched": self.recovery_dispatched,
+            "Executor.RecoveryFailed": lambda sql, e, _: self._recovery_finished(sql, e, "failed"),
+            "Executor.RecoveryAcknowledged": lambda sql, e, _: self._recovery_finished(sql, e, "acknowledged"),
+        }
+
+    # -- retention runs
+    def retention_started(self, sql: Sql, e: Any, _: int) -> None:
+        sql.insert("relay_operations_retention_runs", {
+            "id": str(e.originator_id), "org": e.org, "app": e.app, "slot": e.slot, "executor": e.executor,
+            "policy": to_json(e.policy), "settings": to_json(e.settings), "instance": e.instance,
+            "started_at": iso(e.at),
+        })
+
+    def retention_finished(self, sql: Sql, e: Any, _: int) -> None:
+        sql.update("relay_operations_retention_runs", {"id": str(e.originator_id)},
+                   {"outcome": e.outcome, "reason": e.reason, "finished_at": iso(e.at)})
+
+    # -- applications (which ones exist, their retention settings)
+    def app_registered(self, sql: Sql, e: Any, _: int) -> None:
+        sql.insert("relay_operations_apps", {"id": str(e.originator_id), "org": e.org, "app": e.name,
+                                             "deleted": 0, "retention": _no_retention()})
+
+    def app_reregistered(self, sql: Sql, e: Any, _: int) -> None:
+        sql.update("relay_operations_apps", {"id": str(e.originator_id)},
+                   {"deleted": 0, "retention": _no_retention()})
+
+    def app_settings_changed(self, sql: Sql, e: Any, _: int) -> None:
+        changes = {k: v for k, v in e.changes.items() if k in _RETENTION_KEYS}
+        if not changes:
+            return
+        row = sql.one("SELECT retention FROM {s}relay_operations_apps WHERE id = ?", (str(e.originator_id),))
+        assert row is not None, "SettingsChanged for an application the view never saw"
+        retention = json.loads(row["retention"])
+        retention.update(changes)
+        sql.update("relay_operations_apps", {"id": str(e.originator_id)}, {"retention": to_json(retention)})
+
+    def app_deleted(self, sql: Sql, e: Any, _: int) -> None:
+        sql.update("relay_operations_apps", {"id": str(e.originator_id)}, {"deleted": 1})
+
+    # -- recoveries (Relay's own recovery counts)
+    def executor_connected(self, sql: Sql, e: Any, _: int) -> None:
+        sql.write("INSERT INTO {s}relay_operations_executors (id, org, app) VALUES (?, ?, ?) "
+                  "ON CONFLICT (id) DO NOTHING", (str(e.originator_id), e.org, e.app))
+
+    def recovery_dispatched(self, sql: Sql, e: Any, _: int) -> None:
+        row = sql.one("SELECT org, app FROM {s}relay_operations_executors WHERE id = ?", (str(e.originator_id),))
+        assert row is not None, "RecoveryDispatched for an executor the view never saw"
+        sql.insert("relay_operations_recoveries", {
+            "id": str(e.originator_id), "attempt": e.attempt, "org": row["org"], "app": row["app"],
+            "outcome": "pending", "dispatched_at": iso(e.at),
+        })
+
+    def _recovery_finished(self, sql: Sql, e: Any, outcome: str) -> None:
+        sql.update("relay_operations_recoveries", {"id": str(e.originator_id), "attempt": e.attempt},
+                   {"outcome": outcome, "finished_at": iso(e.at)})
+
+
+def _run_row(row: dict[str, Any]) -> dict[str, Any]:
+    row = dict(row)
+    row["policy"] = json.loads(row["policy"])
+    row["settings"] = json.loads(row["settings"])
+    return row
+
+
+class OperationsQueries:
+    def __init__(self, store: ViewStore) -> None:
+        self.store = store
+
+    def retention_runs(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        with self.store.transaction(commit=False) as sql:
+            rows = sql.all(
+                "SELECT * FROM {s}relay_operations_retention_runs WHERE org = ? AND app = ? "
+                "ORDER BY started_at DESC, slot DESC LIMIT ? OFFSET ?",
+                (org, app, limit, offset),
+            )
+        return [_run_row(r) for r in rows]
+
+    def apps(self) -> list[dict[str, Any]]:
+        """Every registered (not deleted) application, with its retention settings."""
+        with self.store.transaction(commit=False) as sql:
+            rows = sql.all("SELECT org, app, retention FROM {s}relay_operations_apps WHERE deleted = 0 "
+                           "ORDER BY org, app")
+        return [{"org": r["org"], "app": r["app"], "retention": json.loads(r["retention"])} for r in rows]
+
+    def recovery_counts(self) -> list[dict[str, Any]]:
+        """Recovery dispatches by (org, app, outcome): pending, failed, acknowledged."""
+        with self.store.transaction(commit=False) as sql:
+            return sql.all(
+                "SELECT org, app, outcome, COUNT(*) AS n FROM {s}relay_operations_recoveries "
+                "GROUP BY org, app, outcome ORDER BY org, app, outcome"
+            )
+
+    def recovery_counts_between(self, org: str, app: str, start: str, end: str) -> dict[str, int]:
+        """The app's recovery dispatches made in [start, end) (ISO times), by outcome."""
+        with self.store.transaction(commit=False) as sql:
+            rows = sql.all(
+                "SELECT outcome, COUNT(*) AS n FROM {s}relay_operations_recoveries WHERE org = ? AND app = ? "
+                "AND dispatched_at >= ? AND dispatched_at < ? GROUP BY outcome ORDER BY outcome",
+                (org, app, start, end),
+            )
+        return {r["outcome"]: int(r["n"]) for r in rows}
