@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from relay.actors import metrics
 from relay.actors.clock import Clock
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
-from relay.actors.executor_requests import ActorTransport, CannotAskError, Transport, rank, request_all
+from relay.actors.executor_requests import ActorTransport, Transport, rank, request_all
 from relay.actors.periodic import PeriodicWork, spawn
 from relay.events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
 from relay.events.errors import DomainError
 from relay.wire import protocol
+from relay.wire.errors import CannotAskError
 
 if TYPE_CHECKING:
     from relay.actors.context import ActorContext

@@ -20,10 +20,11 @@ import pykka
 
 from relay.actors import alerting, retention
 from relay.actors.context import ActorContext
-from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle, PeerUnreachableError
+from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
 from relay.events.alerting import AlertingRule
 from relay.events.app import DEFAULT_SETTINGS, App
 from relay.wire import protocol
+from relay.wire.errors import PeerUnreachableError
 
 log = logging.getLogger("relay.actors.application")
 

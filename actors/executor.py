@@ -46,6 +46,7 @@ from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError
 from relay.events.executor import ExecutorInfo
 from relay.wire import protocol
+from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 
 log = logging.getLogger("relay.actors.executor")
 
@@ -216,21 +217,7 @@ def _under_gevent() -> bool:
     return gevent.monkey.is_module_patched("threading")
 
 
-class ExecutorGoneError(Exception):
-    """The executor's socket closed before it answered."""
 
-
-class MalformedAnswerError(Exception):
-    """The executor answered a request (its request_id is in the frame) with a frame that breaks the protocol.
-    The message is the decoder's reason, which never quotes the frame."""
-
-
-class InFlightLimitError(Exception):
-    """The executor already has RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: this one was not sent."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"{limit} requests already in flight")
-        self.limit = limit
 
 
 def _fail(future: pykka.ThreadingFuture[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:

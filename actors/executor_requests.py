@@ -14,7 +14,8 @@ from typing import Any, Protocol
 import pykka
 
 from relay.actors import metrics
-from relay.wire import protocol
+from relay.actors.ranking import order, supports
+from relay.wire.errors import ExecutorGoneError
 
 ASK_S = 5.0  # waiting for an executor actor to take a request (not for the executor's answer)
 
@@ -88,14 +89,10 @@ def request_all(
             except pykka.Timeout:
                 transport.forget(executor, request.request_id)
                 answer = Answer(executor, metrics.TIMEOUT)
-            except Exception as error:
-                # ExecutorGoneError (matched by name: actors/executor.py imports what imports this module) is
-                # the socket closing first; anything else the executor's actor refusing (too many in flight,
-                # a malformed answer).
-                if type(error).__name__ == "ExecutorGoneError":
-                    answer = Answer(executor, metrics.GONE)
-                else:
-                    answer = Answer(executor, metrics.ERROR, refused=type(error).__name__)
+            except ExecutorGoneError:  # the socket closed first
+                answer = Answer(executor, metrics.GONE)
+            except Exception as error:  # the executor's actor refusing: too many in flight, a malformed answer
+                answer = Answer(executor, metrics.ERROR, refused=type(error).__name__)
             else:
                 answer = Answer(executor, metrics.outcome_of(response), response)
         metrics.observe_request(org, app, str(request.type), answer.outcome, time.monotonic() - started)
@@ -103,26 +100,6 @@ def request_all(
     return answers
 
 
-class CannotAskError(Exception):
-    """No local executor answered the request; ``unsupported`` when every one lacks its type."""
-
-    def __init__(self, reason: str, *, unsupported: bool = False) -> None:
-        super().__init__(reason)
-        self.unsupported = unsupported
-
-
-def may_take(executor: Any, message_type: str) -> bool:
-    """actors/routing.py's rule (which this module cannot import: routing imports the application actor)."""
-    if message_type in executor.unsupported:
-        return False
-    known = protocol.supported_types(executor.language, executor.dbos_version)
-    return known is None or message_type in known
-
-
 def rank(executors: Iterable[Any], message_type: str, latest: str | None) -> list[Any]:
-    """The executors that may take the type: the latest application version first, then the most recently
-    connected (as actors/routing.py ranks them)."""
-    return sorted(
-        (e for e in executors if may_take(e, message_type)),
-        key=lambda e: (latest is None or e.application_version != latest, -e.connected_at, e.executor_id),
-    )
+    """The executors that may take the type, best first (actors/ranking.py)."""
+    return order((e for e in executors if supports(e, message_type)), latest=latest)

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from relay.actors.cluster import Cluster, RemoteExecutor
-from relay.actors.recovery import PeerUnreachableError
 from relay.projections.applications import ApplicationsQueries
 from relay.wire import protocol
 from relay.wire import signing as forwarding
+from relay.wire.errors import PeerUnreachableError
 
 FORWARD_PATH = "/internal/v1/forward/"
 # The peer waits up to the request timeout for its executor, then answers 504: wait a little longer for it.

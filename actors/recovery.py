@@ -38,11 +38,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from relay.actors.clock import Clock
+from relay.actors.ranking import order
 from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError, IllegalTransitionError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
 from relay.events.log import RelayLog
 from relay.wire import protocol
+from relay.wire.errors import PeerUnreachableError
 
 log = logging.getLogger("relay.actors.recovery")
 
@@ -74,16 +76,8 @@ def rank_peers(
     application's latest version, then executors connected to this instance before those on others, then the
     longest-connected; executor_id breaks ties."""
     skip = {dead_id, *tried}
-    return sorted(
-        (p for p in live if p.executor_id not in skip),
-        key=lambda p: (
-            p.application_version != dead_version,
-            latest_version is None or p.application_version != latest_version,
-            bool(getattr(p, "remote", False)),
-            p.connected_at,
-            p.executor_id,
-        ),
-    )
+    return order((p for p in live if p.executor_id not in skip), latest=latest_version, version=dead_version,
+                 local_first=True, longest_connected=True)
 
 
 def describe_answer(answer: Any) -> str | None:
@@ -115,11 +109,6 @@ def read_check(answer: Any) -> tuple[bool | None, str | None]:
             or answer.type != protocol.MessageType.EXIST_PENDING_WORKFLOWS.value or answer.exist is None):
         return None, "its check got an unexpected answer"
     return answer.exist, None
-
-
-class PeerUnreachableError(Exception):
-    """A dispatch to an executor on another instance that did not reach it (or whose answer did not come
-    back): the message says why, for the failed attempt's reason."""
 
 
 @dataclass

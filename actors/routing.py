@@ -1,9 +1,8 @@
 """Which executor answers a request: a pure ranking of an application's live executors.
 
-An executor may take a message type when nothing says it cannot: it was not marked unsupported (it answered
-"Unknown message type" before) and, when Relay knows its SDK release (``protocol.supported_types``), that
-release has the type. Among those, executors running the application's latest version come first, then the
-most recently connected. No I/O, no clock: the caller passes what it read from the ApplicationActor.
+Who may take a type and in what order is the one rule of actors/ranking.py; this module splits an application's
+live executors into the candidates and those known to lack the type, and names the latter. No I/O, no clock:
+the caller passes what it read from the ApplicationActor.
 """
 
 from __future__ import annotations
@@ -12,15 +11,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from relay.actors.application import LiveExecutor
-from relay.wire import protocol
+from relay.actors.ranking import order, supports
 
-
-def supports(executor: LiveExecutor, message_type: str) -> bool:
-    """Whether the executor may answer ``message_type`` (True when nothing says otherwise)."""
-    if message_type in executor.unsupported:
-        return False
-    known = protocol.supported_types(executor.language, executor.dbos_version)
-    return known is None or message_type in known
+__all__ = ["Route", "describe_lacking", "rank", "supports"]
 
 
 @dataclass(frozen=True)
@@ -43,12 +36,8 @@ def rank(
     alive = [e for e in executors if healthy(e)]
     candidates = [e for e in alive if supports(e, message_type)]
     lacking = [e for e in alive if not supports(e, message_type)]
-    candidates.sort(
-        key=lambda e: (latest_version is None or e.application_version != latest_version, -e.connected_at,
-                       e.executor_id)
-    )
     lacking.sort(key=lambda e: e.executor_id)
-    return Route(candidates=candidates, lacking=lacking)
+    return Route(candidates=order(candidates, latest=latest_version), lacking=lacking)
 
 
 def describe_lacking(executors: Sequence[LiveExecutor]) -> str:

@@ -25,7 +25,6 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.actors import routing
 from relay.actors.application import LiveExecutor
-from relay.actors.executor import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from relay.web import translate
 from relay.web.context import principal, runtime
 from relay.web.executor_calls import send_local, snapshot
@@ -35,6 +34,7 @@ from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import check_path_names
 from relay.wire import protocol
 from relay.wire import signing as forwarding
+from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 
 log = logging.getLogger("relay.web.cluster")
 

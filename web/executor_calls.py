@@ -30,18 +30,13 @@ import pykka
 from relay.actors import routing
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
-from relay.actors.executor import (
-    ExecutorGoneError,
-    InFlightLimitError,
-    MalformedAnswerError,
-    ask_request,
-    tell_forget,
-)
+from relay.actors.executor import ask_request, tell_forget
 from relay.actors.forwarder import ForwardError
 from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError, not_found
 from relay.wire import protocol
+from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 
 log = logging.getLogger("relay.web.executor_calls")
 

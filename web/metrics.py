@@ -23,12 +23,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.openmetrics import exposition as openmetrics
 
 from relay.actors import metrics
-from relay.actors.executor import ExecutorGoneError
 from relay.projections.identity import Principal
 from relay.web.context import principal, runtime
 from relay.web.openapi import operation
 from relay.web.problems import ApiError
 from relay.web.translate import format_time
+from relay.wire.errors import ExecutorGoneError
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime

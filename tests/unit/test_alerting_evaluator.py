@@ -22,13 +22,12 @@ import pytest
 
 from relay.actors.alerting import AlertRun, LiveSources, evaluate, slot_of
 from relay.actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig, alert_payload, send_webhook
-from relay.actors.executor import ExecutorGoneError
-from relay.actors.executor_requests import CannotAskError
 from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler
 from relay.events.log import RelayLog
 from relay.wire import protocol
+from relay.wire.errors import CannotAskError, ExecutorGoneError
 
 ORG, APP = "acme", "shop"
 

@@ -15,10 +15,10 @@ from flask import Flask
 from relay.actors.application import LiveExecutor
 from relay.actors.context import Limits
 from relay.actors.directory import Directory
-from relay.actors.executor import ExecutorGoneError
 from relay.web.executor_calls import call, summarize_error
 from relay.web.problems import ApiError
 from relay.wire import protocol
+from relay.wire.errors import ExecutorGoneError
 
 ORG, APP = "local", "calls-app"
 

@@ -31,15 +31,14 @@ from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.context import Limits
 from relay.actors.directory import Directory
-from relay.actors.executor import ExecutorGoneError
 from relay.actors.forwarder import Forwarder
-from relay.actors.recovery import PeerUnreachableError
 from relay.actors.settings import ConfigError, Settings
 from relay.web import api_cluster
 from relay.web.executor_calls import call
 from relay.web.problems import ApiError, problem_response
 from relay.wire import protocol
 from relay.wire import signing as forwarding
+from relay.wire.errors import ExecutorGoneError, PeerUnreachableError
 from tests.support.ports import free_port
 
 ORG, APP, APP_ID = "local", "fwd-app", "4b0c7c8e-1111-5222-8333-944445555666"

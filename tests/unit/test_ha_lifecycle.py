@@ -17,11 +17,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from relay.actors.recovery import ADOPTED_REASON, AppLifecycle, PeerUnreachableError, rank_peers
+from relay.actors.recovery import ADOPTED_REASON, AppLifecycle, rank_peers
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
 from relay.events.log import RelayLog
 from relay.wire import protocol
+from relay.wire.errors import PeerUnreachableError
 
 ORG, APP = "acme", "shop"
 GRACE = 10.0

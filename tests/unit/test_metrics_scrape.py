@@ -13,7 +13,6 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from relay.actors import metrics
-from relay.actors.executor import ExecutorGoneError
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
 from relay.projections.identity import hash_key
@@ -21,6 +20,7 @@ from relay.web.metrics import timed_request
 from relay.web.problems import ApiError
 from relay.web.wsgi import create_app
 from relay.wire import protocol
+from relay.wire.errors import ExecutorGoneError
 from tests.unit.store_cases import at, history
 
 ADMIN = "metrics-test-admin-token"

@@ -23,7 +23,7 @@ import pytest
 from relay.actors.application import ApplicationActor
 from relay.actors.context import ActorContext, Limits
 from relay.actors.directory import Directory
-from relay.actors.executor import Connection, ExecutorActor, ExecutorGoneError
+from relay.actors.executor import Connection, ExecutorActor
 from relay.actors.recovery import (
     INTERRUPTED_REASON,
     MESSAGE_KEY,
@@ -36,6 +36,7 @@ from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
 from relay.events.log import RelayLog
 from relay.wire import protocol
+from relay.wire.errors import ExecutorGoneError
 from tests.support.ports import wait_until
 
 ORG, APP = "acme", "shop"

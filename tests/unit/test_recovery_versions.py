@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from relay.actors.executor import ExecutorGoneError
 from relay.actors.recovery import DEFAULT_MAX_PER_PEER, read_check
 from relay.events.executor import DEAD, DELETED
 from relay.wire import protocol
+from relay.wire.errors import ExecutorGoneError
 from tests.unit.test_recovery import GRACE, TIMEOUT, Harness, exist, ok
 
 
