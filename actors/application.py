@@ -22,7 +22,7 @@ from relay.actors import alerting, retention
 from relay.actors.context import ActorContext
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
 from relay.events.alerting import AlertingRule
-from relay.events.app import DEFAULT_SETTINGS, App
+from relay.events.application import DEFAULT_SETTINGS, App
 from relay.wire import protocol
 from relay.wire.errors import PeerUnreachableError
 

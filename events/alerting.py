@@ -28,6 +28,7 @@ from eventsourcing.domain import Aggregate, event
 
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.names import check_app_name, check_org_name
+from relay.events.versions import versioned
 
 WORKFLOW_FAILURE = "WorkflowFailure"
 SLOW_QUEUE = "SlowQueue"
@@ -116,6 +117,7 @@ def check_min_interval(value: Any) -> int | None:
     return value
 
 
+@versioned({"Created": 1, "Deleted": 1})
 class AlertingRule(Aggregate):
     """One alerting rule of an application. Deleted rules keep their history and never fire again."""
 
@@ -187,6 +189,7 @@ class AlertingRule(Aggregate):
         self.deleted_at = at
 
 
+@versioned({"Fired": 1, "Delivered": 1})
 class Alert(Aggregate):
     """One firing of a rule: number `sequence` of that rule, in evaluation interval `slot`."""
 

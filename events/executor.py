@@ -15,6 +15,7 @@ from eventsourcing.domain import Aggregate, event
 
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.ids import executor_id
+from relay.events.versions import versioned
 
 HEALTHY = "HEALTHY"
 DISCONNECTED = "DISCONNECTED"
@@ -48,6 +49,10 @@ def check_info(info: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
+@versioned({
+    "Connected": 1, "Reconnected": 1, "Disconnected": 1, "DeclaredDead": 1, "RecoveryDispatched": 1,
+    "RecoveryFailed": 1, "RecoveryAcknowledged": 1, "Deleted": 1,
+})
 class Executor(Aggregate):
     """A DBOS executor of one application, known by the executor_id it reports."""
 

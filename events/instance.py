@@ -10,6 +10,7 @@ from eventsourcing.domain import Aggregate, event
 
 from relay.events.errors import IllegalTransitionError, NotFoundError
 from relay.events.ids import instance_id
+from relay.events.versions import versioned
 
 RUNNING = "RUNNING"
 STOPPED = "STOPPED"
@@ -21,6 +22,9 @@ def lease_key(org: str, app: str, executor: str) -> str:
     return f"{org}/{app}/{executor}"
 
 
+@versioned({
+    "Started": 1, "Restarted": 1, "Stopped": 1, "Expired": 1, "LeaseTaken": 1, "LeaseAdopted": 1, "LeaseReleased": 1,
+})
 class RelayInstance(Aggregate):
     """A Relay instance. A lease says which instance owns an executor's connection and timers."""
 

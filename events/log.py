@@ -17,7 +17,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError
 
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
-from relay.events.app import App
+from relay.events.application import App
 from relay.events.errors import AlreadyExistsError, NotFoundError
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.ids import app_id, executor_id, instance_id, organization_id

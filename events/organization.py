@@ -11,6 +11,7 @@ from eventsourcing.domain import Aggregate, event
 from relay.events.errors import AlreadyExistsError, InvalidValueError, NotFoundError
 from relay.events.ids import organization_id
 from relay.events.names import check_org_name, check_token_name
+from relay.events.versions import versioned
 
 PERMISSIONS: tuple[str, ...] = (
     "application.read",
@@ -24,6 +25,7 @@ PERMISSIONS: tuple[str, ...] = (
 )
 
 
+@versioned({"Created": 1, "ApiKeyIssued": 1, "ApiKeyRevoked": 1})
 class Organization(Aggregate):
     """An organization. Its API keys are recorded by name with the SHA-256 hash of the key."""
 

@@ -19,6 +19,7 @@ from eventsourcing.domain import Aggregate, event
 
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.names import check_app_name, check_org_name
+from relay.events.versions import versioned
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
@@ -32,6 +33,7 @@ def retention_run_id(org: str, app: str, slot: int) -> UUID:
     return uuid5(NAMESPACE_URL, f"relay:retention:{org}/{app}/{slot}")
 
 
+@versioned({"Started": 1, "Finished": 1})
 class RetentionRun(Aggregate):
     """One retention run: which executor got which policy, and what came of it."""
 

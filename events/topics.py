@@ -10,12 +10,17 @@ from types import ModuleType
 
 from eventsourcing.utils import register_topic
 
-from relay.events import alerting, app, executor, instance, organization, retention
+from relay.events import alerting, application, executor, instance, organization, retention
 
-_MODULES: tuple[ModuleType, ...] = (alerting, app, executor, instance, organization, retention)
-
-# Module name in an older log -> the module of today.
-MOVED_MODULES: dict[str, ModuleType] = {module.__name__.removeprefix("relay."): module for module in _MODULES}
+# Module name in an older log -> the module of today (events/app.py became events/application.py).
+MOVED_MODULES: dict[str, ModuleType] = {
+    "events.alerting": alerting,
+    "events.app": application,
+    "events.executor": executor,
+    "events.instance": instance,
+    "events.organization": organization,
+    "events.retention": retention,
+}
 
 
 def register_moved_topics() -> None:

@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay.events.app import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS
 from relay.projections.backend import Sql, ViewStore
 from relay.projections.projector import Handler, ViewProjection, event_name, iso, to_json
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from flask import Blueprint, Response, jsonify
 
-from relay.events.app import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key

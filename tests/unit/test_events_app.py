@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from relay.events.app import DEFAULT_SETTINGS, App, check_settings
+from relay.events.application import DEFAULT_SETTINGS, App, check_settings
 from relay.events.errors import DomainError, IllegalTransitionError, InvalidValueError
 from relay.events.ids import app_id
 from relay.events.log import RelayLog

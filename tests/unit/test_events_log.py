@@ -12,7 +12,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from relay.events import log as log_module
-from relay.events.app import DEFAULT_SETTINGS, App
+from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError, NotFoundError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor, ExecutorInfo
 from relay.events.ids import app_id, executor_id, instance_id, organization_id

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from relay.events.app import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS
 from relay.events.ids import app_id, executor_id, organization_id
 from relay.events.log import RelayLog
 from relay.projections import replay

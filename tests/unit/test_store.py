@@ -11,7 +11,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from relay.events import log as log_module
-from relay.events.app import DEFAULT_SETTINGS, App
+from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.errors import AlreadyExistsError, IllegalTransitionError, NotFoundError
 from relay.events.executor import DELETED, HEALTHY, Executor
 from relay.events.instance import RUNNING, RelayInstance

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 
-from relay.events.app import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key

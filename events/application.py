@@ -11,6 +11,7 @@ from eventsourcing.domain import Aggregate, event
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.ids import app_id
 from relay.events.names import check_app_name, check_org_name
+from relay.events.versions import versioned
 
 DEFAULT_SETTINGS: dict[str, Any] = {
     "executorTimeoutSecs": 60,
@@ -39,6 +40,7 @@ def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
+@versioned({"Registered": 1, "Reregistered": 1, "SettingsChanged": 1, "Deleted": 1})
 class App(Aggregate):
     """A registered application. Deleted apps keep their history and can be registered again."""
 
