@@ -33,3 +33,14 @@ class CannotAskError(Exception):
 class PeerUnreachableError(Exception):
     """A dispatch to an executor on another instance that did not reach it (or whose answer did not come
     back): the message says why, for the failed attempt's reason."""
+
+
+class ProtocolError(Exception):
+    """A frame from an executor that does not follow the protocol.
+
+    ``reason`` describes what is wrong without quoting the frame: frames can carry secrets.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,161 @@
+"""Decoding an executor's frame: size and depth limits, strict JSON, each field checked against its
+response's table; reasons never quote the frame (pure)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from relay.wire.errors import ProtocolError
+from relay.wire.messages import (
+    MAX_DEPTH,
+    MAX_FRAME_BYTES,
+    METADATA_ONLY_REFUSAL,
+    UNKNOWN_TYPE_ERROR,
+)
+from relay.wire.responses import (
+    _BOOL,
+    _KIND_TEXT,
+    _OBJECT,
+    _OBJECTS,
+    _RESPONSE_CLASSES,
+    _STR,
+    RawResponse,
+    Response,
+)
+
+
+def _nests_deeper(data: object, limit: int) -> bool:
+    """Whether arrays/objects nest more than ``limit`` deep (the top level is 1), without recursion."""
+    if type(data) not in (dict, list):  # json.loads makes exact dicts and lists
+        return False
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        container, depth = stack.pop()
+        for child in container.values() if type(container) is dict else container:
+            if type(child) in (dict, list):
+                if depth >= limit:
+                    return True
+                if child:  # an empty one adds its own level only, checked just above
+                    stack.append((child, depth + 1))
+    return False
+
+
+def _frame_size(frame: str | bytes) -> int:
+    if isinstance(frame, bytes):
+        return len(frame)
+    return len(frame.encode("utf-8", "surrogatepass"))
+
+
+class _NonFiniteNumberError(ValueError):
+    """A NaN, Infinity or -Infinity literal, or a number too large for a float (1e999): not JSON (RFC 8259),
+    and, once decoded, Python's json would write it back as NaN/Infinity, which API clients cannot parse."""
+
+
+def _refuse_constant(_: str) -> Any:
+    raise _NonFiniteNumberError
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFiniteNumberError
+    return value
+
+
+def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
+    if isinstance(frame, bytearray | memoryview):
+        frame = bytes(frame)
+    if not isinstance(frame, str | bytes):
+        raise ProtocolError("frame is neither text nor bytes")
+    # A str is at least one byte per character and at most four: count bytes only when it matters.
+    if len(frame) > max_bytes or (len(frame) * 4 > max_bytes and _frame_size(frame) > max_bytes):
+        raise ProtocolError(f"frame is larger than the {max_bytes}-byte limit")
+    if isinstance(frame, bytes):
+        try:
+            frame = frame.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("frame is not valid UTF-8") from None
+    try:
+        # json's C parser guards its own recursion (RecursionError, at the interpreter's limit).
+        data = json.loads(frame, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise ProtocolError("frame nests too deeply") from None
+    except _NonFiniteNumberError:
+        raise ProtocolError("frame holds a non-finite number (NaN, Infinity or out of range), which is not "
+                            "JSON") from None
+    except ValueError:  # JSONDecodeError, and ints too long to convert
+        raise ProtocolError("frame is not valid JSON") from None
+    # Nothing nests deeper than the number of openers: only frames with many need the walk.
+    if frame.count("[") + frame.count("{") > max_depth and _nests_deeper(data, max_depth):
+        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
+    if not isinstance(data, dict):
+        raise ProtocolError("frame is not a JSON object")
+    return data
+
+
+def _has_kind(value: object, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    if kind == _OBJECT:
+        return isinstance(value, dict)
+    if kind == _OBJECTS:
+        return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_depth: int = MAX_DEPTH) -> Response:
+    """Parse and check one frame from an executor.
+
+    Known types give their Response subclass (unknown fields ignored), other types a RawResponse.
+    Raises only ProtocolError, whose reason never quotes the frame.
+    """
+    data = _load(text, max_bytes, max_depth)
+    for key in ("type", "request_id"):
+        if key not in data:
+            raise ProtocolError(f"frame has no {key}")
+        if not isinstance(data[key], str):
+            raise ProtocolError(f"frame {key} must be a string")
+    error_message = data.get("error_message")
+    if error_message is not None and not isinstance(error_message, str):
+        raise ProtocolError("field 'error_message' must be a string or null")
+    msg_type, request_id = data["type"], data["request_id"]
+
+    cls = _RESPONSE_CLASSES.get(msg_type)
+    if cls is None:
+        extra = {k: v for k, v in data.items() if k not in ("type", "request_id", "error_message")}
+        return RawResponse(type=msg_type, request_id=request_id, error_message=error_message, fields=extra)
+
+    values: dict[str, Any] = {}
+    for name, kind, required in cls.SPEC:
+        value = data.get(name)
+        if value is None:
+            if required and error_message is None:
+                detail = "is missing" if name not in data else f"must be {_KIND_TEXT[kind]}, not null"
+                raise ProtocolError(f"field '{name}' {detail}")
+        elif not _has_kind(value, kind):
+            kinds = _KIND_TEXT[kind] if required else f"{_KIND_TEXT[kind]} or null"
+            raise ProtocolError(f"field '{name}' must be {kinds}")
+        values[name] = value
+    return cls(type=msg_type, request_id=request_id, error_message=error_message, **values)
+
+
+def is_unknown_type_error(resp: Response) -> bool:
+    """Whether the executor answered that it does not know the request's type (an older SDK).
+
+    Python (>= 0.24), TypeScript, Go and Java SDKs all answer exactly ``"Unknown message type"``.
+    Python 0.23 does not answer unknown types at all: the request just times out.
+    """
+    return resp.error_message is not None and resp.error_message.strip() == UNKNOWN_TYPE_ERROR
+
+
+def is_metadata_only_refusal(resp: Response) -> bool:
+    """Whether the executor refused because it runs in conductor metadata-only mode (data-moving types:
+    get_workflow_events/notifications/streams, export_workflow, import_workflow)."""
+    return resp.error_message is not None and resp.error_message.strip().endswith(METADATA_ONLY_REFUSAL)
+
+
+# --------------------------------------------------------------------------------------------------

@@ -1,0 +1,65 @@
+"""Frame basics: the message types, size and depth limits, request ids (pure)."""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+"""Default limit on the size of one frame from an executor, checked before it is parsed."""
+
+MAX_DEPTH = 100
+"""Default limit on how deeply arrays/objects may nest in a frame (real frames nest 3 or 4 deep)."""
+
+UNKNOWN_TYPE_ERROR = "Unknown message type"
+"""What every SDK (Python, TypeScript, Go, Java) answers to a type it does not know, as ``error_message``."""
+
+METADATA_ONLY_REFUSAL = "is not allowed in conductor metadata-only mode"
+"""Tail of the ``error_message`` an SDK in metadata-only mode answers to the data-moving types."""
+
+
+class MessageType(StrEnum):
+    """Every frame type the SDKs know. A frame's ``type`` is echoed in its response."""
+
+    EXECUTOR_INFO = "executor_info"
+    RECOVERY = "recovery"
+    CANCEL = "cancel"
+    RESUME = "resume"
+    DELETE = "delete"
+    EXIST_PENDING_WORKFLOWS = "exist_pending_workflows"
+    RETENTION = "retention"
+    LIST_WORKFLOWS = "list_workflows"
+    LIST_QUEUED_WORKFLOWS = "list_queued_workflows"
+    GET_WORKFLOW = "get_workflow"
+    LIST_STEPS = "list_steps"
+    GET_WORKFLOW_EVENTS = "get_workflow_events"
+    GET_WORKFLOW_NOTIFICATIONS = "get_workflow_notifications"
+    GET_WORKFLOW_STREAMS = "get_workflow_streams"
+    GET_WORKFLOW_AGGREGATES = "get_workflow_aggregates"
+    GET_STEP_AGGREGATES = "get_step_aggregates"
+    FORK_WORKFLOW = "fork_workflow"
+    FORK_FROM_FAILURE = "fork_from_failure"
+    REWIND_WORKFLOW = "rewind_workflow"
+    EXPORT_WORKFLOW = "export_workflow"
+    IMPORT_WORKFLOW = "import_workflow"
+    LIST_SCHEDULES = "list_schedules"
+    GET_SCHEDULE = "get_schedule"
+    PAUSE_SCHEDULE = "pause_schedule"
+    RESUME_SCHEDULE = "resume_schedule"
+    TRIGGER_SCHEDULE = "trigger_schedule"
+    BACKFILL_SCHEDULE = "backfill_schedule"
+    LIST_QUEUES = "list_queues"
+    GET_QUEUE = "get_queue"
+    GET_METRICS = "get_metrics"
+    LIST_APPLICATION_VERSIONS = "list_application_versions"
+    SET_LATEST_APPLICATION_VERSION = "set_latest_application_version"
+    ALERT = "alert"
+    # Only in older SDKs (Python < 3.0, TypeScript < 5.0) and Java; superseded by fork_workflow. Relay
+    # does not send it (RawRequest can), but understands its answer.
+    RESTART = "restart"
+
+
+
+def new_request_id() -> str:
+    """A fresh request id (uuid4, hex)."""
+    return uuid.uuid4().hex

@@ -1,0 +1,389 @@
+"""Requests about workflows: list, get, steps, events, aggregates, fork, rewind, export, import (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from relay.wire.fields import (
+    _Body,
+    _check,
+    _check_count,
+    _check_id,
+    _set,
+    string_list,
+    string_or_list,
+)
+from relay.wire.messages import (
+    MessageType,
+)
+from relay.wire.requests import Request
+
+_OLD_PYTHON_LIST_KEYS = frozenset(
+    # Python SDKs before 2.10 read these with body["..."]: they must be present (null is fine).
+    {
+        "workflow_uuids", "workflow_name", "authenticated_user", "start_time", "end_time", "status",
+        "application_version", "queue_name", "limit", "offset", "sort_desc",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListWorkflowsBody(_Body):
+    """Filters of list_workflows and list_queued_workflows (the queued list ignores ``queues_only``).
+
+    Filters typed ``str | list[str]`` go through ``string_or_list``; times are ISO 8601 strings.
+    ``load_input``/``load_output`` are always sent: their defaults differ (Python True, TypeScript False).
+    """
+
+    ALWAYS: ClassVar[frozenset[str]] = _OLD_PYTHON_LIST_KEYS | {"load_input", "load_output"}
+    STRING_OR_LIST: ClassVar[tuple[str, ...]] = (
+        "workflow_name", "authenticated_user", "status", "application_version", "forked_from",
+        "parent_workflow_id", "queue_name", "workflow_id_prefix", "executor_id", "schedule_name",
+        "application_name",
+    )  # fmt: skip
+    TIMES: ClassVar[tuple[str, ...]] = (
+        "start_time", "end_time", "completed_after", "completed_before", "dequeued_after", "dequeued_before",
+    )  # fmt: skip
+
+    workflow_uuids: list[str] | None = None
+    workflow_name: str | list[str] | None = None
+    authenticated_user: str | list[str] | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    completed_after: str | None = None
+    completed_before: str | None = None
+    dequeued_after: str | None = None
+    dequeued_before: str | None = None
+    status: str | list[str] | None = None
+    application_version: str | list[str] | None = None
+    forked_from: str | list[str] | None = None
+    parent_workflow_id: str | list[str] | None = None
+    queue_name: str | list[str] | None = None
+    workflow_id_prefix: str | list[str] | None = None
+    executor_id: str | list[str] | None = None
+    schedule_name: str | list[str] | None = None
+    application_name: str | list[str] | None = None
+    was_forked_from: bool | None = None
+    has_parent: bool | None = None
+    attributes: dict[str, Any] | None = None
+    limit: int | None = None
+    offset: int | None = None
+    sort_desc: bool = False
+    load_input: bool = False
+    load_output: bool = False
+    queues_only: bool = False
+
+    def __post_init__(self) -> None:
+        _set(self, "workflow_uuids", string_list(self.workflow_uuids, "workflow_uuids"))
+        for name in self.STRING_OR_LIST:
+            _set(self, name, string_or_list(getattr(self, name), name))
+        for name in self.TIMES:
+            _check(name, getattr(self, name), str, optional=True)
+        for name in ("was_forked_from", "has_parent"):
+            _check(name, getattr(self, name), bool, optional=True)
+        for name in ("sort_desc", "load_input", "load_output", "queues_only"):
+            _check(name, getattr(self, name), bool)
+        _check("attributes", self.attributes, Mapping, optional=True)
+        _check_count("limit", self.limit)
+        _check_count("offset", self.offset)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListWorkflowsRequest(Request):
+    """Answered by ListWorkflowsResponse."""
+
+    type: ClassVar[MessageType] = MessageType.LIST_WORKFLOWS
+    body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListQueuedWorkflowsRequest(Request):
+    """Answered by ListWorkflowsResponse (type list_queued_workflows)."""
+
+    type: ClassVar[MessageType] = MessageType.LIST_QUEUED_WORKFLOWS
+    body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetWorkflowRequest(Request):
+    """Answered by GetWorkflowResponse (``output`` is None when there is no such workflow)."""
+
+    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_input", "load_output"})
+    workflow_id: str
+    load_input: bool = True
+    load_output: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("workflow_id", self.workflow_id)
+        _check("load_input", self.load_input, bool)
+        _check("load_output", self.load_output, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListStepsRequest(Request):
+    """Answered by ListStepsResponse."""
+
+    type: ClassVar[MessageType] = MessageType.LIST_STEPS
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_output"})
+    workflow_id: str
+    load_output: bool = True
+    limit: int | None = None
+    offset: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("workflow_id", self.workflow_id)
+        _check("load_output", self.load_output, bool)
+        _check_count("limit", self.limit)
+        _check_count("offset", self.offset)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OneWorkflowRequest(Request):
+    workflow_id: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("workflow_id", self.workflow_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetWorkflowEventsRequest(_OneWorkflowRequest):
+    """Answered by GetWorkflowEventsResponse."""
+
+    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_EVENTS
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetWorkflowNotificationsRequest(_OneWorkflowRequest):
+    """Answered by GetWorkflowNotificationsResponse."""
+
+    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_NOTIFICATIONS
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetWorkflowStreamsRequest(_OneWorkflowRequest):
+    """Answered by GetWorkflowStreamsResponse."""
+
+    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_STREAMS
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetWorkflowAggregatesBody(_Body):
+    """Group-by flags, select flags and filters (the filters are lists only, unlike list_workflows)."""
+
+    LISTS: ClassVar[tuple[str, ...]] = (
+        "status", "name", "app_version", "executor_id", "queue_name", "workflow_id_prefix", "workflow_ids",
+        "forked_from", "parent_workflow_id", "user", "schedule_name", "application_name",
+    )  # fmt: skip
+    TIMES: ClassVar[tuple[str, ...]] = ListWorkflowsBody.TIMES
+    FLAGS: ClassVar[tuple[str, ...]] = (
+        "group_by_status", "group_by_name", "group_by_queue_name", "group_by_executor_id",
+        "group_by_application_version", "group_by_application_name", "select_count",
+        "select_min_created_at", "select_max_queue_wait_ms", "select_max_total_latency_ms",
+    )  # fmt: skip
+
+    group_by_status: bool = False
+    group_by_name: bool = False
+    group_by_queue_name: bool = False
+    group_by_executor_id: bool = False
+    group_by_application_version: bool = False
+    group_by_application_name: bool = False
+    select_count: bool = False
+    select_min_created_at: bool = False
+    select_max_queue_wait_ms: bool = False
+    select_max_total_latency_ms: bool = False
+    time_bucket_size_ms: int | None = None
+    status: list[str] | None = None
+    name: list[str] | None = None
+    app_version: list[str] | None = None
+    executor_id: list[str] | None = None
+    queue_name: list[str] | None = None
+    workflow_id_prefix: list[str] | None = None
+    workflow_ids: list[str] | None = None
+    forked_from: list[str] | None = None
+    parent_workflow_id: list[str] | None = None
+    user: list[str] | None = None
+    schedule_name: list[str] | None = None
+    application_name: list[str] | None = None
+    start_time: str | None = None
+    end_time: str | None = None
+    completed_after: str | None = None
+    completed_before: str | None = None
+    dequeued_after: str | None = None
+    dequeued_before: str | None = None
+    was_forked_from: bool | None = None
+    has_parent: bool | None = None
+    attributes: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in self.LISTS:
+            _set(self, name, string_list(getattr(self, name), name))
+        for name in self.TIMES:
+            _check(name, getattr(self, name), str, optional=True)
+        for name in self.FLAGS:
+            _check(name, getattr(self, name), bool)
+        for name in ("was_forked_from", "has_parent"):
+            _check(name, getattr(self, name), bool, optional=True)
+        _check("attributes", self.attributes, Mapping, optional=True)
+        _check_count("time_bucket_size_ms", self.time_bucket_size_ms, minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetWorkflowAggregatesRequest(Request):
+    """Answered by GetWorkflowAggregatesResponse."""
+
+    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_AGGREGATES
+    body: GetWorkflowAggregatesBody = field(default_factory=GetWorkflowAggregatesBody)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetStepAggregatesBody(_Body):
+    LISTS: ClassVar[tuple[str, ...]] = ("status", "function_name", "workflow_id_prefix", "application_name")
+    FLAGS: ClassVar[tuple[str, ...]] = (
+        "group_by_function_name", "group_by_status", "select_count", "select_max_duration_ms",
+    )  # fmt: skip
+
+    group_by_function_name: bool = False
+    group_by_status: bool = False
+    select_count: bool = False
+    select_max_duration_ms: bool = False
+    time_bucket_size_ms: int | None = None
+    status: list[str] | None = None
+    function_name: list[str] | None = None
+    workflow_id_prefix: list[str] | None = None
+    application_name: list[str] | None = None
+    completed_after: str | None = None
+    completed_before: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in self.LISTS:
+            _set(self, name, string_list(getattr(self, name), name))
+        for name in self.FLAGS:
+            _check(name, getattr(self, name), bool)
+        for name in ("completed_after", "completed_before"):
+            _check(name, getattr(self, name), str, optional=True)
+        _check_count("time_bucket_size_ms", self.time_bucket_size_ms, minimum=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GetStepAggregatesRequest(Request):
+    """Answered by GetStepAggregatesResponse."""
+
+    type: ClassVar[MessageType] = MessageType.GET_STEP_AGGREGATES
+    body: GetStepAggregatesBody = field(default_factory=GetStepAggregatesBody)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkWorkflowBody(_Body):
+    """``new_workflow_id`` and ``application_version`` are always sent: the Python SDK indexes them."""
+
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"new_workflow_id", "application_version"})
+    workflow_id: str
+    start_step: int
+    new_workflow_id: str | None = None
+    application_version: str | None = None
+    queue_name: str | None = None
+    queue_partition_key: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_id("workflow_id", self.workflow_id)
+        _check("start_step", self.start_step, int)
+        for name in ("new_workflow_id", "application_version", "queue_name", "queue_partition_key"):
+            _check_id(name, getattr(self, name), optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkWorkflowRequest(Request):
+    """Answered by ForkWorkflowResponse."""
+
+    type: ClassVar[MessageType] = MessageType.FORK_WORKFLOW
+    body: ForkWorkflowBody
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkFromFailureBody(_Body):
+    workflow_ids: list[str]
+    application_version: str | None = None
+    queue_name: str | None = None
+    queue_partition_key: str | None = None
+    from_last_failure: bool = False
+    from_last_step: bool = False
+    from_step: int | None = None
+    from_step_name: str | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "workflow_ids", string_list(self.workflow_ids, "workflow_ids"))
+        for name in ("application_version", "queue_name", "queue_partition_key", "from_step_name"):
+            _check_id(name, getattr(self, name), optional=True)
+        _check("from_last_failure", self.from_last_failure, bool)
+        _check("from_last_step", self.from_last_step, bool)
+        _check("from_step", self.from_step, int, optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForkFromFailureRequest(Request):
+    """Answered by ForkFromFailureResponse."""
+
+    type: ClassVar[MessageType] = MessageType.FORK_FROM_FAILURE
+    body: ForkFromFailureBody
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewindWorkflowBody(_Body):
+    """``start_step`` is required here: when absent, Python rewinds from step 1 and TypeScript from 0."""
+
+    workflow_id: str
+    start_step: int
+    application_version: str | None = None
+    queue_name: str | None = None
+    queue_partition_key: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_id("workflow_id", self.workflow_id)
+        _check("start_step", self.start_step, int)
+        for name in ("application_version", "queue_name", "queue_partition_key"):
+            _check_id(name, getattr(self, name), optional=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RewindWorkflowRequest(Request):
+    """Answered by SuccessResponse (Python >= 3.1, TypeScript >= 5.1)."""
+
+    type: ClassVar[MessageType] = MessageType.REWIND_WORKFLOW
+    body: RewindWorkflowBody
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportWorkflowRequest(Request):
+    """Answered by ExportWorkflowResponse.
+
+    The export is language-specific (Python: base64 of gzipped pickle; TypeScript: base64 of gzipped
+    JSON): import it only into an executor of the same language.
+    """
+
+    type: ClassVar[MessageType] = MessageType.EXPORT_WORKFLOW
+    ALWAYS: ClassVar[frozenset[str]] = frozenset({"export_children"})
+    workflow_id: str
+    export_children: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("workflow_id", self.workflow_id)
+        _check("export_children", self.export_children, bool)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportWorkflowRequest(Request):
+    """Answered by SuccessResponse."""
+
+    type: ClassVar[MessageType] = MessageType.IMPORT_WORKFLOW
+    serialized_workflow: str
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_id("serialized_workflow", self.serialized_workflow)
