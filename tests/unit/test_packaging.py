@@ -28,7 +28,8 @@ def test_the_wheel_has_one_top_level_name_relay_and_carries_the_console_files(tm
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"relay"}
     for module in ("relay/events/log.py", "relay/actors/executor.py", "relay/projections/views.py",
-                   "relay/web/cli.py", "relay/wire/protocol.py", "relay/wire/responses.py", "relay/web/console/__init__.py",
+                   "relay/web/cli.py", "relay/wire/protocol.py", "relay/wire/responses.py",
+                   "relay/web/console/__init__.py",
                    "relay/web/templates/console/layout.html"):
         assert module in names, module
     assert any(name.startswith("relay/web/static/") for name in names)
