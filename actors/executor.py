@@ -23,18 +23,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-import gevent
-import gevent.event
-import gevent.monkey
 import pykka
 from pykka.messages import ProxyCall
 
@@ -42,6 +37,7 @@ from relay.actors import metrics
 from relay.actors.application import LiveExecutor
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
+from relay.actors.pykka_gevent import DrainedActor
 from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError
 from relay.events.executor import ExecutorInfo
@@ -60,7 +56,6 @@ _EPSILON_S = 1e-6
 # How long a claim given up on (handshake_timeout_s) is still waited for, to be undone when it lands.
 LATE_CLAIM_WAIT_S = 300.0
 # How long an executor actor's greenlet waits for another message before it ends (under gevent, _DrainedInbox).
-DRAIN_LINGER_S = 2.0
 # Backoff of a Disconnected the store refused: 0.5 s, 1 s, 2 s, ... at most 30 s between attempts.
 RECORD_RETRY_FIRST_S = 0.5
 RECORD_RETRY_MAX_S = 30.0
@@ -178,48 +173,6 @@ class Liveness:
         self.failed(reason)
 
 
-class _DrainedInbox:
-    """An executor actor's inbox under gevent: a deque, and no greenlet of its own while it has been empty for a
-    while. The first message into an idle inbox spawns a greenlet that handles messages (one at a time: a put
-    while it runs only appends and wakes it) and ends once the inbox has stayed empty for DRAIN_LINGER_S (so a
-    busy connection does not pay a greenlet per message). An idle connection (most of them: pings do not reach
-    the actor) then costs no greenlet, no saved stack and no Python data stack for its actor. pykka's teardown
-    reads it with empty()/get()."""
-
-    __slots__ = ("drain", "items", "ready", "running")
-
-    def __init__(self) -> None:
-        self.items: deque[Any] = deque()
-        self.running = True  # until the actor has started: what arrives meanwhile waits for on_start
-        self.drain: Callable[[], None] | None = None
-        self.ready: gevent.event.Event | None = None  # made when the greenlet first waits
-
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        self.items.append(item)
-        if self.running:
-            if self.ready is not None:
-                self.ready.set()
-        elif self.drain is not None:
-            self.running = True
-            gevent.spawn_raw(self.drain)
-
-    def get(self, block: bool = True, timeout: float | None = None) -> Any:
-        return self.items.popleft()
-
-    def empty(self) -> bool:
-        return not self.items
-
-    def qsize(self) -> int:
-        return len(self.items)
-
-
-def _under_gevent() -> bool:
-    return gevent.monkey.is_module_patched("threading")
-
-
-
-
-
 def _fail(future: pykka.ThreadingFuture[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
     """Fail a future (pykka wants an exc_info triple, not an exception)."""
     error = kind(message)
@@ -242,67 +195,13 @@ class Connection:
     peer: str
 
 
-class ExecutorActor(pykka.ThreadingActor):
+class ExecutorActor(DrainedActor):
     """Lives as long as the socket. Its first act is to ask the executor who it is (executor_info).
 
-    Under gevent (`relay serve`) it has no thread of its own: its messages are handled by a greenlet spawned when
-    one arrives at an empty inbox, which ends once the inbox is empty (`_DrainedInbox`; pykka's
-    `_create_actor_inbox` / `_start_actor_loop` hooks, pykka 4.x): the same one-at-a-time handling, several KiB
-    less per idle connection. Elsewhere (unit tests) it is an ordinary ThreadingActor."""
-
-    @staticmethod
-    def _create_actor_inbox() -> Any:
-        return _DrainedInbox() if _under_gevent() else pykka.ThreadingActor._create_actor_inbox()
-
-    def _start_actor_loop(self) -> None:
-        inbox = self.actor_inbox
-        if not isinstance(inbox, _DrainedInbox):
-            super()._start_actor_loop()
-            return
-        inbox.drain = self._drain_inbox
-
-        def first_run() -> None:
-            self._actor_loop_setup()  # on_start
-            self._drain_inbox()
-
-        gevent.spawn_raw(first_run)
-
-    def _drain_inbox(self) -> None:
-        """pykka's actor loop (`Actor._actor_loop_running`), run until the inbox has been empty for
-        DRAIN_LINGER_S rather than forever."""
-        inbox = self.actor_inbox
-        assert isinstance(inbox, _DrainedInbox)
-        while True:
-            while inbox.items and not self.actor_stopped.is_set():
-                self._handle_envelope(inbox.items.popleft())
-            if self.actor_stopped.is_set():
-                self._actor_loop_teardown()  # what is left gets ActorDeadError; `running` stays set: no more drains
-                return
-            if inbox.ready is None:
-                inbox.ready = gevent.event.Event()
-            inbox.ready.clear()
-            if not inbox.ready.wait(DRAIN_LINGER_S) and not inbox.items:
-                inbox.running = False
-                return
-
-    def _handle_envelope(self, envelope: Any) -> None:
-        try:
-            response = self._handle_receive(envelope.message)
-            if envelope.reply_to is not None:
-                envelope.reply_to.set(response)
-        except Exception:
-            if envelope.reply_to is not None:
-                logging.getLogger("pykka").info("Exception returned from %s to caller:", self, exc_info=True)
-                envelope.reply_to.set_exception()
-            else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
-        except BaseException:  # as pykka does: this actor stops, and every other one
-            self._stop()
-            pykka.ActorRegistry.stop_all()
+    Under gevent (`relay serve`) it has no thread of its own (actors/pykka_gevent.py): its messages are handled by
+    a greenlet spawned when one arrives at an empty inbox, which ends once the inbox is empty: the same
+    one-at-a-time handling, several KiB less per idle connection. Elsewhere (unit tests) it is an ordinary
+    ThreadingActor."""
 
     def __init__(self, ctx: ActorContext, directory: Directory, socket: FrameSocket, conn: Connection,
                  admitted: Callable[[], None] | None = None) -> None:

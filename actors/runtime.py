@@ -11,7 +11,7 @@ from typing import Any
 
 import pykka
 
-from relay.actors import alerting, metrics, retention
+from relay.actors import alerting, metrics, pykka_gevent, retention
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
@@ -23,6 +23,7 @@ from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON
 from relay.actors.settings import Settings
 from relay.events.log import RelayLog
+from relay.projections import eventsourcing_recorders, pool_reconnect
 from relay.projections.identity import Authenticator
 from relay.projections.views import ProjectionRunner, Views
 
@@ -32,8 +33,17 @@ VERSION = "0.1.0"
 ASK_TIMEOUT_S = 15.0  # how long alerting waits for an application actor's list of its executors
 
 
+def install_third_party() -> None:
+    """What Relay takes from its libraries beyond their public API, checked (and patched) once at start-up:
+    capped PostgreSQL reconnect backoff, the eventsourcing recorder internals, pykka's actor loop under gevent."""
+    pool_reconnect.install()
+    eventsourcing_recorders.install()
+    pykka_gevent.install()
+
+
 class Runtime:
     def __init__(self, settings: Settings) -> None:
+        install_third_party()
         self.settings = settings
         admin_token, _ = settings.ensure_admin_token()
         self.log = RelayLog(env=settings.store.event_store_env())

@@ -15,74 +15,19 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from eventsourcing.persistence import Tracking
-from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
-from eventsourcing.sqlite import (
-    SQLiteConnection,
-    SQLiteConnectionPool,
-    SQLiteDatastore,
-    SQLiteFactory,
-    SQLiteTrackingRecorder,
-)
-from eventsourcing.utils import Environment
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL
 
+from relay.projections.eventsourcing_recorders import (
+    SQLITE_SYNCHRONOUS,
+    PostgresView,
+    SQLiteView,
+    insert_tracking,
+    tune_sqlite,
+)
+
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
-
-# Durability of the embedded (SQLite) store, event log and views alike. eventsourcing opens every file in WAL
-# mode and leaves SQLite's default synchronous=FULL: an fsync per commit, ~4.4 ms on this kind of disk, taken
-# on the gevent hub (no other greenlet runs meanwhile), once per recorded event. With WAL, synchronous=NORMAL
-# fsyncs only at checkpoints (~0.3 ms per commit). The trade-off: a power cut or an OS crash may lose the last
-# transactions committed before it (they roll back as if never made); it never corrupts the database, and a
-# crash of Relay's process alone loses nothing (the WAL is in the OS's cache). What Relay may lose so is
-# recent history (a Connected, a Disconnected) the executors re-create by reconnecting; recoveries are
-# at-least-once already. `StoreConfig(sqlite_synchronous="FULL")` pays the fsync per commit instead.
-SQLITE_SYNCHRONOUS = "NORMAL"
-_SYNCHRONOUS_LEVELS = ("OFF", "NORMAL", "FULL", "EXTRA")
-
-
-class _TunedSQLitePool(SQLiteConnectionPool):
-    """eventsourcing's SQLite pool, with `PRAGMA synchronous` set on each connection it opens (the setting
-    is per connection, not stored in the file)."""
-
-    synchronous = SQLITE_SYNCHRONOUS
-
-    def _create_connection(self) -> SQLiteConnection:
-        connection = super()._create_connection()
-        connection._sqlite_conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        return connection
-
-
-def tune_sqlite(datastore: SQLiteDatastore, synchronous: str = SQLITE_SYNCHRONOUS) -> SQLiteDatastore:
-    """Give an SQLite datastore (no connection opened yet) a pool that sets `synchronous` on its connections."""
-    level = synchronous.strip().upper()
-    if level not in _SYNCHRONOUS_LEVELS:
-        raise ValueError(f"bad SQLite synchronous level {synchronous!r}")
-    old = datastore.pool
-    pool = _TunedSQLitePool(
-        db_name=old.db_name,
-        lock_timeout=old.lock_timeout,
-        pool_size=old.pool_size,
-        max_overflow=old.max_overflow,
-        pool_timeout=old.pool_timeout,
-        max_age=old.max_age,
-        pre_ping=old.pre_ping,
-    )
-    pool.synchronous = level
-    datastore.pool = pool
-    old.close()
-    return datastore
-
-
-class RelaySQLiteFactory(SQLiteFactory):
-    """eventsourcing's SQLite persistence module (its recorders, unchanged) with the synchronous level of
-    `SQLITE_SYNCHRONOUS` (env) on the event store's connections: see SQLITE_SYNCHRONOUS above."""
-
-    SQLITE_SYNCHRONOUS = "SQLITE_SYNCHRONOUS"
-
-    def __init__(self, env: Environment | dict[str, str] | None) -> None:
-        super().__init__(env)
-        tune_sqlite(self.datastore, self.env.get(self.SQLITE_SYNCHRONOUS) or SQLITE_SYNCHRONOUS)
-
 
 @dataclass(frozen=True)
 class StoreConfig:
@@ -122,7 +67,8 @@ class StoreConfig:
         if self.database_url is None:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             return {
-                "PERSISTENCE_MODULE": "relay.projections.backend:RelaySQLiteFactory",  # eventsourcing.sqlite, tuned
+                # eventsourcing.sqlite, tuned
+                "PERSISTENCE_MODULE": "relay.projections.eventsourcing_recorders:RelaySQLiteFactory",
                 "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
                 "SQLITE_LOCK_TIMEOUT": "30",
                 "SQLITE_SYNCHRONOUS": self.sqlite_synchronous,
@@ -294,7 +240,7 @@ class ViewStore:
                 config.sqlite_synchronous,
             )
             self._datastore: Any = sqlite_store
-            self.recorder: Any = _SQLiteView(sqlite_store, schema)
+            self.recorder: Any = SQLiteView(sqlite_store, schema)
         else:
             pg_schema = location or config.schema
             if not _SCHEMA_NAME.match(pg_schema):
@@ -316,7 +262,7 @@ class ViewStore:
             if location:
                 with pg_store.transaction(commit=True) as curs:
                     curs.execute(SQL(f'CREATE SCHEMA IF NOT EXISTS "{pg_schema}"'))
-            self.recorder = _PostgresView(pg_store, schema, self.prefix)
+            self.recorder = PostgresView(pg_store, schema, self.prefix)
         self.recorder.create_table()
 
     @contextmanager
@@ -351,7 +297,7 @@ class ViewStore:
 
     def record_tracking(self, sql: Sql, tracking: Tracking) -> None:
         """Insert the tracking row inside the view's transaction (raises IntegrityError if not new)."""
-        self.recorder._insert_tracking(sql.cursor, tracking)
+        insert_tracking(self.recorder, sql.cursor, tracking)
 
     def position(self, application_name: str) -> int:
         return self.recorder.max_tracking_id(application_name) or 0
@@ -403,20 +349,3 @@ class ViewStore:
 
     def close(self) -> None:
         self._datastore.close()
-
-
-class _SQLiteView(SQLiteTrackingRecorder):
-    def __init__(self, datastore: SQLiteDatastore, schema: ViewSchema) -> None:
-        self._view_schema = schema
-        super().__init__(datastore)
-
-    def construct_create_table_statements(self) -> list[str]:
-        statements = super().construct_create_table_statements()
-        return statements + [s.replace("{s}", "") for s in self._view_schema.create_statements]
-
-
-class _PostgresView(PostgresTrackingRecorder):
-    def __init__(self, datastore: PostgresDatastore, schema: ViewSchema, prefix: str) -> None:
-        super().__init__(datastore, tracking_table_name=f"tracking_{schema.name}")
-        for statement in schema.create_statements:
-            self.sql_create_statements.append(SQL(statement.replace("{s}", prefix)))  # type: ignore[arg-type]

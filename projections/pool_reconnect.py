@@ -10,8 +10,12 @@ connection attempt every couple of seconds per missing connection costs the serv
 
 from __future__ import annotations
 
+import inspect
+
 import psycopg_pool.pool
 from psycopg_pool.base import AttemptWithBackoff
+
+PINNED = "psycopg-pool 3.3.3"
 
 MAX_RECONNECT_DELAY_S = 2.0
 
@@ -28,5 +32,9 @@ def install() -> None:
     """Make every psycopg_pool.ConnectionPool (eventsourcing's included) retry with the capped backoff.
 
     The pool module looks the class up by name when a connection is lost, so replacing the name there is
-    enough; install() is idempotent."""
+    enough; install() is idempotent, and refuses loudly a psycopg_pool that no longer works so."""
+    if "AttemptWithBackoff(" not in inspect.getsource(psycopg_pool.pool) or not callable(
+            getattr(AttemptWithBackoff, "update_delay", None)):
+        raise RuntimeError(f"psycopg_pool changed since {PINNED}: its pool no longer makes AttemptWithBackoff "
+                           "by name (projections/pool_reconnect.py caps its delay)")
     psycopg_pool.pool.AttemptWithBackoff = CappedBackoff  # type: ignore[misc]

@@ -35,6 +35,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.postgres)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _third_party_installed() -> None:
+    """What `relay serve` installs at start-up (actors/runtime.py), for the tests that build parts without it."""
+    from relay.actors.runtime import install_third_party
+
+    install_third_party()
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """URL of the PostgreSQL server the tests use (started and stopped here when it is a throwaway)."""

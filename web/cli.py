@@ -175,10 +175,12 @@ class _Progress:
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.actors.runtime import install_third_party
     from relay.events.log import RelayLog
     from relay.projections.replay import rebuild, verify
     from relay.projections.views import Views
 
+    install_third_party()
     relay_log = RelayLog(env=settings.store.event_store_env())
     try:
         total = relay_log.recorder.max_notification_id() or 0
@@ -202,9 +204,11 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.actors.runtime import install_third_party
     from relay.events.log import RelayLog
     from relay.projections.views import Views
 
+    install_third_party()
     relay_log = RelayLog(env=settings.store.event_store_env())
     views = Views(settings.store, relay_log)
     since, start_time = 0, None

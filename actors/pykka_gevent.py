@@ -1,0 +1,139 @@
+"""Actors without a thread of their own under gevent: pykka 4.x's private actor-loop hooks, quarantined here.
+
+An actor of `DrainedActor` keeps its messages in a deque; the first message into an idle inbox spawns a
+greenlet that handles messages (one at a time, in order) and ends once the inbox has stayed empty for
+DRAIN_LINGER_S. Thousands of idle executor connections then hold no greenlet, stack or thread for their actors.
+It reaches into pykka (`_create_actor_inbox`, `_start_actor_loop`, `_actor_loop_setup`, `_actor_loop_teardown`,
+`_handle_receive`, `_handle_failure`, the envelope's `message`/`reply_to`): `install()` checks them at start-up
+and turns the drained inbox on, only under gevent's monkey-patching; tests/unit/test_library_hooks.py pins them
+to pykka 4.5.0. Until installed (unit tests) a DrainedActor is an ordinary ThreadingActor."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import sys
+from collections import deque
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import gevent
+import gevent.event
+import gevent.monkey
+import pykka
+from pykka._envelope import Envelope
+
+PINNED = "pykka 4.5.0"
+# How long a drained inbox's greenlet waits for more before it ends (a busy connection keeps its greenlet).
+DRAIN_LINGER_S = 2.0
+
+
+def install() -> None:
+    """Check pykka's hooks, then drain inboxes with greenlets if (and only if) gevent has patched threading."""
+    missing = [name for name in ("_create_actor_inbox", "_start_actor_loop", "_actor_loop_setup",
+                                 "_actor_loop_teardown", "_handle_receive", "_handle_failure")
+               if not callable(getattr(pykka.ThreadingActor, name, None))]
+    if {"message", "reply_to"} - set(inspect.signature(Envelope).parameters):
+        missing.append("Envelope(message, reply_to)")
+    if missing:
+        raise RuntimeError(f"pykka changed since {PINNED}: {', '.join(missing)} (actors/pykka_gevent.py)")
+    DrainedActor.drain_with_greenlets = gevent.monkey.is_module_patched("threading")
+
+
+class _DrainedInbox:
+    """An executor actor's inbox under gevent: a deque, and no greenlet of its own while it has been empty for a
+    while. The first message into an idle inbox spawns a greenlet that handles messages (one at a time: a put
+    while it runs only appends and wakes it) and ends once the inbox has stayed empty for DRAIN_LINGER_S (so a
+    busy connection does not pay a greenlet per message). An idle connection (most of them: pings do not reach
+    the actor) then costs no greenlet, no saved stack and no Python data stack for its actor. pykka's teardown
+    reads it with empty()/get()."""
+
+    __slots__ = ("drain", "items", "ready", "running")
+
+    def __init__(self) -> None:
+        self.items: deque[Any] = deque()
+        self.running = True  # until the actor has started: what arrives meanwhile waits for on_start
+        self.drain: Callable[[], None] | None = None
+        self.ready: gevent.event.Event | None = None  # made when the greenlet first waits
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        self.items.append(item)
+        if self.running:
+            if self.ready is not None:
+                self.ready.set()
+        elif self.drain is not None:
+            self.running = True
+            gevent.spawn_raw(self.drain)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        return self.items.popleft()
+
+    def empty(self) -> bool:
+        return not self.items
+
+    def qsize(self) -> int:
+        return len(self.items)
+
+
+def _under_gevent() -> bool:
+    return gevent.monkey.is_module_patched("threading")
+
+
+class DrainedActor(pykka.ThreadingActor):
+    """A ThreadingActor whose inbox, once `install()` ran under gevent, is drained by short-lived greenlets."""
+
+    drain_with_greenlets: ClassVar[bool] = False  # set by install()
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return _DrainedInbox() if DrainedActor.drain_with_greenlets else pykka.ThreadingActor._create_actor_inbox()
+
+    def _start_actor_loop(self) -> None:
+        inbox = self.actor_inbox
+        if not isinstance(inbox, _DrainedInbox):
+            super()._start_actor_loop()
+            return
+        inbox.drain = self._drain_inbox
+
+        def first_run() -> None:
+            self._actor_loop_setup()  # on_start
+            self._drain_inbox()
+
+        gevent.spawn_raw(first_run)
+
+    def _drain_inbox(self) -> None:
+        """pykka's actor loop (`Actor._actor_loop_running`), run until the inbox has been empty for
+        DRAIN_LINGER_S rather than forever."""
+        inbox = self.actor_inbox
+        assert isinstance(inbox, _DrainedInbox)
+        while True:
+            while inbox.items and not self.actor_stopped.is_set():
+                self._handle_envelope(inbox.items.popleft())
+            if self.actor_stopped.is_set():
+                self._actor_loop_teardown()  # what is left gets ActorDeadError; `running` stays set: no more drains
+                return
+            if inbox.ready is None:
+                inbox.ready = gevent.event.Event()
+            inbox.ready.clear()
+            if not inbox.ready.wait(DRAIN_LINGER_S) and not inbox.items:
+                inbox.running = False
+                return
+
+    def _handle_envelope(self, envelope: Any) -> None:
+        try:
+            response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                logging.getLogger("pykka").info("Exception returned from %s to caller:", self, exc_info=True)
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:  # as pykka does: this actor stops, and every other one
+            self._stop()
+            pykka.ActorRegistry.stop_all()
