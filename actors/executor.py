@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import pykka
 from pykka.messages import ProxyCall
@@ -37,8 +37,9 @@ from relay.actors import metrics
 from relay.actors.application import LiveExecutor
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
+from relay.actors.liveness import FrameSocket, Liveness
 from relay.actors.pykka_gevent import DrainedActor
-from relay.actors.scheduler import Cancellable, Scheduler
+from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError
 from relay.events.executor import ExecutorInfo
 from relay.wire import protocol
@@ -51,8 +52,6 @@ _KNOWN_TYPES = frozenset(t.value for t in protocol.MessageType)
 # BAD_FRAME_LOG_EVERY-th is, with the count: a flooding executor cannot flood the log.
 BAD_FRAME_LOG_LIMIT = 100
 BAD_FRAME_LOG_EVERY = 1000
-# Timers may fire a hair before the time they were computed for (floating point): a tick this close is on time.
-_EPSILON_S = 1e-6
 # How long a claim given up on (handshake_timeout_s) is still waited for, to be undone when it lands.
 LATE_CLAIM_WAIT_S = 300.0
 # How long an executor actor's greenlet waits for another message before it ends (under gevent, _DrainedInbox).
@@ -60,24 +59,6 @@ LATE_CLAIM_WAIT_S = 300.0
 RECORD_RETRY_FIRST_S = 0.5
 RECORD_RETRY_MAX_S = 30.0
 _REQUEST_ID = re.compile(r'"request_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
-
-
-class FrameSocket(Protocol):
-    """The socket as the actor sees it; web/ adapts gevent-websocket to this."""
-
-    def send_text(self, text: str) -> None: ...
-
-    def close(self, code: int, reason: str) -> None: ...
-
-    def ping(self) -> bool | None:
-        """Send a WebSocket ping frame (liveness; the executor's pong is not a message) without blocking:
-        called from the scheduler's thread. False when the socket cannot take it right now (busy sending);
-        raises when the socket is broken."""
-        ...
-
-    def last_pong(self) -> float:
-        """When the last pong arrived (the connection's start before any), on the scheduler's clock."""
-        ...
 
 
 def _call(method: str, *args: Any) -> ProxyCall:
@@ -100,77 +81,6 @@ def tell_request_then(ref: pykka.ActorRef[Any], request: Any, on_answer: Callabl
     """`ref.proxy().request_then(request, on_answer)` without the proxy (raises ActorDeadError when the actor
     has stopped)."""
     ref.tell(_call("request_then", request, on_answer))
-
-
-class Liveness:
-    """The pings of one connection, run in the scheduler's thread: one timer armed at a time, due at the next
-    ping or at the pong deadline of the oldest unanswered ping, whichever comes first. A ping is sent without
-    blocking (a socket that cannot take it now is pinged at the next interval); a missed deadline or a failed
-    ping calls `failed(reason)` once, and nothing runs after that, nor after `stop()`."""
-
-    __slots__ = (
-        "failed",
-        "interval",
-        "next_ping",
-        "scheduler",
-        "socket",
-        "stopped",
-        "timeout",
-        "timer",
-        "unanswered_since",
-    )
-
-    def __init__(self, scheduler: Scheduler, socket: FrameSocket, interval: float, timeout: float,
-                 failed: Callable[[str], None]) -> None:
-        self.scheduler = scheduler
-        self.socket = socket
-        self.interval = interval
-        self.timeout = timeout
-        self.failed = failed
-        self.next_ping = scheduler.now() + interval
-        self.unanswered_since: float | None = None
-        self.timer: Cancellable | None = None
-        self.stopped = False
-
-    def start(self) -> None:
-        self._arm(self.scheduler.now())
-
-    def stop(self) -> None:
-        self.stopped = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-
-    def _arm(self, now: float) -> None:
-        when = self.next_ping
-        if self.unanswered_since is not None:
-            when = min(when, self.unanswered_since + self.timeout)
-        self.timer = self.scheduler.call_later(max(0.0, when - now), self._tick)
-
-    def _tick(self) -> None:
-        if self.stopped:
-            return
-        now = self.scheduler.now()
-        if self.unanswered_since is not None and self.socket.last_pong() >= self.unanswered_since:
-            self.unanswered_since = None  # a pong since then (to any ping) keeps the connection open
-        if self.unanswered_since is not None and now + _EPSILON_S >= self.unanswered_since + self.timeout:
-            self._fail("pong timeout")
-            return
-        if now + _EPSILON_S >= self.next_ping:
-            try:
-                sent = self.socket.ping()
-            except Exception:
-                self._fail("ping failed")
-                return
-            if sent is not False and self.unanswered_since is None:
-                self.unanswered_since = now
-            self.next_ping = now + self.interval
-        self._arm(now)
-
-    def _fail(self, reason: str) -> None:
-        self.stopped = True
-        self.timer = None
-        self.failed(reason)
 
 
 def _fail(future: pykka.ThreadingFuture[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:

@@ -1,4 +1,4 @@
-"""Timers and liveness without a thread per timer (actors/scheduler.py, actors/executor.py Liveness), the bound
+"""Timers and liveness without a thread per timer (actors/scheduler.py, actors/liveness.py), the bound
 on handshakes in flight (web/websocket.py HandshakeGate) and the cached application proxies (actors/directory.py).
 Real time only where the real scheduler is under test, with deadlines (no fixed sleeps)."""
 
@@ -12,7 +12,7 @@ import pykka
 import pytest
 
 from relay.actors.directory import Directory
-from relay.actors.executor import Liveness
+from relay.actors.liveness import Liveness
 from relay.actors.scheduler import ManualScheduler, ThreadingScheduler
 from relay.web.websocket import HandshakeGate
 from tests.support.ports import wait_until
