@@ -12,6 +12,7 @@ from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.web import schemas
 from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.openapi import operation
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import json_body
 from relay.web.translate import format_time
@@ -36,6 +37,7 @@ def _app_view(org: str, row: dict) -> dict:
 
 
 @bp.get("/v2/orgs/<org>")
+@operation("getOrg", summary="Get org", tag="Orgs", returns="Organization")
 def get_org(org: str) -> Response:
     authorize("organization.read", org)
     created = runtime().views.audit.entries(org=org, event="Organization.Created", limit=1)
@@ -45,6 +47,7 @@ def get_org(org: str) -> Response:
 
 
 @bp.get("/v2/orgs/<org>/apps")
+@operation("listApps", summary="List applications", tag="Applications", returns="Application[]")
 def list_apps(org: str) -> Response:
     who = authorize("application.read", org)
     rows = runtime().views.applications.apps(org)
@@ -53,12 +56,14 @@ def list_apps(org: str) -> Response:
 
 
 @bp.get("/v2/orgs/<org>/apps/<app>")
+@operation("getApp", summary="Get application", tag="Applications", returns="Application")
 def get_app(org: str, app: str) -> Response:
     authorize("application.read", org, app)
     return jsonify(_app_view(org, require_app(org, app)))
 
 
 @bp.put("/v2/orgs/<org>/apps/<app>")
+@operation("registerApp", summary="Register application", tag="Applications", status=204, body="PutAppInputBody")
 def register_app(org: str, app: str) -> Response:
     """Register an application (idempotent: an existing one keeps its settings)."""
     who = authorize("application.write", org, app, admin_creates_org=True)
@@ -77,6 +82,8 @@ INT64_MAX = 2**63 - 1  # the reference's format for every numeric setting
 
 
 @bp.patch("/v2/orgs/<org>/apps/<app>")
+@operation("updateApp", summary="Update application", tag="Applications", status=204, body="PatchAppInputBody",
+           body_required=True)
 def update_app(org: str, app: str) -> Response:
     who = authorize("application.write", org, app)
     body = json_body(required=True, allowed=set(DEFAULT_SETTINGS))
@@ -95,6 +102,7 @@ def update_app(org: str, app: str) -> Response:
 
 
 @bp.delete("/v2/orgs/<org>/apps/<app>")
+@operation("deleteApp", summary="Delete application", tag="Applications", status=204)
 def delete_app(org: str, app: str) -> Response:
     who = authorize("application.write", org, app)
     require_app(org, app)
@@ -103,6 +111,7 @@ def delete_app(org: str, app: str) -> Response:
 
 
 @bp.get("/v2/orgs/<org>/apps/<app>/executors")
+@operation("listExecutors", summary="List executors", tag="Executors", returns="Executor[]")
 def list_executors(org: str, app: str) -> Response:
     authorize("application.read", org, app)
     row = require_app(org, app)
@@ -112,6 +121,8 @@ def list_executors(org: str, app: str) -> Response:
 
 # -- tokens -------------------------------------------------------------------------------------
 @bp.post("/v2/orgs/<org>/tokens/<name>")
+@operation("createToken", summary="Create token", tag="Tokens", status=201, returns="TokenCreated",
+           body="CreateTokenInputBody", path_names={"name": "tokenName"})
 def create_token(org: str, name: str) -> Response:
     who = authorize("token.write", org)
     if not TOKEN_NAME.fullmatch(name):
@@ -144,6 +155,7 @@ def create_token(org: str, name: str) -> Response:
 
 
 @bp.get("/v2/orgs/<org>/tokens")
+@operation("listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
 def list_tokens(org: str) -> Response:
     authorize("token.read", org)
     rows = [r for r in runtime().views.applications.keys(org) if r["revoked_at"] is None]
@@ -151,6 +163,8 @@ def list_tokens(org: str) -> Response:
 
 
 @bp.get("/v2/orgs/<org>/permissions")
+@operation("listPermissions", summary="List permissions", tag="Roles",
+           returns={"type": "array", "items": {"type": "string"}})
 def list_permissions(org: str) -> Response:
     """Every permission a token of the organization can be granted (what ``dbosctl permission list`` shows);
     readable by whoever may read the organization's tokens."""
@@ -159,6 +173,7 @@ def list_permissions(org: str) -> Response:
 
 
 @bp.delete("/v2/orgs/<org>/tokens/<name>")
+@operation("deleteToken", summary="Delete token", tag="Tokens", status=204, path_names={"name": "tokenName"})
 def delete_token(org: str, name: str) -> Response:
     who = authorize("token.write", org)
     instance = runtime().instance

@@ -12,6 +12,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web.context import authorize, runtime
+from relay.web.openapi import operation, query
 from relay.web.problems import invalid
 from relay.web.requests_ import int_arg
 
@@ -65,6 +66,10 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
 
 
 @bp.get("/v2/orgs/<org>/audit-logs")
+@operation("listAuditLogs", summary="List audit logs", tag="Audit", returns="AuditLogEntry[]",
+           query=(query("startTime", "string", "date-time"), query("endTime", "string", "date-time"),
+                  query("operation", "string"), query("subject", "string"), query("target", "string"),
+                  query("limit", "integer", "int64"), query("offset", "integer", "int64")))
 def list_audit_logs(org: str) -> Response:
     authorize("organization.read", org)
     start, end = _time_arg("startTime"), _time_arg("endTime")

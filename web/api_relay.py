@@ -7,6 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.web import schemas
 from relay.web.context import authorize, principal, require_app, runtime
+from relay.web.openapi import operation, query
 from relay.web.problems import ApiError
 from relay.web.requests_ import check_path_names, int_arg
 
@@ -14,6 +15,7 @@ bp = Blueprint("relay", __name__)
 
 
 @bp.get("/healthz")
+@operation("getHealth", summary="Process up", tag="Relay", returns="Health", public=True)
 def healthz() -> Response:
     return jsonify({"status": "ok"})
 
@@ -24,6 +26,7 @@ READY_TIMEOUT_S = 3.0
 
 
 @bp.get("/readyz")
+@operation("getReadiness", summary="Store reachable (503 when not)", tag="Relay", returns="Readiness", public=True)
 def readyz() -> Response:
     try:
         with gevent.Timeout(READY_TIMEOUT_S):
@@ -36,6 +39,10 @@ def readyz() -> Response:
 
 
 @bp.get("/relay/v1/events")
+@operation("listRelayEvents", summary="Relay's event log, oldest first, with positions", tag="Relay",
+           returns="RelayEventList",
+           query=(query("org", "string"), query("app", "string"), query("type", "string"),
+                  query("since", "integer", "int64"), query("limit", "integer", "int64")))
 def events() -> Response:
     """The event log, oldest first, with positions. The admin sees every organization; a key with
     organization.read sees its own."""
@@ -61,6 +68,8 @@ def events() -> Response:
 
 
 @bp.get("/relay/v1/orgs/<org>/apps/<app>/recoveries")
+@operation("listRecoveries", summary="Recovery dispatches of the app's dead executors, newest first", tag="Relay",
+           returns="RelayRecoveryList", query=(query("limit", "integer", "int64"), query("offset", "integer", "int64")))
 def recoveries(org: str, app: str) -> Response:
     """Every recovery dispatch of the app's dead executors, newest first: to which peer, from which
     instance, and its outcome (pending, failed with a reason, acknowledged)."""

@@ -1,9 +1,10 @@
 """GET /openapi.json: Relay's OpenAPI 3.1 document, generated from the routes it serves.
 
 Every route of the Flask app appears (its path and methods come from the URL map); what the URL map cannot
-say (operation id, query parameters, body, response) comes from a small registry: ``@operation(...)`` on a
-view, or ``describe("module.function", ...)`` for a view defined elsewhere. A route nobody described still
-appears, marked undocumented. Flask's variable names are mapped to the API's (``<org>`` → ``{orgName}``).
+say (operation id, query parameters, body, response) comes from ``@operation(...)`` on the view itself, so a
+renamed or moved view keeps its description. A route without one still appears, marked undocumented, and
+tests/unit/test_openapi_conformance.py fails on it. Flask's variable names are mapped to the API's
+(``<org>`` → ``{orgName}``).
 """
 
 from __future__ import annotations
@@ -108,11 +109,6 @@ def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
     return register
 
 
-def describe(view: str, operation_id: str, **details: Any) -> None:
-    """Describe a view defined in another module, named ``"module.function"``."""
-    _REGISTRY[view] = Operation(operation_id, **details)
-
-
 def _response_schema(returns: str | Schema) -> Schema:
     if isinstance(returns, dict):
         return returns
@@ -206,40 +202,3 @@ def openapi_json() -> Response:
     if cached is None:
         cached = current_app.extensions["relay.openapi"] = build_document(current_app, VERSION)
     return jsonify(cached)
-
-
-# -- routes defined in modules that do not use the decorator -----------------------------------------------
-_ORG = "Orgs"
-describe("relay.web.api_relay.healthz", "getHealth", summary="Process up", tag="Relay", returns="Health", public=True)
-describe("relay.web.api_relay.readyz", "getReadiness", summary="Store reachable (503 when not)", tag="Relay",
-         returns="Readiness", public=True)
-describe("relay.web.api_relay.events", "listRelayEvents", summary="Relay's event log, oldest first, with positions",
-         tag="Relay", returns="RelayEventList",
-         query=(query("org", "string"), query("app", "string"), query("type", "string"),
-                query("since", "integer", "int64"), query("limit", "integer", "int64")))
-describe("relay.web.api_apps.get_org", "getOrg", summary="Get org", tag=_ORG, returns="Organization")
-describe("relay.web.api_apps.list_apps", "listApps", summary="List applications", tag="Applications",
-         returns="Application[]")
-describe("relay.web.api_apps.get_app", "getApp", summary="Get application", tag="Applications", returns="Application")
-describe("relay.web.api_apps.register_app", "registerApp", summary="Register application", tag="Applications",
-         status=204, body="PutAppInputBody")
-describe("relay.web.api_apps.update_app", "updateApp", summary="Update application", tag="Applications", status=204,
-         body="PatchAppInputBody", body_required=True)
-describe("relay.web.api_apps.delete_app", "deleteApp", summary="Delete application", tag="Applications", status=204)
-describe("relay.web.api_apps.list_executors", "listExecutors", summary="List executors", tag="Executors",
-         returns="Executor[]")
-describe("relay.web.api_apps.create_token", "createToken", summary="Create token", tag="Tokens", status=201,
-         returns="TokenCreated", body="CreateTokenInputBody", path_names={"name": "tokenName"})
-describe("relay.web.api_apps.list_tokens", "listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
-describe("relay.web.api_apps.list_permissions", "listPermissions", summary="List permissions", tag="Roles",
-         returns={"type": "array", "items": {"type": "string"}})
-describe("relay.web.api_apps.delete_token", "deleteToken", summary="Delete token", tag="Tokens", status=204,
-         path_names={"name": "tokenName"})
-describe("relay.web.api_audit.list_audit_logs", "listAuditLogs", summary="List audit logs", tag="Audit",
-         returns="AuditLogEntry[]",
-         query=(query("startTime", "string", "date-time"), query("endTime", "string", "date-time"),
-                query("operation", "string"), query("subject", "string"), query("target", "string"),
-                query("limit", "integer", "int64"), query("offset", "integer", "int64")))
-describe("relay.web.websocket.executor_socket", "executorWebSocket", tag="Executors", status=101, public=True,
-         summary="The executor WebSocket (the conductor key is the last path segment)",
-         path_names={"key": "conductorKey"})

@@ -197,6 +197,11 @@ COMPONENTS: dict[str, Schema] = {
         "app": NSTR, "subject": NSTR, "details": ANY_OBJECT,
     }),
     "RelayEventList": _all_required({"events": array_of("RelayEvent")}),
+    "RelayRecovery": _all_required({
+        "executorId": STR, "attempt": INT32, "peer": STR, "instance": NSTR, "dispatchedAt": NTIME,
+        "outcome": _t("string", enum=["pending", "failed", "acknowledged"]), "reason": NSTR, "finishedAt": NTIME,
+    }),
+    "RelayRecoveryList": _all_required({"recoveries": array_of("RelayRecovery")}),
     "RawRequestBody": _obj({"type": STR}, ["type"], closed=False),
     "RawResponse": _obj({"type": STR, "request_id": STR, "error_message": NSTR},
                         ["type", "request_id", "error_message"], closed=False),

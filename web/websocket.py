@@ -15,6 +15,7 @@ from flask import Blueprint, Response, request
 from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
 from relay.web.context import runtime
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
+from relay.web.openapi import operation
 from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import FrameTooLargeError, GeventFrameSocket, RelayWebSocket
 
@@ -177,6 +178,9 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
 
 
 @bp.route("/websocket/<app>/<path:key>", websocket=True)
+@operation("executorWebSocket", tag="Executors", status=101, public=True,
+           summary="The executor WebSocket (the conductor key is the last path segment)",
+           path_names={"key": "conductorKey"})
 def executor_socket(app: str, key: str) -> Response:
     del key  # checked before the upgrade; never logged
     ws = request.environ.get("wsgi.websocket")
