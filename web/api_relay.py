@@ -5,7 +5,7 @@ from __future__ import annotations
 import gevent
 from flask import Blueprint, Response, jsonify, request
 
-from relay.web import schemas
+from relay.web import views_to_api
 from relay.web.context import authorize, principal, require_app, runtime
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError
@@ -64,7 +64,7 @@ def events() -> Response:
         since=int_arg("since", 0, maximum=2**62),
         limit=int_arg("limit", 100, minimum=1, maximum=10_000),
     )
-    return jsonify({"events": [schemas.event_entry(r) for r in rows]})
+    return jsonify({"events": [views_to_api.event_entry(r) for r in rows]})
 
 
 @bp.get("/relay/v1/orgs/<org>/apps/<app>/recoveries")

@@ -1,6 +1,6 @@
 """The JSON Schemas of what Relay's HTTP API accepts and returns, as named components of /openapi.json.
 
-The Conductor v2 shapes say what web/translate.py and web/schemas.py produce and read; their names, fields,
+The Conductor v2 shapes say what web/translate.py and web/views_to_api.py produce and read; their names, fields,
 types and formats are those of Conductor's reference document (tests/unit/test_openapi_conformance.py holds
 them to it). Relay-only shapes follow.
 """
@@ -150,8 +150,8 @@ COMPONENTS: dict[str, Schema] = {
     "BackfillOutputBody": _all_required({"workflowIds": STRS}),
     "TriggerOutputBody": _all_required({"workflowId": STR}),
     "PatchLatestVersionInputBody": _all_required({"versionName": STR}),
-    # -- served from Relay's store (web/schemas.py)
-    # The reference's Organization (web/schemas.py organization() fills every field it requires).
+    # -- served from Relay's store (web/views_to_api.py)
+    # The reference's Organization (web/views_to_api.py organization() fills every field it requires).
     "Organization": _all_required({
         "id": STR, "name": STR, "createdAt": TIME,
         "subscriptionPlan": _t("string", enum=["free", "pro", "past_limit", "team"]),

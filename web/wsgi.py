@@ -10,7 +10,17 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
 from relay.web import api_alerting as alerting_api
-from relay.web import api_apps, api_audit, api_catalog, api_raw, api_relay, api_workflows, console, openapi, websocket
+from relay.web import (
+    api_applications,
+    api_audit,
+    api_catalog,
+    api_raw,
+    api_relay,
+    api_workflows,
+    console,
+    openapi,
+    websocket,
+)
 from relay.web import metrics as metrics_api
 from relay.web.api_cluster import bp as cluster_bp
 from relay.web.problems import ApiError, problem_response
@@ -35,7 +45,7 @@ def create_app(rt: Runtime) -> Flask:
     app = RelayFlask("relay.web", root_path=here, instance_path=here)
     app.extensions["relay"] = rt
     app.json.sort_keys = False  # type: ignore[attr-defined]
-    for blueprint in (api_relay.bp, api_apps.bp, api_audit.bp, websocket.bp):
+    for blueprint in (api_relay.bp, api_applications.bp, api_audit.bp, websocket.bp):
         app.register_blueprint(blueprint)
     # Executor-served operations (issue 3) and the generated OpenAPI document.
     for blueprint in (api_workflows.bp, api_catalog.bp, api_raw.bp, openapi.bp):

@@ -10,7 +10,7 @@ from relay.events.application import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
-from relay.web import schemas
+from relay.web import views_to_api
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.openapi import operation
 from relay.web.problems import ApiError, invalid, not_found
@@ -33,7 +33,7 @@ def _app_view(org: str, row: dict) -> dict:
     counts = rt.views.registry.counts_by_status(org, row["name"])
     executors = rt.views.registry.executors(org, row["name"])
     languages = sorted({e["language"] for e in executors if e["language"]})
-    return schemas.application(row, counts, languages[0] if len(languages) == 1 else None)
+    return views_to_api.application(row, counts, languages[0] if len(languages) == 1 else None)
 
 
 @bp.get("/v2/orgs/<org>")
@@ -43,7 +43,7 @@ def get_org(org: str) -> Response:
     created = runtime().views.audit.entries(org=org, event="Organization.Created", limit=1)
     if not created:  # every organization has one: the event that made it exist
         raise not_found(f"organization '{org}' not found")
-    return jsonify(schemas.organization(org, format_time(datetime.fromisoformat(str(created[0]["at"])))))
+    return jsonify(views_to_api.organization(org, format_time(datetime.fromisoformat(str(created[0]["at"])))))
 
 
 @bp.get("/v2/orgs/<org>/apps")
@@ -116,7 +116,7 @@ def list_executors(org: str, app: str) -> Response:
     authorize("application.read", org, app)
     row = require_app(org, app)
     executors = runtime().views.registry.executors(org, app)
-    return jsonify([schemas.executor(e, row["id"]) for e in executors])
+    return jsonify([views_to_api.executor(e, row["id"]) for e in executors])
 
 
 # -- tokens -------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ def create_token(org: str, name: str) -> Response:
 def list_tokens(org: str) -> Response:
     authorize("token.read", org)
     rows = [r for r in runtime().views.applications.keys(org) if r["revoked_at"] is None]
-    return jsonify([schemas.token(r) for r in rows])
+    return jsonify([views_to_api.token(r) for r in rows])
 
 
 @bp.get("/v2/orgs/<org>/permissions")

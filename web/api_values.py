@@ -1,0 +1,90 @@
+"""Values as the Conductor API v2 writes them: RFC 3339 UTC times (the SDKs send epoch milliseconds, as
+numbers or numeric strings, and a few ISO 8601 strings), integers, and the limits and statuses it accepts."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from relay.web.problems import invalid
+
+WORKFLOW_STATUSES = frozenset(
+    {"ENQUEUED", "DELAYED", "PENDING", "SUCCESS", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "CANCELLED"}
+)
+MAX_LIMIT = 10_000
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+# ------------------------------------------------------------------------------------------------ times
+
+_DIGITS = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with milliseconds, e.g. ``2024-04-05T19:34:38.901Z``."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def time_from_wire(value: Any) -> str | None:
+    """An SDK time (epoch ms as int, float or numeric string; or an ISO 8601 string) as RFC 3339; None
+    for null or anything unreadable (a wrong time is not worth failing a whole listing for)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        if isinstance(value, int | float):
+            return format_time(datetime.fromtimestamp(float(value) / 1000, UTC))
+        if isinstance(value, str):
+            text = value.strip()
+            if _DIGITS.match(text):
+                return format_time(datetime.fromtimestamp(float(text) / 1000, UTC))
+            return format_time(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except (ValueError, OverflowError, OSError):
+        return None
+    return None
+
+
+def int_from_wire(value: Any) -> int | None:
+    """An SDK integer (a number or a numeric string, as the Python SDK sends most of them) or None."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(float(value)) if isinstance(value, float | str) else None
+    except (ValueError, OverflowError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def parse_time(location: str, value: Any) -> datetime:
+    """An RFC 3339 date-time from the caller (an offset or ``Z`` is required), or 422 at ``location``."""
+    if not isinstance(value, str):
+        raise invalid(location, "must be an RFC 3339 date-time string", value)
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise invalid(location, "must be an RFC 3339 date-time, e.g. 2024-01-01T00:00:00Z", value) from None
+    if "T" not in value.upper() or moment.tzinfo is None:
+        raise invalid(location, "must be an RFC 3339 date-time with a time zone, e.g. 2024-01-01T00:00:00Z",
+                      value)
+    return moment
+
+
+def _wire_time(moment: datetime) -> str:
+    # ISO 8601 with an explicit +00:00: Python's fromisoformat before 3.11 refuses "Z", JavaScript takes both.
+    return moment.astimezone(UTC).isoformat()
