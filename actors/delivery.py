@@ -7,13 +7,9 @@ backoff, signed when a secret is set).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import hmac
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
@@ -21,7 +17,8 @@ from typing import Any, Protocol
 
 from relay.actors import metrics
 from relay.actors.executor_requests import Transport, request_all
-from relay.wire import protocol
+from relay.actors.http_client import HttpClient, UnreachableError
+from relay.wire import protocol, signing
 
 log = logging.getLogger("relay.actors.delivery")
 
@@ -81,15 +78,18 @@ class HttpError(Exception):
         self.status = status
 
 
+_WEBHOOKS = HttpClient()  # one pool for every webhook call of this process
+
+
 def http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
     """POST and return the status; HttpError for 4xx/5xx, OSError for the network."""
-    request = urllib.request.Request(url, data=body, method="POST", headers=headers)  # noqa: S310 - http(s) only
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-            response.read(65536)
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        raise HttpError(error.code) from None
+        answer = _WEBHOOKS.request("POST", url, body, headers, timeout, max_bytes=65536)
+    except UnreachableError as error:
+        raise ConnectionError(f"unreachable ({type(error.reason).__name__})") from None
+    if answer.status >= 400:
+        raise HttpError(answer.status)
+    return answer.status
 
 
 def send_webhook(
@@ -111,9 +111,9 @@ def send_webhook(
         attempts = attempt
         headers = {"Content-Type": "application/json", "User-Agent": "relay-alerting"}
         if config.secret:
-            stamp = str(int(now()))
-            digest = hmac.new(config.secret.encode(), stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
-            headers |= {"X-Relay-Timestamp": stamp, "X-Relay-Signature": f"sha256={digest}"}
+            stamp = int(now())
+            headers |= {signing.TIMESTAMP_HEADER: str(stamp),
+                        signing.SIGNATURE_HEADER: f"sha256={signing.sign(config.secret, stamp, body)}"}
         try:
             status = post(config.url, body, headers, config.timeout_s)
         except HttpError as failure:

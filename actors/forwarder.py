@@ -5,21 +5,21 @@ as protocol.py encodes it; the peer sends the executor a request id of its own),
 says. The peer runs it on that executor and answers the executor's raw response (200, decoded here with
 protocol.py like a frame), or a problem: 503 the executor is not connected there (any more) or disconnected
 before answering, 504 it did not answer in time, 429 it is busy, 502 it answered a malformed frame,
-401/409 the forward was refused. urllib is cooperative under gevent's monkey patching; every call is bounded
-by the caller's timeout plus a small margin, so the peer's own 504 arrives before ours.
+401/409 the forward was refused. The HTTP client (actors/http_client.py) is cooperative under gevent and
+reuses its connection to a peer; every call is bounded by the caller's timeout plus a small margin, so the
+peer's own 504 arrives before ours.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from relay.actors.cluster import Cluster, RemoteExecutor
+from relay.actors.http_client import HttpAnswer, HttpClient, UnreachableError
 from relay.projections.applications import ApplicationsQueries
 from relay.wire import protocol
 from relay.wire import signing as forwarding
@@ -64,9 +64,11 @@ class Forwarder:
         self.poll_s = poll_s
         self.max_bytes = max_bytes
         self.scheme = scheme
-        self._ssl = ssl.create_default_context() if scheme == "https" else None
-        for cafile in cafiles if self._ssl is not None else ():
-            self._ssl.load_verify_locations(cafile=str(cafile))
+        context = ssl.create_default_context() if scheme == "https" else None
+        for cafile in cafiles if context is not None else ():
+            context.load_verify_locations(cafile=str(cafile))
+        # One pool per peer: a forward reuses the connection of the one before.
+        self.http = HttpClient(context)
 
     def __repr__(self) -> str:  # never the secret
         return f"Forwarder(instance={self.cluster.me!r})"
@@ -96,21 +98,16 @@ class Forwarder:
         payload = self.payload(org, app, executor.executor_id, request)
         host = f"[{executor.address}]" if ":" in executor.address else executor.address
         url = f"{self.scheme}://{host}:{executor.port}{FORWARD_PATH}{row['id']}"
-        http = urllib.request.Request(  # noqa: S310 - our own scheme, http(s) only
-            url, data=payload, headers=forwarding.signed_headers(self._secret, payload), method="POST"
-        )
+        headers = {"Content-Type": "application/json", **forwarding.signed_headers(self._secret, payload)}
         try:
-            with urllib.request.urlopen(http, timeout=timeout + MARGIN_S, context=self._ssl) as answer:  # noqa: S310
-                body = answer.read(self.max_bytes + 1)
-        except urllib.error.HTTPError as error:
-            raise ForwardError(executor.instance, error.code, _problem_detail(error)) from None
+            answer = self.http.request("POST", url, payload, headers, timeout + MARGIN_S, max_bytes=self.max_bytes)
         except TimeoutError:
             raise ForwardError(executor.instance, 504, f"no answer within {timeout + MARGIN_S:g} s") from None
-        except (urllib.error.URLError, OSError) as error:
-            reason = getattr(error, "reason", error)
-            if isinstance(reason, TimeoutError):
-                raise ForwardError(executor.instance, 504, f"no answer within {timeout + MARGIN_S:g} s") from None
-            raise ForwardError(executor.instance, None, f"unreachable ({type(reason).__name__})") from None
+        except UnreachableError as error:
+            raise ForwardError(executor.instance, None, f"unreachable ({type(error.reason).__name__})") from None
+        if answer.status >= 400:
+            raise ForwardError(executor.instance, answer.status, _problem_detail(answer)) from None
+        body = answer.body
         try:
             return protocol.decode_response(body, max_bytes=self.max_bytes)
         except protocol.ProtocolError as error:
@@ -126,10 +123,10 @@ class Forwarder:
             raise PeerUnreachableError(f"peer on instance {error.instance} did not answer: {error.detail}") from None
 
 
-def _problem_detail(error: urllib.error.HTTPError) -> str:
+def _problem_detail(answer: HttpAnswer) -> str:
     try:
-        detail = json.loads(error.read(64 * 1024).decode()).get("detail")
-    except (ValueError, AttributeError, OSError):
+        detail = json.loads(answer.body[: 64 * 1024].decode()).get("detail")
+    except (ValueError, AttributeError):
         detail = None
-    text = str(detail) if detail else f"HTTP {error.code}"
+    text = str(detail) if detail else f"HTTP {answer.status}"
     return text if len(text) <= _DETAIL_CHARS else text[: _DETAIL_CHARS - 1] + "…"

@@ -12,11 +12,10 @@ import os
 import ssl
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
+from relay.actors.http_client import HttpClient, UnreachableError
 from relay.actors.settings import ConfigError, Settings
 
 log = logging.getLogger("relay.cli")
@@ -77,7 +76,7 @@ class Target:
 
 def _why(target: Target, error: Exception) -> str:
     """One line on why the server could not be reached (never the request, never the token)."""
-    reason = getattr(error, "reason", None) if isinstance(error, urllib.error.URLError) else error
+    reason = error.reason if isinstance(error, UnreachableError) else error
     if isinstance(reason, ssl.SSLCertVerificationError):
         return (f"its TLS certificate is not trusted ({reason.verify_message}); name its CA (or the self-signed "
                 "certificate) with --cacert or RELAY_CA_FILE, and reach it by a host name the certificate "
@@ -97,21 +96,20 @@ def _api(target: Target, settings: Settings, method: str, path: str, body: dict[
     if not token:
         raise CliError("no admin token: set RELAY_ADMIN_TOKEN or run this where the server's data dir is")
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(target.base_url + path, data=data, method=method)  # noqa: S310 - http(s)
-    request.add_header("Authorization", f"Bearer {token}")
+    headers = {"Authorization": f"Bearer {token}"}
     if data is not None:
-        request.add_header("Content-Type", "application/json")
+        headers["Content-Type"] = "application/json"
     try:
-        with urllib.request.urlopen(request, timeout=30, context=target.context) as response:  # noqa: S310
-            text = response.read().decode()
-    except urllib.error.HTTPError as error:
-        try:
-            detail = json.loads(error.read().decode()).get("detail", "")
-        except ValueError:
-            detail = ""
-        raise CliError(f"{method} {path}: HTTP {error.code} {detail}".rstrip()) from None
-    except (OSError, http.client.HTTPException) as error:
+        answer = HttpClient(target.context).request(method, target.base_url + path, data, headers, timeout=30)
+    except (TimeoutError, UnreachableError) as error:
         raise CliError(f"cannot reach relay at {target.base_url}: {_why(target, error)}") from None
+    if answer.status >= 400:
+        try:
+            detail = json.loads(answer.body.decode()).get("detail", "")
+        except (ValueError, AttributeError):
+            detail = ""
+        raise CliError(f"{method} {path}: HTTP {answer.status} {detail}".rstrip()) from None
+    text = answer.body.decode()
     return json.loads(text) if text else None
 
 

@@ -239,6 +239,13 @@ def test_a_call_with_no_local_executor_is_answered_by_a_remote_one(peer, caller)
     assert status_of(lambda: caller(GET, to=[])) == (503, f"no executor of application '{APP}' is connected")
 
 
+def test_forwards_to_a_peer_reuse_one_connection(peer, caller) -> None:
+    peer.add("far", lambda r: {"output": {"WorkflowUUID": r.fields["workflow_id"]}})
+    for _ in range(3):
+        assert caller(GET, to=[remote("far", peer.port)]).output == {"WorkflowUUID": "wf-1"}
+    assert caller.forwarder.http.connections_made(f"http://127.0.0.1:{peer.port}/") == 1
+
+
 def test_remote_answers_map_as_local_ones(peer, caller) -> None:
     traceback = "it broke\nTraceback (most recent call last):\n  x\nValueError: no"
     peer.add("failing", lambda r: {"error_message": traceback})
