@@ -32,15 +32,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from relay.actors import metrics
 from relay.actors.clock import Clock
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
-from relay.actors.executor_requests import ActorTransport, Transport, rank, request_all
-from relay.actors.periodic import PeriodicWork, spawn
+from relay.actors.executor_requests import Transport, rank, request_all
+from relay.actors.periodic import AppJob
 from relay.events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
 from relay.events.errors import DomainError
 from relay.wire import protocol
 from relay.wire.errors import CannotAskError
 
 if TYPE_CHECKING:
-    from relay.actors.context import ActorContext
     from relay.events.log import RelayLog
 
 log = logging.getLogger("relay.actors.alerting")
@@ -349,33 +348,18 @@ class AlertRun:
 # -------------------------------------------------------------------------------------- the actor side
 
 
-class AppAlerting:
+class AppAlerting(AppJob):
     """The alerting of one application (org, app), owned by its ApplicationActor."""
 
-    def __init__(
-        self,
-        org: str,
-        app: str,
-        *,
-        ctx: ActorContext,
-        snapshot: Callable[[], tuple[list[Any], str | None]],
-        post: Callable[[dict[str, Any]], None],
-        mark_unsupported: Callable[[str, str], None],
-        transport: Transport | None = None,
-        run: Callable[[Callable[[], None]], None] = spawn,
-    ) -> None:
-        self.org, self.app = org, app
-        self.ctx = ctx
-        self.snapshot = snapshot
-        self.mark_unsupported = mark_unsupported
-        self.transport = transport or ActorTransport()
+    key = MESSAGE_KEY
+
+    def __init__(self, org: str, app: str, **parts: Any) -> None:
         # Per-app workflow/step counters count get_metrics windows back to back, from here on.
         self.metrics_since: datetime | None = None
-        self.periodic = PeriodicWork(
-            MESSAGE_KEY, scheduler=ctx.scheduler, post=post, run=run,
-            interval=lambda: (cfg.interval_s if (cfg := ctx.alerting) else None),
-            prepare=self._prepare, finish=self._finish,
-        )
+        super().__init__(org, app, **parts)
+
+    def interval(self) -> float | None:
+        return config.interval_s if (config := self.ctx.alerting) else None
 
     def start(self) -> None:
         if self.metrics_since is None and self.ctx.alerting is not None:
@@ -387,9 +371,6 @@ class AppAlerting:
             self.start()
         else:
             self.periodic.handle(message)
-
-    def stop(self) -> None:
-        self.periodic.stop()
 
     def _prepare(self) -> Callable[[], Any] | None:
         config = self.ctx.alerting

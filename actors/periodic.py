@@ -5,9 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from relay.actors.executor_requests import ActorTransport, Transport
 from relay.actors.scheduler import Cancellable, Scheduler
+
+if TYPE_CHECKING:
+    from relay.actors.context import ActorContext
 
 log = logging.getLogger("relay.actors.periodic")
 
@@ -100,3 +104,49 @@ class PeriodicWork:
                 post({key: "done", "result": result})
 
         self.run(job)
+
+
+class AppJob:
+    """A periodic job of one application (org, app), owned by its ApplicationActor: alerting, retention.
+    A subclass names its message `key`, says its `interval()` and `prepare`s each run; `finish` gets the
+    result back inside the actor."""
+
+    key: ClassVar[str]
+
+    def __init__(
+        self,
+        org: str,
+        app: str,
+        *,
+        ctx: ActorContext,
+        snapshot: Callable[[], tuple[list[Any], str | None]],
+        post: Callable[[dict[str, Any]], None],
+        mark_unsupported: Callable[[str, str], None],
+        transport: Transport | None = None,
+        run: Callable[[Callable[[], None]], None] = spawn,
+    ) -> None:
+        self.org, self.app = org, app
+        self.ctx = ctx
+        self.snapshot = snapshot
+        self.mark_unsupported = mark_unsupported
+        self.transport = transport or ActorTransport()
+        self.periodic = PeriodicWork(self.key, scheduler=ctx.scheduler, post=post, run=run,
+                                     interval=self.interval, prepare=self._prepare, finish=self._finish)
+
+    def interval(self) -> float | None:
+        raise NotImplementedError
+
+    def _prepare(self) -> Callable[[], Any] | None:
+        raise NotImplementedError
+
+    def _finish(self, result: Any) -> None:
+        del result
+
+    def start(self) -> None:
+        self.periodic.start()
+
+    def handle(self, message: dict[str, Any]) -> None:
+        self.periodic.handle(message)
+
+    def stop(self) -> None:
+        self.periodic.stop()

@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from relay.actors import metrics
 from relay.actors.alerting import slot_of
-from relay.actors.executor_requests import ActorTransport, Transport, rank, request_all
-from relay.actors.periodic import PeriodicWork, spawn
+from relay.actors.executor_requests import Transport, rank, request_all
+from relay.actors.periodic import AppJob
 from relay.events.errors import DomainError
 from relay.events.retention import FAILED, SUCCEEDED
 from relay.wire import protocol
 
 if TYPE_CHECKING:
-    from relay.actors.context import ActorContext
     from relay.events.log import RelayLog
 
 log = logging.getLogger("relay.actors.retention")
@@ -115,40 +114,13 @@ class RetentionRunner:
         return outcome
 
 
-class AppRetention:
+class AppRetention(AppJob):
     """The managed retention of one application (org, app), owned by its ApplicationActor."""
 
-    def __init__(
-        self,
-        org: str,
-        app: str,
-        *,
-        ctx: ActorContext,
-        snapshot: Callable[[], tuple[list[Any], str | None]],
-        post: Callable[[dict[str, Any]], None],
-        mark_unsupported: Callable[[str, str], None],
-        transport: Transport | None = None,
-        run: Callable[[Callable[[], None]], None] = spawn,
-    ) -> None:
-        self.org, self.app = org, app
-        self.ctx = ctx
-        self.snapshot = snapshot
-        self.mark_unsupported = mark_unsupported
-        self.transport = transport or ActorTransport()
-        self.periodic = PeriodicWork(
-            MESSAGE_KEY, scheduler=ctx.scheduler, post=post, run=run,
-            interval=lambda: (cfg.retention_interval_s if (cfg := ctx.alerting) else None),
-            prepare=self._prepare,
-        )
+    key = MESSAGE_KEY
 
-    def start(self) -> None:
-        self.periodic.start()
-
-    def handle(self, message: dict[str, Any]) -> None:
-        self.periodic.handle(message)
-
-    def stop(self) -> None:
-        self.periodic.stop()
+    def interval(self) -> float | None:
+        return config.retention_interval_s if (config := self.ctx.alerting) else None
 
     def _prepare(self) -> Callable[[], Any] | None:
         config = self.ctx.alerting

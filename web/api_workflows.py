@@ -7,6 +7,9 @@ Each view checks the caller and every input first (web/translate.py), then asks 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import translate
@@ -28,6 +31,13 @@ def _no_content(status: int = 204) -> Response:
     return Response(status=status)
 
 
+def _listed(org: str, app: str, req: object, shape: Callable[[Any], dict[str, Any]],
+            field: str = "output") -> Response:
+    """Ask an executor, and answer the records of its response's `field` in their v2 shape."""
+    response = call(org, app, req)
+    return jsonify([shape(r) for r in getattr(response, field) or []])
+
+
 def _succeeded(response: object, what: str) -> None:
     # An SDK that failed says so in error_message (a 502 already); success false without one is odd but real.
     if getattr(response, "success", True) is False:
@@ -42,8 +52,7 @@ def _succeeded(response: object, what: str) -> None:
 ))
 def list_workflows(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, translate.list_workflows_request(request.args))
-    return jsonify([translate.workflow(r) for r in response.output or []])
+    return _listed(org, app, translate.list_workflows_request(request.args), translate.workflow)
 
 
 @bp.post(APP + "/workflows/search")
@@ -51,8 +60,7 @@ def list_workflows(org: str, app: str) -> Response:
            body="WorkflowSearchBody")
 def search_workflows(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, translate.search_workflows_request(json_body()))
-    return jsonify([translate.workflow(r) for r in response.output or []])
+    return _listed(org, app, translate.search_workflows_request(json_body()), translate.workflow)
 
 
 @bp.post(APP + "/workflows/aggregates")
@@ -60,8 +68,7 @@ def search_workflows(org: str, app: str) -> Response:
            body="WorkflowAggregatesBody")
 def workflow_aggregates(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, translate.workflow_aggregates_request(json_body()))
-    return jsonify([translate.workflow_aggregate(r) for r in response.output or []])
+    return _listed(org, app, translate.workflow_aggregates_request(json_body()), translate.workflow_aggregate)
 
 
 @bp.post(APP + "/steps/aggregates")
@@ -69,8 +76,7 @@ def workflow_aggregates(org: str, app: str) -> Response:
            body="StepAggregatesBody")
 def step_aggregates(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, translate.step_aggregates_request(json_body()))
-    return jsonify([translate.step_aggregate(r) for r in response.output or []])
+    return _listed(org, app, translate.step_aggregates_request(json_body()), translate.step_aggregate)
 
 
 @bp.get(ONE)
@@ -90,8 +96,7 @@ def list_steps(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     steps = translate.list_steps_request(workflow_id, request.args)
     require_workflow(org, app, workflow_id)
-    response = call(org, app, steps)
-    return jsonify([translate.step(r) for r in response.output or []])
+    return _listed(org, app, steps, translate.step)
 
 
 @bp.get(ONE + "/events")
@@ -99,8 +104,7 @@ def list_steps(org: str, app: str, workflow_id: str) -> Response:
 def list_events(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     require_workflow(org, app, workflow_id)
-    response = call(org, app, protocol.GetWorkflowEventsRequest(workflow_id=workflow_id))
-    return jsonify([translate.event(r) for r in response.events or []])
+    return _listed(org, app, protocol.GetWorkflowEventsRequest(workflow_id=workflow_id), translate.event, "events")
 
 
 @bp.get(ONE + "/notifications")
@@ -109,8 +113,8 @@ def list_events(org: str, app: str, workflow_id: str) -> Response:
 def list_notifications(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     require_workflow(org, app, workflow_id)
-    response = call(org, app, protocol.GetWorkflowNotificationsRequest(workflow_id=workflow_id))
-    return jsonify([translate.notification(r) for r in response.notifications or []])
+    notifications = protocol.GetWorkflowNotificationsRequest(workflow_id=workflow_id)
+    return _listed(org, app, notifications, translate.notification, "notifications")
 
 
 @bp.get(ONE + "/streams")
@@ -118,8 +122,9 @@ def list_notifications(org: str, app: str, workflow_id: str) -> Response:
 def list_streams(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     require_workflow(org, app, workflow_id)
-    response = call(org, app, protocol.GetWorkflowStreamsRequest(workflow_id=workflow_id))
-    return jsonify([translate.stream_entry(r) for r in response.streams or []])
+    return _listed(
+        org, app, protocol.GetWorkflowStreamsRequest(workflow_id=workflow_id), translate.stream_entry, "streams"
+    )
 
 
 @bp.get(ONE + "/export")
