@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from relay.web.api_values import (
     INT32_MAX,
@@ -17,6 +17,7 @@ from relay.web.api_values import (
     _wire_time,
     parse_time,
 )
+from relay.web.json_schema import ANY_OBJECT, BOOL, INT32, INT64, NSTRS, STR, STRS, TIME, Schema
 from relay.web.problems import invalid
 from relay.wire import protocol
 
@@ -86,7 +87,28 @@ _OFFSET = _integer(0, INT64_MAX)
 _STRINGS = _list_of(_string)
 _STATUSES = _list_of(_status)
 
-Spec = Mapping[str, tuple[str, Converter]]  # v2 name → (wire name, converter)
+class Field(NamedTuple):
+    """One property of a body or query: the wire field it sets, how its value is checked and converted, and
+    its JSON Schema (what /openapi.json documents: web/openapi_schemas.py builds the body components from
+    these declarations)."""
+
+    wire: str
+    convert: Converter
+    schema: Schema
+
+
+_SCHEMA_OF: dict[Converter, Schema] = {
+    _boolean: BOOL, _string: STR, _time: TIME, _object: ANY_OBJECT, _LIMIT: INT64, _OFFSET: INT64,
+    _STRINGS: NSTRS, _STATUSES: NSTRS, _status: STR,
+}
+
+
+def field(wire: str, convert: Converter, schema: Schema | None = None) -> Field:
+    """A declared property; its schema follows from the converter unless given."""
+    return Field(wire, convert, schema if schema is not None else _SCHEMA_OF[convert])
+
+
+Spec = Mapping[str, Field]  # v2 name → its declaration
 
 
 def _fields(body: Mapping[str, Any], spec: Spec, where: str = "body") -> dict[str, Any]:
@@ -97,7 +119,7 @@ def _fields(body: Mapping[str, Any], spec: Spec, where: str = "body") -> dict[st
             continue
         if name not in spec:
             raise invalid(f"{where}.{name}", "unexpected property", value)
-        wire, convert = spec[name]
+        wire, convert, _ = spec[name]
         converted = convert(f"{where}.{name}", value)
         if converted is not None:
             out[wire] = converted
@@ -122,7 +144,7 @@ def _query_value(location: str, convert: Converter, raw: str) -> Any:
 def _query(args: Mapping[str, str], spec: Spec) -> dict[str, Any]:
     """Read the declared query parameters (others are ignored, as Conductor does); empty means unset."""
     out: dict[str, Any] = {}
-    for name, (wire, convert) in spec.items():
+    for name, (wire, convert, _) in spec.items():
         raw = args.get(name)
         if raw is None or raw == "":
             continue
@@ -152,79 +174,79 @@ def _window(start: datetime, end: datetime, names: tuple[str, str], where: str) 
 # -- workflows
 
 LIST_WORKFLOWS_QUERY: Spec = {
-    "status": ("status", _status),
-    "workflowName": ("workflow_name", _string),
-    "limit": ("limit", _LIMIT),
-    "offset": ("offset", _OFFSET),
-    "sortDesc": ("sort_desc", _boolean),
-    "loadInput": ("load_input", _boolean),
-    "loadOutput": ("load_output", _boolean),
+    "status": field("status", _status),
+    "workflowName": field("workflow_name", _string),
+    "limit": field("limit", _LIMIT),
+    "offset": field("offset", _OFFSET),
+    "sortDesc": field("sort_desc", _boolean),
+    "loadInput": field("load_input", _boolean),
+    "loadOutput": field("load_output", _boolean),
 }
 
 _FILTERS: Spec = {
-    "workflowName": ("workflow_name", _STRINGS),
-    "status": ("status", _STATUSES),
-    "user": ("authenticated_user", _STRINGS),
-    "appVersion": ("application_version", _STRINGS),
-    "executorId": ("executor_id", _STRINGS),
-    "queueName": ("queue_name", _STRINGS),
-    "workflowIdPrefix": ("workflow_id_prefix", _STRINGS),
-    "forkedFrom": ("forked_from", _STRINGS),
-    "parentWorkflowId": ("parent_workflow_id", _STRINGS),
-    "scheduleName": ("schedule_name", _STRINGS),
-    "startTime": ("start_time", _time),
-    "endTime": ("end_time", _time),
-    "completedAfter": ("completed_after", _time),
-    "completedBefore": ("completed_before", _time),
-    "dequeuedAfter": ("dequeued_after", _time),
-    "dequeuedBefore": ("dequeued_before", _time),
-    "wasForkedFrom": ("was_forked_from", _boolean),
-    "hasParent": ("has_parent", _boolean),
-    "attributes": ("attributes", _object),
+    "workflowName": field("workflow_name", _STRINGS),
+    "status": field("status", _STATUSES),
+    "user": field("authenticated_user", _STRINGS),
+    "appVersion": field("application_version", _STRINGS),
+    "executorId": field("executor_id", _STRINGS),
+    "queueName": field("queue_name", _STRINGS),
+    "workflowIdPrefix": field("workflow_id_prefix", _STRINGS),
+    "forkedFrom": field("forked_from", _STRINGS),
+    "parentWorkflowId": field("parent_workflow_id", _STRINGS),
+    "scheduleName": field("schedule_name", _STRINGS),
+    "startTime": field("start_time", _time),
+    "endTime": field("end_time", _time),
+    "completedAfter": field("completed_after", _time),
+    "completedBefore": field("completed_before", _time),
+    "dequeuedAfter": field("dequeued_after", _time),
+    "dequeuedBefore": field("dequeued_before", _time),
+    "wasForkedFrom": field("was_forked_from", _boolean),
+    "hasParent": field("has_parent", _boolean),
+    "attributes": field("attributes", _object),
 }
 
 SEARCH_BODY: Spec = {
     **_FILTERS,
-    "workflowIds": ("workflow_uuids", _STRINGS),
-    "limit": ("limit", _LIMIT),
-    "offset": ("offset", _OFFSET),
-    "sortDesc": ("sort_desc", _boolean),
-    "loadInput": ("load_input", _boolean),
-    "loadOutput": ("load_output", _boolean),
-    "queuesOnly": ("queues_only", _boolean),
+    "workflowIds": field("workflow_uuids", _STRINGS),
+    "limit": field("limit", _LIMIT),
+    "offset": field("offset", _OFFSET),
+    "sortDesc": field("sort_desc", _boolean),
+    "loadInput": field("load_input", _boolean),
+    "loadOutput": field("load_output", _boolean),
+    "queuesOnly": field("queues_only", _boolean),
 }
 
 WORKFLOW_AGGREGATES_BODY: Spec = {
     **{k: v for k, v in _FILTERS.items() if k not in ("workflowName", "appVersion", "user")},
-    "workflowName": ("name", _STRINGS),
-    "appVersion": ("app_version", _STRINGS),
-    "user": ("user", _STRINGS),
-    "workflowIds": ("workflow_ids", _STRINGS),
-    "groupByStatus": ("group_by_status", _boolean),
-    "groupByWorkflowName": ("group_by_name", _boolean),
-    "groupByQueueName": ("group_by_queue_name", _boolean),
-    "groupByExecutorId": ("group_by_executor_id", _boolean),
-    "groupByAppVersion": ("group_by_application_version", _boolean),
-    "groupByApplicationName": ("group_by_application_name", _boolean),
-    "selectCount": ("select_count", _boolean),
-    "selectMinCreatedAt": ("select_min_created_at", _boolean),
-    "selectMaxQueueWaitMs": ("select_max_queue_wait_ms", _boolean),
-    "selectMaxTotalLatencyMs": ("select_max_total_latency_ms", _boolean),
-    "timeBucketSizeMs": ("time_bucket_size_ms", _integer(1, INT64_MAX)),
+    "workflowName": field("name", _STRINGS),
+    "appVersion": field("app_version", _STRINGS),
+    "user": field("user", _STRINGS),
+    "workflowIds": field("workflow_ids", _STRINGS),
+    "groupByStatus": field("group_by_status", _boolean),
+    "groupByWorkflowName": field("group_by_name", _boolean),
+    "groupByQueueName": field("group_by_queue_name", _boolean),
+    "groupByExecutorId": field("group_by_executor_id", _boolean),
+    "groupByAppVersion": field("group_by_application_version", _boolean),
+    "groupByApplicationName": field("group_by_application_name", _boolean),
+    "selectCount": field("select_count", _boolean),
+    "selectMinCreatedAt": field("select_min_created_at", _boolean),
+    "selectMaxQueueWaitMs": field("select_max_queue_wait_ms", _boolean),
+    "selectMaxTotalLatencyMs": field("select_max_total_latency_ms", _boolean),
+    "timeBucketSizeMs": field("time_bucket_size_ms", _integer(1, INT64_MAX), INT64),
 }
 
 STEP_AGGREGATES_BODY: Spec = {
-    "groupByFunctionName": ("group_by_function_name", _boolean),
-    "groupByStatus": ("group_by_status", _boolean),
-    "selectCount": ("select_count", _boolean),
-    "selectMaxDurationMs": ("select_max_duration_ms", _boolean),
-    "timeBucketSizeMs": ("time_bucket_size_ms", _integer(1, INT64_MAX)),
+    "groupByFunctionName": field("group_by_function_name", _boolean),
+    "groupByStatus": field("group_by_status", _boolean),
+    "selectCount": field("select_count", _boolean),
+    "selectMaxDurationMs": field("select_max_duration_ms", _boolean),
+    "timeBucketSizeMs": field("time_bucket_size_ms", _integer(1, INT64_MAX), INT64),
     # Step statuses are not an enforced enum (the reference: unrecognised values match nothing).
-    "status": ("status", _STRINGS),
-    "stepName": ("function_name", _STRINGS),
-    "workflowIdPrefix": ("workflow_id_prefix", _STRINGS),
-    "completedAfter": ("completed_after", _time),
-    "completedBefore": ("completed_before", _time),
+    "status": field("status", _STRINGS, STRS),
+    "stepName": field("function_name", _STRINGS, STRS),
+    "workflowIdPrefix": field("workflow_id_prefix", _STRINGS, STRS),
+    "completedAfter": field("completed_after", _time),
+    "completedBefore": field("completed_before", _time),
 }
 
 
@@ -264,38 +286,50 @@ def get_workflow_request(workflow_id: str, *, load: bool = True) -> protocol.Get
 
 
 def list_steps_request(workflow_id: str, args: Mapping[str, str]) -> protocol.ListStepsRequest:
-    fields = _query(args, {"limit": ("limit", _LIMIT), "offset": ("offset", _OFFSET)})
+    fields = _query(args, {"limit": field("limit", _LIMIT), "offset": field("offset", _OFFSET)})
     return protocol.ListStepsRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
 def export_request(workflow_id: str, args: Mapping[str, str]) -> protocol.ExportWorkflowRequest:
-    fields = _query(args, {"exportChildren": ("export_children", _boolean)})
+    fields = _query(args, {"exportChildren": field("export_children", _boolean)})
     return protocol.ExportWorkflowRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
 def delete_request(workflow_id: str, args: Mapping[str, str]) -> protocol.DeleteRequest:
-    fields = _query(args, {"deleteChildren": ("delete_children", _boolean)})
+    fields = _query(args, {"deleteChildren": field("delete_children", _boolean)})
     return protocol.DeleteRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
+
+
+# -- the bodies of workflow actions (each also documents itself: web/openapi_schemas.py)
+_IDS = field("workflow_ids", _STRINGS, STRS)  # required (checked first), at least one
+CANCEL_BODY: Spec = {"cancelChildren": field("cancel_children", _boolean)}
+RESUME_BODY: Spec = {"queueName": field("queue_name", _string)}
+IMPORT_BODY: Spec = {"serializedWorkflow": field("serialized_workflow", _string)}
+BULK_CANCEL_BODY: Spec = {"workflowIds": _IDS, "cancelChildren": field("cancel_children", _boolean)}
+BULK_RESUME_BODY: Spec = {"workflowIds": _IDS, "queueName": field("queue_name", _string)}
+BULK_DELETE_BODY: Spec = {"workflowIds": _IDS, "deleteChildren": field("delete_children", _boolean)}
+BACKFILL_BODY: Spec = {"startTime": field("start", _time), "endTime": field("end", _time)}
+LATEST_VERSION_BODY: Spec = {"versionName": field("version_name", _string)}
 
 
 def cancel_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.CancelRequest:
     """A ``CancelWorkflowInputBody`` (cancelChildren)."""
-    fields = _fields(body, {"cancelChildren": ("cancel_children", _boolean)})
+    fields = _fields(body, CANCEL_BODY)
     return protocol.CancelRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
 def resume_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.ResumeRequest:
     """A ``ResumeWorkflowInputBody`` (queueName)."""
-    fields = _fields(body, {"queueName": ("queue_name", _string)})
+    fields = _fields(body, RESUME_BODY)
     return protocol.ResumeRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
 FORK_BODY: Spec = {
-    "startStep": ("start_step", _integer(0, INT32_MAX)),
-    "newWorkflowId": ("new_workflow_id", _string),
-    "appVersion": ("application_version", _string),
-    "queueName": ("queue_name", _string),
-    "queuePartitionKey": ("queue_partition_key", _string),
+    "startStep": field("start_step", _integer(0, INT32_MAX), INT32),
+    "newWorkflowId": field("new_workflow_id", _string),
+    "appVersion": field("application_version", _string),
+    "queueName": field("queue_name", _string),
+    "queuePartitionKey": field("queue_partition_key", _string),
 }
 
 
@@ -312,7 +346,7 @@ def fork_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.ForkWork
 def import_request(body: Mapping[str, Any]) -> protocol.ImportWorkflowRequest:
     """An ``ImportWorkflowInputBody`` (serializedWorkflow, from an export of the same SDK language)."""
     _require(body, "serializedWorkflow")
-    fields = _fields(body, {"serializedWorkflow": ("serialized_workflow", _string)})
+    fields = _fields(body, IMPORT_BODY)
     return protocol.ImportWorkflowRequest(**fields)
 
 
@@ -327,8 +361,7 @@ def _workflow_ids(body: Mapping[str, Any]) -> list[str]:
 def bulk_cancel_request(body: Mapping[str, Any]) -> protocol.CancelRequest:
     """A ``BulkCancelInputBody`` (workflowIds, cancelChildren)."""
     ids = _workflow_ids(body)
-    fields = _fields(body, {"workflowIds": ("workflow_ids", _STRINGS),
-                            "cancelChildren": ("cancel_children", _boolean)})
+    fields = _fields(body, BULK_CANCEL_BODY)
     fields["workflow_ids"] = ids
     return protocol.CancelRequest(**fields)
 
@@ -336,7 +369,7 @@ def bulk_cancel_request(body: Mapping[str, Any]) -> protocol.CancelRequest:
 def bulk_resume_request(body: Mapping[str, Any]) -> protocol.ResumeRequest:
     """A ``BulkResumeInputBody`` (workflowIds, queueName)."""
     ids = _workflow_ids(body)
-    fields = _fields(body, {"workflowIds": ("workflow_ids", _STRINGS), "queueName": ("queue_name", _string)})
+    fields = _fields(body, BULK_RESUME_BODY)
     fields["workflow_ids"] = ids
     return protocol.ResumeRequest(**fields)
 
@@ -344,21 +377,20 @@ def bulk_resume_request(body: Mapping[str, Any]) -> protocol.ResumeRequest:
 def bulk_delete_request(body: Mapping[str, Any]) -> protocol.DeleteRequest:
     """A ``BulkDeleteInputBody`` (workflowIds, deleteChildren)."""
     ids = _workflow_ids(body)
-    fields = _fields(body, {"workflowIds": ("workflow_ids", _STRINGS),
-                            "deleteChildren": ("delete_children", _boolean)})
+    fields = _fields(body, BULK_DELETE_BODY)
     fields["workflow_ids"] = ids
     return protocol.DeleteRequest(**fields)
 
 
 BULK_FORK_BODY: Spec = {
-    "workflowIds": ("workflow_ids", _STRINGS),
-    "appVersion": ("application_version", _string),
-    "queueName": ("queue_name", _string),
-    "queuePartitionKey": ("queue_partition_key", _string),
-    "fromLastFailure": ("from_last_failure", _boolean),
-    "fromLastStep": ("from_last_step", _boolean),
-    "fromStep": ("from_step", _integer(0, INT32_MAX)),
-    "fromStepName": ("from_step_name", _string),
+    "workflowIds": _IDS,
+    "appVersion": field("application_version", _string),
+    "queueName": field("queue_name", _string),
+    "queuePartitionKey": field("queue_partition_key", _string),
+    "fromLastFailure": field("from_last_failure", _boolean),
+    "fromLastStep": field("from_last_step", _boolean),
+    "fromStep": field("from_step", _integer(0, INT32_MAX), INT32),
+    "fromStepName": field("from_step_name", _string),
 }
 
 
@@ -379,10 +411,10 @@ def bulk_fork_from_failure_request(body: Mapping[str, Any]) -> protocol.ForkFrom
 
 LIST_SCHEDULES_QUERY: Spec = {
     # Schedule statuses are not an enforced enum (the reference: unrecognised values match nothing).
-    "status": ("status", _string),
-    "workflowName": ("workflow_name", _string),
-    "scheduleNamePrefix": ("schedule_name_prefix", _string),
-    "loadContext": ("load_context", _boolean),
+    "status": field("status", _string),
+    "workflowName": field("workflow_name", _string),
+    "scheduleNamePrefix": field("schedule_name_prefix", _string),
+    "loadContext": field("load_context", _boolean),
 }
 
 
@@ -401,7 +433,7 @@ def queue_name(name: str) -> str:
 def backfill_request(name: str, body: Mapping[str, Any]) -> protocol.BackfillScheduleRequest:
     """A ``BackfillInputBody`` (startTime, endTime: RFC 3339, start before end)."""
     _require(body, "startTime", "endTime")
-    _fields(body, {"startTime": ("start", _time), "endTime": ("end", _time)})
+    _fields(body, BACKFILL_BODY)
     start, end = parse_time("body.startTime", body["startTime"]), parse_time("body.endTime", body["endTime"])
     _window(start, end, ("startTime", "endTime"), "body")
     return protocol.BackfillScheduleRequest(schedule_name=schedule_name(name), start=_wire_time(start),
@@ -411,7 +443,7 @@ def backfill_request(name: str, body: Mapping[str, Any]) -> protocol.BackfillSch
 def latest_version_name(body: Mapping[str, Any]) -> str:
     """A ``PatchLatestVersionInputBody``'s versionName."""
     _require(body, "versionName")
-    return _fields(body, {"versionName": ("version_name", _string)})["version_name"]
+    return _fields(body, LATEST_VERSION_BODY)["version_name"]
 
 
 def metrics_window(args: Mapping[str, str]) -> tuple[datetime, datetime]:

@@ -2,68 +2,33 @@
 
 The Conductor v2 shapes say what web/translate.py and web/views_to_api.py produce and read; their names, fields,
 types and formats are those of Conductor's reference document (tests/unit/test_openapi_conformance.py holds
-them to it). Relay-only shapes follow.
+them to it). Relay-only shapes follow. The request bodies are not written here: each is built from the one
+declaration web/api_to_wire.py validates and translates it with (`body_schema`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-Schema = dict[str, Any]
-
-
-def _t(kind: str | list[str], fmt: str | None = None, **extra: Any) -> Schema:
-    out: Schema = {"type": kind}
-    if fmt:
-        out["format"] = fmt
-    out.update(extra)
-    return out
-
-
-def _null(kind: str, fmt: str | None = None) -> Schema:
-    return _t([kind, "null"], fmt)
-
-
-STR = _t("string")
-NSTR = _null("string")
-BOOL = _t("boolean")
-INT32 = _t("integer", "int32")
-INT64 = _t("integer", "int64")
-TIME = _t("string", "date-time")
-NTIME = _null("string", "date-time")
-STRS = _t("array", items=STR)
-NSTRS = _t(["array", "null"], items=STR)
-ANY_OBJECT = _t("object", additionalProperties={})
-
-
-def ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def array_of(name: str) -> Schema:
-    return {"type": "array", "items": ref(name)}
-
-
-def _obj(properties: dict[str, Schema], required: list[str] | None = None, *, closed: bool = True) -> Schema:
-    out: Schema = {"type": "object", "properties": properties}
-    if closed:
-        out["additionalProperties"] = False
-    if required:
-        out["required"] = required
-    return out
-
-
-def _all_required(properties: dict[str, Schema]) -> Schema:
-    return _obj(properties, list(properties))
-
-
-_FILTERS: dict[str, Schema] = {
-    "workflowName": NSTRS, "status": NSTRS, "user": NSTRS, "appVersion": NSTRS, "executorId": NSTRS,
-    "queueName": NSTRS, "workflowIdPrefix": NSTRS, "workflowIds": NSTRS, "forkedFrom": NSTRS,
-    "parentWorkflowId": NSTRS, "scheduleName": NSTRS, "startTime": TIME, "endTime": TIME,
-    "completedAfter": TIME, "completedBefore": TIME, "dequeuedAfter": TIME, "dequeuedBefore": TIME,
-    "wasForkedFrom": BOOL, "hasParent": BOOL, "attributes": ANY_OBJECT,
-}  # fmt: skip
+from relay.web import api_to_wire as bodies
+from relay.web.json_schema import (
+    ANY_OBJECT,
+    BOOL,
+    INT32,
+    INT64,
+    NSTR,
+    NSTRS,
+    NTIME,
+    STR,
+    STRS,
+    TIME,
+    Schema,
+    array_of,
+    body_schema,
+    ref,
+)
+from relay.web.json_schema import all_required as _all_required
+from relay.web.json_schema import null as _null
+from relay.web.json_schema import obj as _obj
+from relay.web.json_schema import t as _t
 
 COMPONENTS: dict[str, Schema] = {
     # -- problems
@@ -115,41 +80,24 @@ COMPONENTS: dict[str, Schema] = {
         "value": INT64,
     }),
     # -- request bodies
-    "WorkflowSearchBody": _obj({
-        **_FILTERS, "limit": INT64, "offset": INT64, "sortDesc": BOOL, "loadInput": BOOL, "loadOutput": BOOL,
-        "queuesOnly": BOOL,
-    }),
-    "WorkflowAggregatesBody": _obj({
-        **_FILTERS, "groupByStatus": BOOL, "groupByWorkflowName": BOOL, "groupByQueueName": BOOL,
-        "groupByExecutorId": BOOL, "groupByAppVersion": BOOL, "groupByApplicationName": BOOL,
-        "selectCount": BOOL, "selectMinCreatedAt": BOOL, "selectMaxQueueWaitMs": BOOL,
-        "selectMaxTotalLatencyMs": BOOL, "timeBucketSizeMs": INT64,
-    }),
-    "StepAggregatesBody": _obj({
-        "groupByFunctionName": BOOL, "groupByStatus": BOOL, "selectCount": BOOL, "selectMaxDurationMs": BOOL,
-        "timeBucketSizeMs": INT64, "status": STRS, "stepName": STRS, "workflowIdPrefix": STRS,
-        "completedAfter": TIME, "completedBefore": TIME,
-    }),
-    "CancelWorkflowInputBody": _obj({"cancelChildren": BOOL}),
-    "ResumeWorkflowInputBody": _obj({"queueName": STR}),
-    "ForkWorkflowInputBody": _obj({
-        "startStep": INT32, "newWorkflowId": STR, "appVersion": STR, "queueName": STR, "queuePartitionKey": STR,
-    }),
+    "WorkflowSearchBody": body_schema(bodies.SEARCH_BODY),
+    "WorkflowAggregatesBody": body_schema(bodies.WORKFLOW_AGGREGATES_BODY),
+    "StepAggregatesBody": body_schema(bodies.STEP_AGGREGATES_BODY),
+    "CancelWorkflowInputBody": body_schema(bodies.CANCEL_BODY),
+    "ResumeWorkflowInputBody": body_schema(bodies.RESUME_BODY),
+    "ForkWorkflowInputBody": body_schema(bodies.FORK_BODY),
     "ForkWorkflowOutputBody": _all_required({"workflowId": STR}),
     "ExportWorkflowOutputBody": _all_required({"serializedWorkflow": STR}),
-    "ImportWorkflowInputBody": _all_required({"serializedWorkflow": STR}),
-    "BulkCancelInputBody": _obj({"workflowIds": STRS, "cancelChildren": BOOL}, ["workflowIds"]),
-    "BulkResumeInputBody": _obj({"workflowIds": STRS, "queueName": STR}, ["workflowIds"]),
-    "BulkDeleteInputBody": _obj({"workflowIds": STRS, "deleteChildren": BOOL}, ["workflowIds"]),
-    "BulkForkFromFailureBody": _obj({
-        "workflowIds": STRS, "appVersion": STR, "queueName": STR, "queuePartitionKey": STR,
-        "fromLastFailure": BOOL, "fromLastStep": BOOL, "fromStep": INT32, "fromStepName": STR,
-    }, ["workflowIds"]),
+    "ImportWorkflowInputBody": body_schema(bodies.IMPORT_BODY, ["serializedWorkflow"]),
+    "BulkCancelInputBody": body_schema(bodies.BULK_CANCEL_BODY, ["workflowIds"]),
+    "BulkResumeInputBody": body_schema(bodies.BULK_RESUME_BODY, ["workflowIds"]),
+    "BulkDeleteInputBody": body_schema(bodies.BULK_DELETE_BODY, ["workflowIds"]),
+    "BulkForkFromFailureBody": body_schema(bodies.BULK_FORK_BODY, ["workflowIds"]),
     "BulkForkFromFailureOutputBody": _all_required({"workflowIds": STRS}),
-    "BackfillInputBody": _all_required({"startTime": TIME, "endTime": TIME}),
+    "BackfillInputBody": body_schema(bodies.BACKFILL_BODY, ["startTime", "endTime"]),
     "BackfillOutputBody": _all_required({"workflowIds": STRS}),
     "TriggerOutputBody": _all_required({"workflowId": STR}),
-    "PatchLatestVersionInputBody": _all_required({"versionName": STR}),
+    "PatchLatestVersionInputBody": body_schema(bodies.LATEST_VERSION_BODY, ["versionName"]),
     # -- served from Relay's store (web/views_to_api.py)
     # The reference's Organization (web/views_to_api.py organization() fills every field it requires).
     "Organization": _all_required({

@@ -35,3 +35,20 @@ def test_json_numbers_pass_unchanged(client) -> None:  # type: ignore[no-untyped
     response = client.post("/echo", data=body, content_type="application/json")
     assert response.status_code == 200
     assert response.get_json() == {"a": 1.5, "b": -2e10, "c": 12345678901234567890, "d": [0.0, None, True, "NaN"]}
+
+
+def test_each_request_body_is_documented_from_the_declaration_that_checks_it() -> None:
+    from relay.web import api_to_wire
+    from relay.web.openapi_schemas import COMPONENTS
+
+    pairs = {
+        "WorkflowSearchBody": api_to_wire.SEARCH_BODY, "WorkflowAggregatesBody": api_to_wire.WORKFLOW_AGGREGATES_BODY,
+        "StepAggregatesBody": api_to_wire.STEP_AGGREGATES_BODY, "ForkWorkflowInputBody": api_to_wire.FORK_BODY,
+        "BulkForkFromFailureBody": api_to_wire.BULK_FORK_BODY, "CancelWorkflowInputBody": api_to_wire.CANCEL_BODY,
+        "BulkCancelInputBody": api_to_wire.BULK_CANCEL_BODY, "BackfillInputBody": api_to_wire.BACKFILL_BODY,
+    }
+    for name, spec in pairs.items():
+        documented = COMPONENTS[name]["properties"]
+        assert list(documented) == list(spec), name
+        assert all(documented[key] is declared.schema for key, declared in spec.items()), name
+        assert COMPONENTS[name]["additionalProperties"] is False  # unknown properties are refused (422)
