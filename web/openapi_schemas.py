@@ -9,6 +9,7 @@ declaration web/api_to_wire.py validates and translates it with (`body_schema`).
 from __future__ import annotations
 
 from relay.web import api_to_wire as bodies
+from relay.web import wire_to_api as records
 from relay.web.json_schema import (
     ANY_OBJECT,
     BOOL,
@@ -38,19 +39,8 @@ COMPONENTS: dict[str, Schema] = {
         "instance": _t("string", "uri"), "errors": _t(["array", "null"], items=ref("ErrorDetail")),
     }),
     # -- served by executors
-    "Workflow": _all_required({
-        "workflowId": STR, "status": STR, "workflowName": NSTR, "workflowClass": NSTR, "workflowConfig": NSTR,
-        "user": NSTR, "assumedRole": NSTR, "roles": NSTR, "input": NSTR, "output": NSTR, "error": NSTR,
-        "createdAt": TIME, "updatedAt": TIME, "queueName": NSTR, "appVersion": NSTR, "executorId": NSTR,
-        "timeoutMs": _null("integer", "int64"), "deadline": NTIME, "deduplicationId": NSTR, "priority": INT32,
-        "queuePartitionKey": NSTR, "forkedFrom": NSTR, "wasForkedFrom": BOOL, "parentWorkflowId": NSTR,
-        "dequeuedAt": NTIME, "delayUntil": NTIME, "completedAt": NTIME, "attributes": NSTR,
-        "scheduleName": NSTR, "applicationName": NSTR,
-    }),
-    "Step": _all_required({
-        "stepId": INT32, "stepName": STR, "output": NSTR, "error": NSTR, "childWorkflowId": NSTR,
-        "startedAt": NTIME, "completedAt": NTIME,
-    }),
+    "Workflow": records.WORKFLOW.schema(),
+    "Step": records.STEP.schema(),
     "Event": _all_required({"key": STR, "value": STR}),
     "Notification": _all_required({"topic": NSTR, "message": STR, "createdAt": TIME, "consumed": BOOL}),
     "StreamEntry": _all_required({"key": STR, "values": STRS}),
@@ -61,17 +51,8 @@ COMPONENTS: dict[str, Schema] = {
     "StepAggregate": _obj({
         "group": _t("object", additionalProperties=NSTR), "count": INT64, "maxDurationMs": INT64,
     }, ["group"]),
-    "Queue": _all_required({
-        "name": STR, "concurrency": _null("integer", "int32"), "workerConcurrency": _null("integer", "int32"),
-        "rateLimitMax": _null("integer", "int32"), "rateLimitPeriodSecs": _null("number", "double"),
-        "priorityEnabled": BOOL, "partitionQueue": BOOL, "pollingIntervalSecs": _t("number", "double"),
-        "applicationName": NSTR,
-    }),
-    "Schedule": _all_required({
-        "scheduleId": STR, "scheduleName": STR, "workflowName": STR, "workflowClass": NSTR,
-        "cronExpression": STR, "status": STR, "context": NSTR, "lastFiredAt": NTIME, "automaticBackfill": BOOL,
-        "cronTimezone": NSTR, "applicationName": NSTR,
-    }),
+    "Queue": records.QUEUE.schema(),
+    "Schedule": records.SCHEDULE.schema(),
     "ApplicationVersion": _all_required({
         "versionId": STR, "versionName": STR, "versionTimestamp": TIME, "createdAt": TIME,
     }),

@@ -6,9 +6,10 @@ Workflow/Step fields they group by (``workflowName``, ``appVersion``, ``stepName
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from relay.web.api_values import (
     INT32_MAX,
@@ -18,92 +19,104 @@ from relay.web.api_values import (
     int_from_wire,
     time_from_wire,
 )
+from relay.web.json_schema import BOOL, INT32, NSTR, NTIME, STR, TIME, Schema, all_required, null, t
 
 # ------------------------------------------------------------------------------------ out: wire → v2
 
 
-def workflow(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A workflow status record (list_workflows, get_workflow) as a v2 ``Workflow``."""
-    created = time_from_wire(rec.get("CreatedAt"))
-    updated = time_from_wire(rec.get("UpdatedAt"))
-    return {
-        "workflowId": str(rec.get("WorkflowUUID") or ""),
-        "status": str(rec.get("Status") or ""),
-        "workflowName": _str(rec.get("WorkflowName")),
-        "workflowClass": _str(rec.get("WorkflowClassName")),
-        "workflowConfig": _str(rec.get("WorkflowConfigName")),
-        "user": _str(rec.get("AuthenticatedUser")),
-        "assumedRole": _str(rec.get("AssumedRole")),
-        "roles": _str(rec.get("AuthenticatedRoles")),
-        "input": _str(rec.get("Input")),
-        "output": _str(rec.get("Output")),
-        "error": _str(rec.get("Error")),
-        # Both are required strings in the schema; an SDK always sends them, the fallbacks keep it valid.
-        "createdAt": created or updated or format_time(datetime.fromtimestamp(0, UTC)),
-        "updatedAt": updated or created or format_time(datetime.fromtimestamp(0, UTC)),
-        "queueName": _str(rec.get("QueueName")),
-        "appVersion": _str(rec.get("ApplicationVersion")),
-        "executorId": _str(rec.get("ExecutorID")),
-        "timeoutMs": int_from_wire(rec.get("WorkflowTimeoutMS")),
-        "deadline": time_from_wire(rec.get("WorkflowDeadlineEpochMS")),
-        "deduplicationId": _str(rec.get("DeduplicationID")),
-        "priority": int_from_wire(rec.get("Priority")) or 0,
-        "queuePartitionKey": _str(rec.get("QueuePartitionKey")),
-        "forkedFrom": _str(rec.get("ForkedFrom")),
-        "wasForkedFrom": bool(rec.get("WasForkedFrom") or False),
-        "parentWorkflowId": _str(rec.get("ParentWorkflowID")),
-        "dequeuedAt": time_from_wire(rec.get("DequeuedAt")),
-        "delayUntil": time_from_wire(rec.get("DelayUntilEpochMS")),
-        "completedAt": time_from_wire(rec.get("CompletedAt")),
-        "attributes": _str(rec.get("Attributes")),
-        "scheduleName": _str(rec.get("ScheduleName")),
-        "applicationName": _str(rec.get("ApplicationName")),
-    }
+class Out(NamedTuple):
+    """How one v2 property is read from a wire record, and its JSON Schema."""
+
+    schema: Schema
+    read: Callable[[Any], Any]
 
 
-def step(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A step record (list_steps) as a v2 ``Step``."""
-    return {
-        "stepId": int_from_wire(rec.get("function_id")) or 0,
-        "stepName": str(rec.get("function_name") or ""),
-        "output": _str(rec.get("output")),
-        "error": _str(rec.get("error")),
-        "childWorkflowId": _str(rec.get("child_workflow_id")),
-        "startedAt": time_from_wire(rec.get("started_at_epoch_ms")),
-        "completedAt": time_from_wire(rec.get("completed_at_epoch_ms")),
-    }
+def _epoch() -> str:
+    return format_time(datetime.fromtimestamp(0, UTC))
 
 
-def queue(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A queue record (list_queues, get_queue) as a v2 ``Queue``."""
-    return {
-        "name": str(rec.get("name") or ""),
-        "concurrency": int_from_wire(rec.get("concurrency")),
-        "workerConcurrency": int_from_wire(rec.get("worker_concurrency")),
-        "rateLimitMax": int_from_wire(rec.get("rate_limit_max")),
-        "rateLimitPeriodSecs": _float(rec.get("rate_limit_period_sec")),
-        "priorityEnabled": bool(rec.get("priority_enabled") or False),
-        "partitionQueue": bool(rec.get("partition_queue") or False),
-        "pollingIntervalSecs": _float(rec.get("polling_interval_sec")) or 1.0,
-        "applicationName": _str(rec.get("application_name")),
-    }
+STRING = Out(STR, lambda v: str(v or ""))
+NULLABLE_STRING = Out(NSTR, _str)
+NULLABLE_TIME = Out(NTIME, time_from_wire)
+FLAG = Out(BOOL, lambda v: bool(v or False))
+COUNT32 = Out(INT32, lambda v: int_from_wire(v) or 0)
+NULLABLE_INT32 = Out(null("integer", "int32"), int_from_wire)
+NULLABLE_INT64 = Out(null("integer", "int64"), int_from_wire)
+NULLABLE_DOUBLE = Out(null("number", "double"), _float)
 
 
-def schedule(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A schedule record (list_schedules, get_schedule) as a v2 ``Schedule``."""
-    return {
-        "scheduleId": str(rec.get("schedule_id") or ""),
-        "scheduleName": str(rec.get("schedule_name") or ""),
-        "workflowName": str(rec.get("workflow_name") or ""),
-        "workflowClass": _str(rec.get("workflow_class_name")),
-        "cronExpression": str(rec.get("schedule") or ""),
-        "status": str(rec.get("status") or ""),
-        "context": _str(rec.get("context")),
-        "lastFiredAt": time_from_wire(rec.get("last_fired_at")),
-        "automaticBackfill": bool(rec.get("automatic_backfill") or False),
-        "cronTimezone": _str(rec.get("cron_timezone")),
-        "applicationName": _str(rec.get("application_name")),
-    }
+@dataclass(frozen=True)
+class RecordShape:
+    """A v2 schema declared once: per property, the wire key it is read from (None: the whole record) and
+    how. `read` translates a record; `schema` is its /openapi.json component (every property required)."""
+
+    fields: Mapping[str, tuple[str | None, Out]]
+
+    def read(self, rec: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: out.read(rec if key is None else rec.get(key)) for name, (key, out) in self.fields.items()}
+
+    def schema(self) -> Schema:
+        return all_required({name: out.schema for name, (_, out) in self.fields.items()})
+
+
+def _created(rec: Mapping[str, Any]) -> str:
+    # Both times are required strings in the schema; an SDK always sends them, the fallbacks keep it valid.
+    return time_from_wire(rec.get("CreatedAt")) or time_from_wire(rec.get("UpdatedAt")) or _epoch()
+
+
+def _updated(rec: Mapping[str, Any]) -> str:
+    return time_from_wire(rec.get("UpdatedAt")) or time_from_wire(rec.get("CreatedAt")) or _epoch()
+
+
+# A workflow status record (list_workflows, get_workflow) as a v2 ``Workflow``.
+WORKFLOW = RecordShape({
+    "workflowId": ("WorkflowUUID", STRING), "status": ("Status", STRING),
+    "workflowName": ("WorkflowName", NULLABLE_STRING), "workflowClass": ("WorkflowClassName", NULLABLE_STRING),
+    "workflowConfig": ("WorkflowConfigName", NULLABLE_STRING), "user": ("AuthenticatedUser", NULLABLE_STRING),
+    "assumedRole": ("AssumedRole", NULLABLE_STRING), "roles": ("AuthenticatedRoles", NULLABLE_STRING),
+    "input": ("Input", NULLABLE_STRING), "output": ("Output", NULLABLE_STRING), "error": ("Error", NULLABLE_STRING),
+    "createdAt": (None, Out(TIME, _created)), "updatedAt": (None, Out(TIME, _updated)),
+    "queueName": ("QueueName", NULLABLE_STRING), "appVersion": ("ApplicationVersion", NULLABLE_STRING),
+    "executorId": ("ExecutorID", NULLABLE_STRING), "timeoutMs": ("WorkflowTimeoutMS", NULLABLE_INT64),
+    "deadline": ("WorkflowDeadlineEpochMS", NULLABLE_TIME), "deduplicationId": ("DeduplicationID", NULLABLE_STRING),
+    "priority": ("Priority", COUNT32), "queuePartitionKey": ("QueuePartitionKey", NULLABLE_STRING),
+    "forkedFrom": ("ForkedFrom", NULLABLE_STRING), "wasForkedFrom": ("WasForkedFrom", FLAG),
+    "parentWorkflowId": ("ParentWorkflowID", NULLABLE_STRING), "dequeuedAt": ("DequeuedAt", NULLABLE_TIME),
+    "delayUntil": ("DelayUntilEpochMS", NULLABLE_TIME), "completedAt": ("CompletedAt", NULLABLE_TIME),
+    "attributes": ("Attributes", NULLABLE_STRING), "scheduleName": ("ScheduleName", NULLABLE_STRING),
+    "applicationName": ("ApplicationName", NULLABLE_STRING),
+})
+
+# A step record (list_steps) as a v2 ``Step``.
+STEP = RecordShape({
+    "stepId": ("function_id", COUNT32), "stepName": ("function_name", STRING), "output": ("output", NULLABLE_STRING),
+    "error": ("error", NULLABLE_STRING), "childWorkflowId": ("child_workflow_id", NULLABLE_STRING),
+    "startedAt": ("started_at_epoch_ms", NULLABLE_TIME), "completedAt": ("completed_at_epoch_ms", NULLABLE_TIME),
+})
+
+# A queue record (list_queues, get_queue) as a v2 ``Queue``.
+QUEUE = RecordShape({
+    "name": ("name", STRING), "concurrency": ("concurrency", NULLABLE_INT32),
+    "workerConcurrency": ("worker_concurrency", NULLABLE_INT32), "rateLimitMax": ("rate_limit_max", NULLABLE_INT32),
+    "rateLimitPeriodSecs": ("rate_limit_period_sec", NULLABLE_DOUBLE),
+    "priorityEnabled": ("priority_enabled", FLAG), "partitionQueue": ("partition_queue", FLAG),
+    "pollingIntervalSecs": ("polling_interval_sec", Out(t("number", "double"), lambda v: _float(v) or 1.0)),
+    "applicationName": ("application_name", NULLABLE_STRING),
+})
+
+# A schedule record (list_schedules, get_schedule) as a v2 ``Schedule``.
+SCHEDULE = RecordShape({
+    "scheduleId": ("schedule_id", STRING), "scheduleName": ("schedule_name", STRING),
+    "workflowName": ("workflow_name", STRING), "workflowClass": ("workflow_class_name", NULLABLE_STRING),
+    "cronExpression": ("schedule", STRING), "status": ("status", STRING), "context": ("context", NULLABLE_STRING),
+    "lastFiredAt": ("last_fired_at", NULLABLE_TIME), "automaticBackfill": ("automatic_backfill", FLAG),
+    "cronTimezone": ("cron_timezone", NULLABLE_STRING), "applicationName": ("application_name", NULLABLE_STRING),
+})
+
+workflow = WORKFLOW.read
+step = STEP.read
+queue = QUEUE.read
+schedule = SCHEDULE.read
 
 
 def application_version(rec: Mapping[str, Any]) -> dict[str, Any]:

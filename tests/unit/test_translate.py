@@ -443,3 +443,13 @@ def test_raw_requests_and_responses() -> None:
     raw = protocol.decode_response(json.dumps({"type": "new_thing", "request_id": "r", "answer": [1, 2]}))
     assert translate.raw_response(raw) == {"type": "new_thing", "request_id": "r", "error_message": None,
                                            "answer": [1, 2]}
+
+
+def test_record_shapes_are_declared_once_for_translation_and_the_document() -> None:
+    from relay.web import wire_to_api
+    from relay.web.openapi_schemas import COMPONENTS
+
+    for name, shape in {"Workflow": wire_to_api.WORKFLOW, "Step": wire_to_api.STEP, "Queue": wire_to_api.QUEUE,
+                        "Schedule": wire_to_api.SCHEDULE}.items():
+        assert COMPONENTS[name] == shape.schema(), name
+        assert list(shape.read({})) == list(COMPONENTS[name]["properties"]) == COMPONENTS[name]["required"]
