@@ -41,9 +41,9 @@ COMPONENTS: dict[str, Schema] = {
     # -- served by executors
     "Workflow": records.WORKFLOW.schema(),
     "Step": records.STEP.schema(),
-    "Event": _all_required({"key": STR, "value": STR}),
-    "Notification": _all_required({"topic": NSTR, "message": STR, "createdAt": TIME, "consumed": BOOL}),
-    "StreamEntry": _all_required({"key": STR, "values": STRS}),
+    "Event": records.EVENT.schema(),
+    "Notification": records.NOTIFICATION.schema(),
+    "StreamEntry": records.STREAM_ENTRY.schema(),
     "WorkflowAggregate": _obj({
         "group": _t("object", additionalProperties=NSTR), "count": INT64, "minCreatedAt": TIME,
         "maxQueueWaitMs": INT64, "maxTotalLatencyMs": INT64,
@@ -53,9 +53,7 @@ COMPONENTS: dict[str, Schema] = {
     }, ["group"]),
     "Queue": records.QUEUE.schema(),
     "Schedule": records.SCHEDULE.schema(),
-    "ApplicationVersion": _all_required({
-        "versionId": STR, "versionName": STR, "versionTimestamp": TIME, "createdAt": TIME,
-    }),
+    "ApplicationVersion": records.APPLICATION_VERSION.schema(),
     "Metric": _all_required({
         "appId": STR, "metricType": STR, "metricName": STR, "granularity": INT32, "timeBucket": TIME,
         "value": INT64,

@@ -19,7 +19,7 @@ from relay.web.api_values import (
     int_from_wire,
     time_from_wire,
 )
-from relay.web.json_schema import BOOL, INT32, NSTR, NTIME, STR, TIME, Schema, all_required, null, t
+from relay.web.json_schema import BOOL, INT32, NSTR, NTIME, STR, STRS, TIME, Schema, all_required, null, t
 
 # ------------------------------------------------------------------------------------ out: wire → v2
 
@@ -119,17 +119,20 @@ queue = QUEUE.read
 schedule = SCHEDULE.read
 
 
-def application_version(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A version record (list_application_versions) as a v2 ``ApplicationVersion``."""
-    created = time_from_wire(rec.get("created_at"))
-    stamped = time_from_wire(rec.get("version_timestamp"))
-    epoch = format_time(datetime.fromtimestamp(0, UTC))
-    return {
-        "versionId": str(rec.get("version_id") or ""),
-        "versionName": str(rec.get("version_name") or ""),
-        "versionTimestamp": stamped or created or epoch,
-        "createdAt": created or stamped or epoch,
-    }
+def _version_stamped(rec: Mapping[str, Any]) -> str:
+    return time_from_wire(rec.get("version_timestamp")) or time_from_wire(rec.get("created_at")) or _epoch()
+
+
+def _version_created(rec: Mapping[str, Any]) -> str:
+    return time_from_wire(rec.get("created_at")) or time_from_wire(rec.get("version_timestamp")) or _epoch()
+
+
+# A version record (list_application_versions) as a v2 ``ApplicationVersion``.
+APPLICATION_VERSION = RecordShape({
+    "versionId": ("version_id", STRING), "versionName": ("version_name", STRING),
+    "versionTimestamp": (None, Out(TIME, _version_stamped)), "createdAt": (None, Out(TIME, _version_created)),
+})
+application_version = APPLICATION_VERSION.read
 
 
 def application_versions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,25 +195,23 @@ def step_aggregate(rec: Mapping[str, Any]) -> dict[str, Any]:
     })
 
 
-def event(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A workflow event ``{key, value}`` as a v2 ``Event``."""
-    return {"key": str(rec.get("key") or ""), "value": str(rec.get("value"))}
+def _strings(values: Any) -> list[str]:
+    return [str(v) for v in values] if isinstance(values, list) else []
 
 
-def notification(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A notification ``{topic, message, created_at_epoch_ms, consumed}`` as a v2 ``Notification``."""
-    return {
-        "topic": _str(rec.get("topic")),
-        "message": str(rec.get("message")),
-        "createdAt": time_from_wire(rec.get("created_at_epoch_ms")) or format_time(datetime.fromtimestamp(0, UTC)),
-        "consumed": bool(rec.get("consumed") or False),
-    }
-
-
-def stream_entry(rec: Mapping[str, Any]) -> dict[str, Any]:
-    """A stream ``{key, values}`` as a v2 ``StreamEntry``."""
-    values = rec.get("values")
-    return {"key": str(rec.get("key") or ""), "values": [str(v) for v in values] if isinstance(values, list) else []}
+# A workflow event ``{key, value}`` as a v2 ``Event``.
+EVENT = RecordShape({"key": ("key", STRING), "value": ("value", Out(STR, str))})
+# A notification ``{topic, message, created_at_epoch_ms, consumed}`` as a v2 ``Notification``.
+NOTIFICATION = RecordShape({
+    "topic": ("topic", NULLABLE_STRING), "message": ("message", Out(STR, str)),
+    "createdAt": ("created_at_epoch_ms", Out(TIME, lambda v: time_from_wire(v) or _epoch())),
+    "consumed": ("consumed", FLAG),
+})
+# A stream ``{key, values}`` as a v2 ``StreamEntry``.
+STREAM_ENTRY = RecordShape({"key": ("key", STRING), "values": ("values", Out(STRS, _strings))})
+event = EVENT.read
+notification = NOTIFICATION.read
+stream_entry = STREAM_ENTRY.read
 
 
 def metric(rec: Mapping[str, Any], app_id: str, window: tuple[datetime, datetime]) -> dict[str, Any]:

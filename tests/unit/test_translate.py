@@ -450,6 +450,8 @@ def test_record_shapes_are_declared_once_for_translation_and_the_document() -> N
     from relay.web.openapi_schemas import COMPONENTS
 
     for name, shape in {"Workflow": wire_to_api.WORKFLOW, "Step": wire_to_api.STEP, "Queue": wire_to_api.QUEUE,
-                        "Schedule": wire_to_api.SCHEDULE}.items():
+                        "Schedule": wire_to_api.SCHEDULE, "Event": wire_to_api.EVENT,
+                        "Notification": wire_to_api.NOTIFICATION, "StreamEntry": wire_to_api.STREAM_ENTRY,
+                        "ApplicationVersion": wire_to_api.APPLICATION_VERSION}.items():
         assert COMPONENTS[name] == shape.schema(), name
         assert list(shape.read({})) == list(COMPONENTS[name]["properties"]) == COMPONENTS[name]["required"]
