@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rebuild aside and compare with the live views (exit 1 on a mismatch)")
 
     events = sub.add_parser(
-        "events", help="print the event log for audits (read-only, safe beside a running server)",
+        "events", help="print the event log for audits (it only reads the log: safe beside a running server)",
         description="Print the event log of the store of RELAY_DATA_DIR or RELAY_DATABASE_URL (read-only).")
     events.add_argument("--app", help="only this application's events")
     events.add_argument("--org", help="only this organization's events")
