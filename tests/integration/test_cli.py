@@ -130,7 +130,9 @@ def test_events_lists_filters_and_skips(relay: RelayProcess) -> None:
     assert registered_b[4] == "cli-events-b"
 
     only_a = tsv(ok(relay.run_cli(["events", "--app", "cli-events-a"])))
-    assert [row[2] for row in only_a] == ["App.Registered", "App.Deleted"]
+    # Each change, then the API call that made it (an Operation, issue 14).
+    assert [row[2] for row in only_a] == ["App.Registered", "Operation.Performed", "App.Deleted",
+                                          "Operation.Performed"]
     assert {row[3] for row in only_a} == {f"{ORG}/cli-events-a"}
 
     since = int(registered_b[0])
@@ -157,7 +159,8 @@ def test_list_commands_answer_json(relay: RelayProcess) -> None:
     # events: JSON Lines, one object per event (so --follow streams too), the same events as the text form.
     lines = ok(relay.run_cli(["events", "--output", "json", "--app", "cli-json-app"])).splitlines()
     events = [json.loads(line) for line in lines]
-    assert [e["event"] for e in events] == ["App.Registered"]
+    assert [e["event"] for e in events] == ["App.Registered", "Operation.Performed"]
+    assert events[1]["details"]["operation"] == "registerApp" and events[1]["details"]["by"] == "admin"
     assert events[0]["app"] == "cli-json-app" and isinstance(events[0]["position"], int)
     text = tsv(ok(relay.run_cli(["events", "--app", "cli-json-app"])))
     assert [int(row[0]) for row in text] == [e["position"] for e in events]

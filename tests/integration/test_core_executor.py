@@ -207,8 +207,12 @@ def test_executor_lifecycle_is_served_recorded_and_replayable(store: Store, tmp_
         assert response.status_code == 200
         app_events = response.json()["events"]
         assert {e["app"] for e in app_events} == {APP}
-        assert [e["event"] for e in app_events] == [
+        assert [e["event"] for e in app_events if e["kind"] != "Operation"] == [
             "App.Registered", "App.SettingsChanged", "Executor.Connected", "Executor.Disconnected"
+        ]
+        # The API calls that made them are in the log too, each right after its change (issue 14).
+        assert [e["details"]["operation"] for e in app_events if e["kind"] == "Operation"] == [
+            "registerApp", "updateApp"
         ]
 
         # 5a. Verify against the live views while the server runs.
