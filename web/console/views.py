@@ -173,7 +173,7 @@ def app_settings(org: str, app: str) -> Any:
     if not confirmed():
         described = ", ".join(f"{k} → {'unset' if v is None else v}" for k, v in changes.items())
         return confirm_page(f"Change the settings of {app}?", described, "Save settings",
-                            back=url_for("console.app_settings", org=org, app=app))
+                            back=url_for("console.app_settings", org=org, app=app), keep="Don't change")
     try:
         ask(lambda: runtime().directory.application(org, app).proxy().change_settings(changes, by=who.display))
         flash("Settings saved.", "ok")
@@ -337,7 +337,7 @@ def revoke_key(org: str, name: str) -> Any:
         return confirm_page(
             f"Revoke the API key '{name}'?",
             "Every executor and client using it is refused from now on; its open executor sockets are closed.",
-            "Revoke key", danger=True, back=url_for("console.keys", org=org),
+            "Revoke key", danger=True, back=url_for("console.keys", org=org), keep="Keep the key",
         )
     instance = runtime().instance
     if instance is None:

@@ -15,18 +15,21 @@ from relay.web.console.helpers import PAGE_SIZE, check_app, millis_between, page
 from relay.web.context import runtime
 
 STATUSES = ("PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
-# Query parameter of the workflows page → WorkflowSearchBody filter (a list of one value).
-TEXT_FILTERS = {
-    "name": "workflowName",
-    "queue": "queueName",
-    "version": "appVersion",
-    "executor": "executorId",
-    "id": "workflowIdPrefix",
-}
+# The workflows page's query parameters are the WorkflowSearchBody's own filter names (a list of one value
+# each; startTime/endTime as times), so a console URL and an API search read the same.
+TEXT_FILTERS = ("workflowName", "workflowIdPrefix", "queueName", "appVersion", "executorId", "forkedFrom",
+                "parentWorkflowId")
+TIME_FILTERS = ("startTime", "endTime")
 BULK_ACTIONS = ("cancel", "resume")
 WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
+# The confirmation page's way out, per action: it says what staying put means.
+BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are"}
+WORKFLOW_KEEP = {"cancel": "Keep it running", "resume": "Leave it cancelled", "delete": "Keep it",
+                 "fork": "Don't fork"}
+SCHEDULE_KEEP = {"pause": "Keep it active", "resume": "Keep it paused", "trigger": "Don't trigger",
+                 "backfill": "Don't backfill"}
 
 
 def _utc(raw: str) -> str | None:
@@ -45,19 +48,19 @@ def _utc(raw: str) -> str | None:
 
 def _filters(args: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """The WorkflowSearchBody filters of the query string, and the form's values to show again."""
-    shown = {k: (args.get(k) or "").strip() for k in ("status", "start", "end", *TEXT_FILTERS)}
+    shown = {k: (args.get(k) or "").strip() for k in ("status", *TIME_FILTERS, *TEXT_FILTERS)}
     filters: dict[str, Any] = {}
     if shown["status"] in STATUSES:
         filters["status"] = [shown["status"]]
-    for param, field in TEXT_FILTERS.items():
-        if shown[param]:
-            filters[field] = [shown[param]]
-    for param, field in (("start", "startTime"), ("end", "endTime")):
-        value = _utc(shown[param])
+    for name in TEXT_FILTERS:
+        if shown[name]:
+            filters[name] = [shown[name]]
+    for name in TIME_FILTERS:
+        value = _utc(shown[name])
         if value:
-            filters[field] = value
-        elif shown[param]:
-            flash(f"Ignored the {param} time '{shown[param]}': not a date and time.", "error")
+            filters[name] = value
+        elif shown[name]:
+            flash(f"Ignored the {name} '{shown[name]}': not a date and time.", "error")
     return filters, shown
 
 
@@ -101,8 +104,9 @@ def bulk(org: str, app: str) -> Any:
         flash("Select workflows and an action first.", "error")
         return redirect(back)
     if not confirmed():
-        return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids), action.capitalize(),
-                            danger=action == "cancel", back=back)
+        return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids),
+                            f"{action.capitalize()} {len(ids)} workflow(s)", danger=action == "cancel", back=back,
+                            keep=BULK_KEEP[action])
     _, problem = _attempt(lambda: (remote.cancel if action == "cancel" else remote.resume)(org, app, ids))
     if problem:
         flash(f"Bulk {action} failed: {problem.detail}", "error")
@@ -189,7 +193,8 @@ def workflow_action(org: str, app: str, action: str) -> Any:
                     + (f", on version {version}." if version else ", on the latest version."),
         }
         return confirm_page(f"{action.capitalize()} workflow {workflow_id}?", messages[action],
-                            action.capitalize(), danger=action in ("cancel", "delete"), back=page)
+                            f"{action.capitalize()} workflow", danger=action in ("cancel", "delete"), back=page,
+                            keep=WORKFLOW_KEEP[action])
     if action == "fork":
         new_id, problem = _attempt(lambda: remote.fork(org, app, workflow_id, start_step, version))
         if problem:
@@ -263,8 +268,8 @@ def schedule_action(org: str, app: str, action: str) -> Response | str:
             "trigger": "One workflow of the schedule starts now.",
             "backfill": f"A workflow starts for every time the schedule would have fired from {start} to {end}.",
         }
-        return confirm_page(f"{action.capitalize()} schedule {name}?", messages[action], action.capitalize(),
-                            back=back)
+        return confirm_page(f"{action.capitalize()} schedule {name}?", messages[action],
+                            f"{action.capitalize()} schedule", back=back, keep=SCHEDULE_KEEP[action])
     work: dict[str, Callable[[], Any]] = {
         "pause": lambda: remote.pause_schedule(org, app, name),
         "resume": lambda: remote.resume_schedule(org, app, name),
@@ -306,8 +311,8 @@ def set_latest(org: str, app: str) -> Response | str:
         abort(404)
     if not confirmed():
         return confirm_page(f"Make {name} the latest version of {app}?",
-                            "New workflows and recovery prefer executors of the latest version.", "Set latest",
-                            back=back)
+                            "New workflows and recovery prefer executors of the latest version.",
+                            f"Make {name} latest", back=back, keep="Keep the current latest")
     _, problem = _attempt(lambda: remote.set_latest_version(org, app, name))
     if problem:
         flash(f"Could not set the latest version: {problem.detail}", "error")
