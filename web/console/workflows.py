@@ -11,6 +11,7 @@ from flask import Response, abort, flash, redirect, render_template, request, ur
 
 from relay.web.console import bp, remote
 from relay.web.console.auth import confirm_page, confirmed, require, safe_path
+from relay.web.console.graph import workflow_graph
 from relay.web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
 from relay.web.context import runtime
 
@@ -24,6 +25,8 @@ BULK_ACTIONS = ("cancel", "resume")
 WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
+FORKS_SHOWN = 25
+REFRESH_S = 3  # the workflow list re-reads its page this often (console.js), unless paused
 # The confirmation page's way out, per action: it says what staying put means.
 BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are"}
 WORKFLOW_KEEP = {"cancel": "Keep it running", "resume": "Leave it cancelled", "delete": "Keep it",
@@ -88,7 +91,7 @@ def workflows(org: str, app: str) -> str:
     rows = rows or []
     return render_template(
         "console/workflows.html", org=org, app=app, tab="workflows", rows=rows[:PAGE_SIZE], page=page,
-        more=len(rows) > PAGE_SIZE, problem=problem, shown=shown, statuses=STATUSES,
+        more=len(rows) > PAGE_SIZE, problem=problem, shown=shown, statuses=STATUSES, refresh_s=REFRESH_S,
     )
 
 
@@ -129,6 +132,8 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
     calls: dict[str, Callable[[], Any]] = {
         "steps": lambda: remote.list_steps(org, app, workflow_id),
         "children": lambda: _search(org, app, {"parentWorkflowId": [workflow_id]}, limit=100, offset=0),
+        # Its forks: the search's forkedFrom filter (what GET .../workflows?forkedFrom= runs).
+        "forks": lambda: _search(org, app, {"forkedFrom": [workflow_id]}, limit=FORKS_SHOWN + 1, offset=0),
         "events": lambda: remote.workflow_events(org, app, workflow_id),
         "notifications": lambda: remote.workflow_notifications(org, app, workflow_id),
         "streams": lambda: remote.workflow_streams(org, app, workflow_id),
@@ -140,10 +145,16 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
             problems[name] = failed
     versions = sorted({e["app_version"] for e in runtime().views.registry.executors(org, app)
                        if e["app_version"] and e["status"] == "HEALTHY"})
+    timeline = _timeline(found, sections["steps"])
+    graph = workflow_graph(
+        found, timeline, lambda child: url_for("console.workflow", org=org, app=app, workflow_id=child),
+        {str(c["workflowId"]): str(c.get("status") or "") for c in sections["children"]},
+    )
+    forks = sections.pop("forks")
     return render_template(
         "console/workflow.html", org=org, app=app, tab="workflows", wf=found, workflow_id=workflow_id,
-        problem=None, timeline=_timeline(found, sections["steps"]), problems=problems, versions=versions,
-        **sections,
+        problem=None, timeline=timeline, graph=graph, problems=problems, versions=versions,
+        forks=forks[:FORKS_SHOWN], more_forks=len(forks) > FORKS_SHOWN, **sections,
     )
 
 
