@@ -5,6 +5,7 @@
 
   function cell(text, code) {
     var td = document.createElement("td");
+    if (code) td.className = "id";
     if (code) {
       var c = document.createElement("code");
       c.textContent = text;
@@ -46,13 +47,17 @@
       tr.appendChild(cell(when(e.connectedAt)));
       tr.appendChild(cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt)));
       tr.appendChild(cell(e.instance));
+      var recovery = cell(e.recovery || "");
+      recovery.className = "recovery";
+      recovery.setAttribute("data-testid", "recovery");
+      tr.appendChild(recovery);
       rows.appendChild(tr);
     });
     if (!data.executors.length) {
       var tr = document.createElement("tr");
       tr.className = "none";
       var td = cell("No executor connected. Start one with this Relay as its conductor.");
-      td.colSpan = 9;
+      td.colSpan = 10;
       tr.appendChild(td);
       rows.appendChild(tr);
     }
@@ -120,8 +125,12 @@
       table.setAttribute("data-paused", paused ? "true" : "false");
       if (note) note.textContent = paused ? "auto-refresh paused" : "refreshes every " + every / 1000 + " s";
     }
+    var skipped = 0;
     function tick() {
-      if (paused) return;
+      if (paused) {
+        table.setAttribute("data-skipped", String(++skipped));  // refreshes not done while paused
+        return;
+      }
       fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (r) {
           if (r.redirected || !r.ok) throw new Error("HTTP " + r.status);
