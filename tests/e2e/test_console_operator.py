@@ -123,8 +123,9 @@ def test_inputs_outputs_and_events_are_formatted_collapsible_json(page: Page, re
 def test_steps_and_child_workflows_as_a_graph(page: Page, relay: RelayProcess) -> None:
     batch = wf_id("batch")
     steps = relay.api("GET", f"{API}/workflows/{batch}/steps").json()
-    children = [s["childWorkflowId"] for s in steps if s.get("childWorkflowId")]
-    assert len(children) == 2
+    # Two steps name each child (starting it, then waiting for its result): one node per child.
+    children = list(dict.fromkeys(s["childWorkflowId"] for s in steps if s.get("childWorkflowId")))
+    assert len(children) == 2 and len([s for s in steps if s.get("childWorkflowId")]) == 4
     page.goto(relay.base_url + f"{WF}/workflows/{batch}")
     graph = page.locator("[data-testid=graph] svg")
     expect(graph.locator("[data-testid=graph-root]")).to_contain_text("batch")
@@ -134,6 +135,7 @@ def test_steps_and_child_workflows_as_a_graph(page: Page, relay: RelayProcess) -
             f"{step['stepId']} · {step['stepName']}")
     nodes = graph.locator("a:has([data-testid=graph-child])")
     expect(nodes).to_have_count(2)
+    expect(graph.locator("line.edge.child")).to_have_count(4)  # every step that names a child points to it
     expect(nodes.first).to_contain_text(children[0])
     expect(nodes.first).to_contain_text("SUCCESS")
     shot(page, "130-workflow-graph")
@@ -150,7 +152,7 @@ def test_a_fork_links_to_its_origin_and_the_origin_lists_its_forks(page: Page, r
     lineage = page.locator("[data-testid=forks]")
     expect(lineage).to_contain_text(f"This workflow is a fork of {origin}")
     shot(page, "140-fork-of")
-    lineage.locator(f"a:text('{origin}')").click()
+    lineage.locator("a", has_text=origin).click()
     expect(page).to_have_url(re.compile(re.escape(origin) + "$"))
     row = page.locator(f"[data-testid=forks] tr[data-fork='{forked}']")
     expect(row).to_be_visible()
@@ -248,7 +250,7 @@ def test_favicon_no_notes_nowrap_ids_and_dark_theme(
     page.emulate_media(color_scheme="dark")
     page.goto(relay.base_url + f"/orgs/local/apps/{APP}")
     expect(page.locator(f"tr[data-executor='{shop['executor_id']}']")).to_be_visible()
-    dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    dark = page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
     assert _luma(dark) < 60, dark
     shot(page, "170-dark-overview")
     page.goto(relay.base_url + f"{WF}/workflows/{wf_id('batch')}")
@@ -256,13 +258,13 @@ def test_favicon_no_notes_nowrap_ids_and_dark_theme(
     # ...and the toggle: auto → light → dark, remembered across pages.
     page.click("#theme-toggle")
     expect(page.locator("html")).to_have_attribute("data-theme", "light")
-    assert _luma(page.evaluate("getComputedStyle(document.body).backgroundColor")) > 200
+    assert _luma(page.evaluate("getComputedStyle(document.documentElement).backgroundColor")) > 200
     page.emulate_media(color_scheme="light")
     page.click("#theme-toggle")
     expect(page.locator("html")).to_have_attribute("data-theme", "dark")
     page.goto(relay.base_url + f"{WF}/alerts")
     expect(page.locator("#theme-toggle")).to_have_text("Theme: dark")
-    assert _luma(page.evaluate("getComputedStyle(document.body).backgroundColor")) < 60
+    assert _luma(page.evaluate("getComputedStyle(document.documentElement).backgroundColor")) < 60
     shot(page, "172-dark-alerts")
     page.click("#theme-toggle")
     expect(page.locator("html")).to_have_attribute("data-theme", "auto")

@@ -16,17 +16,16 @@ NODE_W, NODE_H, GAP = 250, 38, 18
 CHILD_X, CHILD_W = NODE_W + 90, 290
 MARGIN = 10
 MAX_STEPS = 200  # beyond this a page would be all graph; the timeline below still lists every step
-LABEL_CHARS = 34
 
 
-def _clip(text: str, limit: int = LABEL_CHARS) -> str:
+def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _node(x: int, y: int, w: int, cls: str, title: str, sub: str, href: str | None = None,
           testid: str = "") -> str:
-    label = (f'<text x="{x + 10}" y="{y + 16}">{escape(_clip(title))}</text>'
-             f'<text class="sub" x="{x + 10}" y="{y + 31}">{escape(_clip(sub, 44))}</text>')
+    label = (f'<text x="{x + 10}" y="{y + 16}">{escape(_clip(title, w // 7))}</text>'
+             f'<text class="sub" x="{x + 10}" y="{y + 31}">{escape(_clip(sub, w // 7))}</text>')
     data = f' data-testid="{testid}"' if testid else ""
     body = (f'<g class="node {cls}"{data}>'
             f'<rect x="{x}" y="{y}" width="{w}" height="{NODE_H}" rx="6"/>'
@@ -45,6 +44,7 @@ def workflow_graph(wf: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], li
     width = MARGIN * 2 + CHILD_X + CHILD_W
     parts = [_node(MARGIN, MARGIN, NODE_W, "root", str(wf.get("workflowName") or "workflow"),
                    f"{wf.get('status') or ''} · {wf.get('workflowId') or ''}", testid="graph-root")]
+    placed: dict[str, int] = {}  # child workflow id → the middle of its node
     for index, step in enumerate(shown, start=1):
         y = MARGIN + index * (NODE_H + GAP)
         top = y - GAP
@@ -61,12 +61,15 @@ def workflow_graph(wf: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], li
                            testid="graph-step"))
         child = step.get("childWorkflowId")
         if child:
+            # The first step naming a child gets its node; later ones (e.g. waiting for its result) point at it.
             middle = y + NODE_H // 2
+            target = placed.setdefault(str(child), middle)
             parts.append(f'<line class="edge child" x1="{MARGIN + NODE_W}" y1="{middle}" '
-                         f'x2="{MARGIN + CHILD_X - 2}" y2="{middle}" marker-end="url(#arrow)"/>')
-            parts.append(_node(MARGIN + CHILD_X, y, CHILD_W, "child", str(child),
-                               f"child workflow{' · ' + statuses[child] if child in statuses else ''}",
-                               href=link(str(child)), testid="graph-child"))
+                         f'x2="{MARGIN + CHILD_X - 2}" y2="{target}" marker-end="url(#arrow)"/>')
+            if target == middle:
+                parts.append(_node(MARGIN + CHILD_X, y, CHILD_W, "child", str(child),
+                                   f"child workflow{' · ' + statuses[child] if child in statuses else ''}",
+                                   href=link(str(child)), testid="graph-child"))
     defs = ('<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
             'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="currentColor"/></marker></defs>')
     more = len(steps) - len(shown)
