@@ -93,7 +93,12 @@ def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[
     live = [shown(r) for r in rows if r["status"] != "DELETED"]
     gone = sorted((r for r in rows if r["status"] == "DELETED"),
                   key=lambda r: str(r["dead_at"] or r["updated_at"] or ""), reverse=True)[:HISTORY_SHOWN]
-    return live, [{**shown(r), "deletedAt": r["updated_at"]} for r in gone]
+    history = []
+    for row in gone:
+        last = latest.get(str(row["executor_id"]))
+        done = last is not None and last["outcome"] == "acknowledged"
+        history.append({**shown(row), "deletedAt": row["updated_at"], "recoveredBy": last["peer"] if done else None})
+    return live, history
 
 
 def _app_summary(org: str, row: dict[str, Any]) -> dict[str, Any]:

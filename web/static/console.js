@@ -44,8 +44,11 @@
       tr.appendChild(cell(e.hostname));
       tr.appendChild(cell(e.language));
       tr.appendChild(cell(e.dbosVersion));
-      tr.appendChild(cell(when(e.connectedAt)));
-      tr.appendChild(cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt)));
+      var since = cell(when(e.connectedAt));
+      var down = cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt));
+      since.className = down.className = "t";
+      tr.appendChild(since);
+      tr.appendChild(down);
       tr.appendChild(cell(e.instance));
       var recovery = cell(e.recovery || "");
       recovery.className = "recovery";
