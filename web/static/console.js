@@ -134,6 +134,7 @@
         table.setAttribute("data-skipped", String(++skipped));  // refreshes not done while paused
         return;
       }
+      if (document.hidden) return;  // a background tab asks the executors nothing
       fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (r) {
           if (r.redirected || !r.ok) throw new Error("HTTP " + r.status);
