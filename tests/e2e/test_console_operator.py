@@ -168,14 +168,14 @@ def test_dead_executors_stay_visible_with_their_recovery(
 ) -> None:
     app = "ghost"
     key = register_app(relay, app)
-    assert relay.api("PATCH", f"/v2/orgs/local/apps/{app}", json={"executorTimeoutSecs": 4}).status_code in (200, 204)
+    assert relay.api("PATCH", f"/v2/orgs/local/apps/{app}", json={"executorTimeoutSecs": 6}).status_code in (200, 204)
     first, ready = start_executor(relay, app, key, tmp_path / "one", prefix="ghost1", name="ghost1")
     dead_id = ready["executor_id"]
     page.goto(relay.base_url + f"/orgs/local/apps/{app}")
     row = page.locator(f"#executors tr[data-executor='{dead_id}']")
     expect(row).to_contain_text("HEALTHY")
     first.kill()
-    expect(row.locator("[data-testid=recovery]")).to_contain_text(re.compile(r"grace period: \d s of 4 s"))
+    expect(row.locator("[data-testid=recovery]")).to_contain_text(re.compile(r"grace period: \d s of 6 s"))
     shot(page, "150-executor-grace")
     expect(row).to_contain_text("DEAD")
     expect(row.locator("[data-testid=recovery]")).to_have_text("no executor connected")
