@@ -126,6 +126,7 @@ def format_duration(ms: Any) -> str:
 
 _NOT_PARSED = object()
 JSON_OPEN_LINES = 12  # a value this short is shown unfolded; longer ones start collapsed
+LITERAL_MAX_CHARS = 200_000  # larger texts are not parsed as Python literals (the parser's cost grows with them)
 
 
 def _decoded(text: str) -> Any:
@@ -136,6 +137,8 @@ def _decoded(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         pass
+    if len(text) > LITERAL_MAX_CHARS:
+        return _NOT_PARSED
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
