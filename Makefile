@@ -6,25 +6,36 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Two stamps: what running Relay needs (`make run`), and the test extras plus the DBOS SDK on top (`make test`,
+# lint, compat-matrix, bench). The test stamp depends on the runtime one, so `make test` from a fresh clone
+# builds both, and `make run` after `make test` installs nothing.
+RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 # The real DBOS Python SDK: only the integration tests use it (they run unmodified executors against Relay).
 DBOS_SDK := dbos==3.2.0
 PYTEST_ARGS ?=
 RELAY_ARGS ?=
 
-.PHONY: venv system-deps test-deps run test compat-matrix lint bench clean distclean
+.PHONY: venv runtime system-deps test-deps run test compat-matrix lint bench clean distclean
 
 venv: $(STAMP)
+
+runtime: $(RUNTIME_STAMP)
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall only when the packaging metadata (or this file's pins) changed since the last install.
-$(STAMP): pyproject.toml setup.cfg Makefile constraints.txt | $(BIN)/python
+$(RUNTIME_STAMP): pyproject.toml setup.cfg Makefile constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt -e .
+	touch $@
+
+$(STAMP): $(RUNTIME_STAMP)
 	$(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt -e '.[test]' '$(DBOS_SDK)'
 	touch $@
 
-run: venv
+# Relay only (no test extras, no DBOS SDK); `relay` is then .venv/bin/relay.
+run: runtime
 	$(BIN)/relay serve $(RELAY_ARGS)
 
 # System packages the tests need, from Debian's archive (CI runs as root on a fresh Debian 12 machine that has

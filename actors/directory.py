@@ -59,6 +59,11 @@ class Directory:
                 if not refs:
                     del self._by_key[(org, key_name)]
 
+    def connections(self) -> list[pykka.ActorRef[Any]]:
+        """Every executor socket's actor on this instance."""
+        with self._lock:
+            return [ref for refs in self._by_key.values() for ref in refs]
+
     def connections_of_key(self, org: str, key_name: str) -> list[pykka.ActorRef[Any]]:
         with self._lock:
             return list(self._by_key.get((org, key_name), ()))

@@ -197,6 +197,9 @@ class ExecutorActor(DrainedActor):
             self._close_for_liveness(message["liveness_failed"])
         elif "close" in message:
             self._close(1000, str(message["close"]))
+        elif "going_away" in message:  # Relay stops: 1001 tells the SDK to reconnect (here or to a peer)
+            self.close_reason = self.close_reason or "relay stopping"
+            self._close(1001, str(message["going_away"]))
         elif "record_disconnect" in message and self._record_disconnect(first=False):
             self.stop()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
+from uuid import UUID
 
 import pykka
 
@@ -87,6 +89,10 @@ class InstanceActor(pykka.ThreadingActor):
         self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str], by: str = "relay"
     ) -> Organization:
         return self.ctx.log.issue_key(org, key_name, key_hash, apps, permissions, self.ctx.clock(), by)
+
+    def record_operation(self, operation_id: UUID, **fields: Any) -> None:
+        """The audit trail's entry for one control-plane action (events/operation.py)."""
+        self.ctx.log.record_operation(operation_id, self.ctx.clock(), **fields)
 
     def revoke_key(self, org: str, key_name: str, by: str = "relay") -> int:
         """Revoke a key and close every socket that connected with it; return how many were closed."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections import defaultdict
 from typing import Any
 
@@ -197,6 +198,17 @@ class Runtime:
         if self.runner.last_error:
             return False, self.runner.last_error
         return True, "ok"
+
+    def close_executors(self, timeout: float = 3.0) -> int:
+        """Going away: send every executor socket of this instance a close frame (1001) and wait, at most
+        `timeout` s, for them to be closed and their disconnects recorded. Returns how many were still open."""
+        for ref in self.directory.connections():
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell({"going_away": "Relay is shutting down"})
+        deadline = time.monotonic() + timeout
+        while self.directory.connections() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return len(self.directory.connections())
 
     def stop(self) -> None:
         if self.instance is not None:

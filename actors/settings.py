@@ -6,6 +6,7 @@ import math
 import os
 import secrets
 import socket
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,111 @@ class ConfigError(ValueError):
     """A setting with a value Relay cannot use; the message names the variable, never its value."""
 
 
-def _float(env: dict[str, str], name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
+@dataclass(frozen=True)
+class EnvSetting:
+    """One RELAY_* variable: its default as written in the environment ("" when it has none, or when it is
+    derived: then ``meaning`` says from what) and what it means. `relay serve --help` and the README's table
+    are rendered from ENV_SETTINGS, and `Settings.from_env` takes its defaults from it."""
+
+    name: str
+    default: str
+    meaning: str
+
+
+ENV_SETTINGS: tuple[EnvSetting, ...] = (
+    EnvSetting("RELAY_HOST", "127.0.0.1", "where `relay serve` listens (HTTP API, console, `/websocket/...`)"),
+    EnvSetting("RELAY_PORT", "8090", "the port it listens on"),
+    EnvSetting("RELAY_DATA_DIR", "relay-data",
+               "the embedded SQLite store (event log + views) and the generated admin token"),
+    EnvSetting("RELAY_DATABASE_URL", "",
+               "`postgresql://user:pass@host:port/db`: use PostgreSQL instead of SQLite"),
+    EnvSetting("RELAY_DATABASE_SCHEMA", "public", "the PostgreSQL schema Relay's tables live in"),
+    EnvSetting("RELAY_ADMIN_TOKEN", "",
+               "bootstrap bearer token with every permission (else generated into RELAY_DATA_DIR/admin_token)"),
+    EnvSetting("RELAY_DEFAULT_ORG", "local", "the organization Relay starts with (Conductor's no-auth name)"),
+    EnvSetting("RELAY_INSTANCE_ID", "", "this instance's identity (default: hostname:port)"),
+    EnvSetting("RELAY_ADVERTISE_ADDRESS", "", "the address peers reach this instance at (default: RELAY_HOST)"),
+    EnvSetting("RELAY_HEARTBEAT_INTERVAL_S", "2", "HA: how often an instance beats in the shared instances table"),
+    EnvSetting("RELAY_INSTANCE_TIMEOUT_S", "10",
+               "HA: how long a silent instance has before one survivor adopts its executors (timers, recoveries)"),
+    EnvSetting("RELAY_FORWARD_SECRET", "",
+               "HA: shared by every instance; signs (HMAC-SHA256) the calls an instance forwards to "
+               "`POST /internal/v1/forward/{appID}` on the instance an executor is connected to. Unset: no "
+               "forwarding (an instance only reaches its own executors)"),
+    EnvSetting("RELAY_REQUEST_TIMEOUT_S", "30", "how long an API call waits for an executor's answer (then 504)"),
+    EnvSetting("RELAY_PING_INTERVAL_S", "10", "executor liveness: how often executors are pinged"),
+    EnvSetting("RELAY_PONG_TIMEOUT_S", "25", "executor liveness: how long an executor may go without answering"),
+    EnvSetting("RELAY_MAX_FRAME_BYTES", "67108864",
+               "the largest WebSocket message accepted from an executor (64 MiB); a larger one closes that "
+               "socket (1009)"),
+    EnvSetting("RELAY_HANDSHAKE_TIMEOUT_S", "10",
+               "how long a new connection may take to complete its TLS handshake and send its HTTP request, "
+               "and a new socket to answer `executor_info` (then it is closed)"),
+    EnvSetting("RELAY_MAX_INFLIGHT_PER_EXECUTOR", "256",
+               "API requests one executor may have unanswered; past it the API answers 429, naming the limit"),
+    EnvSetting("RELAY_MAX_CONNECTIONS", "1000",
+               "executor WebSockets open at once; past it the handshake is refused with 503 and `Retry-After` "
+               "(keep it below the process's file-descriptor limit)"),
+    EnvSetting("RELAY_MAX_HANDSHAKES_IN_FLIGHT", "256",
+               "executor handshakes in progress at once (until the executor has answered `executor_info`); "
+               "past it the upgrade is refused with 503 and `Retry-After: 1`"),
+    EnvSetting("RELAY_HANDSHAKE_FAILURES_PER_MIN", "30",
+               "failed executor handshakes (401/403) in a minute, counted per source address, application and key "
+               "(a fingerprint; the key is never kept): past it that key from that address gets 429 with "
+               "`Retry-After` before it is looked up, and other failing keys from the address get 429 instead of "
+               "401/403. A valid key is never refused for other keys' failures (one stale executor behind NAT "
+               "does not lock out the fleet); a lockout is logged once, naming the application (counted in "
+               "memory, per instance)"),
+    EnvSetting("RELAY_TLS_CERT", "",
+               "PEM certificate (chain): `relay serve` speaks https:// and wss:// (TLS 1.2 or later) on its one "
+               "port; set with RELAY_TLS_KEY (both or neither)"),
+    EnvSetting("RELAY_TLS_KEY", "", "PEM private key of RELAY_TLS_CERT"),
+    EnvSetting("RELAY_CA_FILE", "",
+               "a PEM CA (or self-signed certificate) trusted besides the system's: by the CLI, and for https "
+               "to peer instances (reached at their RELAY_ADVERTISE_ADDRESS, which their certificate must name)"),
+    EnvSetting("RELAY_RECOVERY_TIMEOUT_S", "30",
+               "how long a peer may take to answer `recovery` before the next one is tried"),
+    EnvSetting("RELAY_RECOVERY_MAX_PER_PEER", "4", "recoveries one peer runs at once; more dead executors queue"),
+    EnvSetting("RELAY_ALERT_INTERVAL_S", "30",
+               "how often each application's alerting rules are evaluated (one firing per rule per interval)"),
+    EnvSetting("RELAY_RETENTION_INTERVAL_S", "300",
+               "how often `retention` is sent to one executor of an app with `gcRowsThreshold`, "
+               "`gcTimeThresholdMs` or `globalTimeoutMs` set"),
+    EnvSetting("RELAY_ALERT_WEBHOOK_URL", "", "optional: POST every alert there as JSON"),
+    EnvSetting("RELAY_ALERT_WEBHOOK_SECRET", "",
+               "optional: sign the webhook's POSTs (`X-Relay-Signature: sha256=HMAC(secret, "
+               "\"<X-Relay-Timestamp>.<body>\")`); the secret itself is never sent"),
+    EnvSetting("RELAY_ALERT_WEBHOOK_TIMEOUT_S", "5", "the timeout of one webhook POST"),
+    EnvSetting("RELAY_ALERT_WEBHOOK_ATTEMPTS", "3",
+               "webhook attempts (backoff 0.5 s, 1 s, ...; 5xx, 429 and network errors are retried)"),
+)
+_DEFAULTS = {setting.name: setting.default for setting in ENV_SETTINGS}
+
+
+def settings_help(width: int = 100) -> str:
+    """ENV_SETTINGS as `relay serve --help` lists them: name [default], then the meaning, indented."""
+    lines = ["settings (environment variables, [default]):"]
+    for setting in ENV_SETTINGS:
+        lines.append(f"  {setting.name}" + (f" [{setting.default}]" if setting.default else ""))
+        lines += textwrap.wrap(setting.meaning.replace("`", ""), width, initial_indent=" " * 6,
+                               subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+def settings_table() -> str:
+    """ENV_SETTINGS as the README's Markdown table."""
+    rows = ["| variable | meaning |", "|---|---|"]
+    rows += [f"| `{s.name}`{f' [{s.default}]' if s.default else ''} | {s.meaning} |" for s in ENV_SETTINGS]
+    return "\n".join(rows) + "\n"
+
+
+def _text(env: dict[str, str], name: str) -> str:
+    """The variable's value, or its declared default when unset or empty."""
+    return env.get(name) or _DEFAULTS[name]
+
+
+def _float(env: dict[str, str], name: str) -> float:
+    raw = _text(env, name)
     try:
         value = float(raw)
     except ValueError:
@@ -36,10 +138,8 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
     return value
 
 
-def _int(env: dict[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
+def _int(env: dict[str, str], name: str) -> int:
+    raw = _text(env, name)
     try:
         value = int(raw)
     except ValueError:
@@ -72,12 +172,12 @@ def _alerting(env: dict[str, str]) -> dict[str, Any]:
     if url is not None and urlparse(url).scheme not in ("http", "https"):
         raise ConfigError("RELAY_ALERT_WEBHOOK_URL must be an http:// or https:// URL")
     return {
-        "alert_interval_s": _float(env, "RELAY_ALERT_INTERVAL_S", 30.0),
-        "retention_interval_s": _float(env, "RELAY_RETENTION_INTERVAL_S", 300.0),
+        "alert_interval_s": _float(env, "RELAY_ALERT_INTERVAL_S"),
+        "retention_interval_s": _float(env, "RELAY_RETENTION_INTERVAL_S"),
         "alert_webhook_url": url,
         "alert_webhook_secret": env.get("RELAY_ALERT_WEBHOOK_SECRET") or None,
-        "alert_webhook_timeout_s": _float(env, "RELAY_ALERT_WEBHOOK_TIMEOUT_S", 5.0),
-        "alert_webhook_attempts": _int(env, "RELAY_ALERT_WEBHOOK_ATTEMPTS", 3),
+        "alert_webhook_timeout_s": _float(env, "RELAY_ALERT_WEBHOOK_TIMEOUT_S"),
+        "alert_webhook_attempts": _int(env, "RELAY_ALERT_WEBHOOK_ATTEMPTS"),
     }
 
 
@@ -120,23 +220,23 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
-        port = _int(env, "RELAY_PORT", 8090)
+        port = _int(env, "RELAY_PORT")
         if port > 65535:
             raise ConfigError("RELAY_PORT is out of range")
-        host = env.get("RELAY_HOST") or "127.0.0.1"
+        host = _text(env, "RELAY_HOST")
         limits = Limits(
-            max_frame_bytes=_int(env, "RELAY_MAX_FRAME_BYTES", 64 * 1024 * 1024),
-            request_timeout_s=_float(env, "RELAY_REQUEST_TIMEOUT_S", 30.0),
-            handshake_timeout_s=_float(env, "RELAY_HANDSHAKE_TIMEOUT_S", 10.0),
-            ping_interval_s=_float(env, "RELAY_PING_INTERVAL_S", 10.0),
-            pong_timeout_s=_float(env, "RELAY_PONG_TIMEOUT_S", 25.0),
-            recovery_timeout_s=_float(env, "RELAY_RECOVERY_TIMEOUT_S", 30.0),
-            max_inflight_per_executor=_int(env, "RELAY_MAX_INFLIGHT_PER_EXECUTOR", 256),
-            recovery_max_per_peer=_int(env, "RELAY_RECOVERY_MAX_PER_PEER", 4),
+            max_frame_bytes=_int(env, "RELAY_MAX_FRAME_BYTES"),
+            request_timeout_s=_float(env, "RELAY_REQUEST_TIMEOUT_S"),
+            handshake_timeout_s=_float(env, "RELAY_HANDSHAKE_TIMEOUT_S"),
+            ping_interval_s=_float(env, "RELAY_PING_INTERVAL_S"),
+            pong_timeout_s=_float(env, "RELAY_PONG_TIMEOUT_S"),
+            recovery_timeout_s=_float(env, "RELAY_RECOVERY_TIMEOUT_S"),
+            max_inflight_per_executor=_int(env, "RELAY_MAX_INFLIGHT_PER_EXECUTOR"),
+            recovery_max_per_peer=_int(env, "RELAY_RECOVERY_MAX_PER_PEER"),
         )
         tls_cert, tls_key = _tls_files(env)
-        heartbeat_interval_s = _float(env, "RELAY_HEARTBEAT_INTERVAL_S", 2.0)
-        instance_timeout_s = _float(env, "RELAY_INSTANCE_TIMEOUT_S", 10.0)
+        heartbeat_interval_s = _float(env, "RELAY_HEARTBEAT_INTERVAL_S")
+        instance_timeout_s = _float(env, "RELAY_INSTANCE_TIMEOUT_S")
         if instance_timeout_s <= heartbeat_interval_s:
             raise ConfigError("RELAY_INSTANCE_TIMEOUT_S must be longer than RELAY_HEARTBEAT_INTERVAL_S")
         url = env.get("RELAY_DATABASE_URL") or None
@@ -145,20 +245,20 @@ class Settings:
         return cls(
             host=host,
             port=port,
-            data_dir=Path(env.get("RELAY_DATA_DIR") or "relay-data"),
+            data_dir=Path(_text(env, "RELAY_DATA_DIR")),
             database_url=url,
-            database_schema=env.get("RELAY_DATABASE_SCHEMA") or "public",
+            database_schema=_text(env, "RELAY_DATABASE_SCHEMA"),
             admin_token=env.get("RELAY_ADMIN_TOKEN") or None,
-            default_org=env.get("RELAY_DEFAULT_ORG") or "local",
+            default_org=_text(env, "RELAY_DEFAULT_ORG"),
             instance_id=env.get("RELAY_INSTANCE_ID") or f"{socket.gethostname()}:{port}",
             advertise_address=env.get("RELAY_ADVERTISE_ADDRESS") or host,
             forward_secret=env.get("RELAY_FORWARD_SECRET") or None,
             heartbeat_interval_s=heartbeat_interval_s,
             instance_timeout_s=instance_timeout_s,
             limits=limits,
-            handshake_failures_per_min=_int(env, "RELAY_HANDSHAKE_FAILURES_PER_MIN", 30),
-            max_connections=_int(env, "RELAY_MAX_CONNECTIONS", 1000),
-            max_handshakes_in_flight=_int(env, "RELAY_MAX_HANDSHAKES_IN_FLIGHT", 256),
+            handshake_failures_per_min=_int(env, "RELAY_HANDSHAKE_FAILURES_PER_MIN"),
+            max_connections=_int(env, "RELAY_MAX_CONNECTIONS"),
+            max_handshakes_in_flight=_int(env, "RELAY_MAX_HANDSHAKES_IN_FLIGHT"),
             tls_cert=tls_cert,
             tls_key=tls_key,
             ca_file=_ca_file(env),

@@ -23,6 +23,7 @@ from relay.events.executor import Executor, ExecutorInfo
 from relay.events.ids import app_id, executor_id, instance_id, organization_id
 from relay.events.instance import RelayInstance
 from relay.events.names import check_app_name
+from relay.events.operation import Operation
 from relay.events.organization import Organization
 from relay.events.retention import RetentionRun, retention_run_id
 from relay.events.topics import register_moved_topics
@@ -362,3 +363,11 @@ class RelayLog(Application[UUID]):
             return found
 
         return self._update(retention_run_id(org, app, slot), RetentionRun, change)
+
+    # -- operations (the audit trail of control-plane actions) ------------------------------------
+    def record_operation(self, operation_id: UUID, at: datetime, **fields: Any) -> Operation:
+        """A new aggregate per action (ids are drawn per request): nothing to load, nothing to contend on."""
+        recorded = Operation.perform(operation_id, at=at, **fields)
+        recordings = self.save(recorded)
+        self._appended([r.notification.id for r in recordings])
+        return recorded

@@ -29,6 +29,7 @@ def _subject_of(kind: str, e: Any) -> tuple[str | None, str | None, str | None] 
         "AlertingRule": lambda: e.rule_id,
         "Alert": lambda: f"{e.rule_id}#{e.sequence}",
         "RetentionRun": lambda: str(e.slot),
+        "Operation": lambda: e.targets[0] if e.targets else e.operation,
     }.get(kind)
     if subject is None:
         return None
@@ -42,6 +43,7 @@ class AuditSchema:
         "CREATE TABLE IF NOT EXISTS {s}relay_audit (position BIGINT PRIMARY KEY, at TEXT, recorded_at TEXT, "
         "kind TEXT NOT NULL, event TEXT NOT NULL, org TEXT, app TEXT, subject TEXT, details TEXT NOT NULL)",
         "CREATE INDEX IF NOT EXISTS relay_audit_app ON {s}relay_audit (org, app, position)",
+        "CREATE INDEX IF NOT EXISTS relay_audit_kind ON {s}relay_audit (kind, org, position)",
         "CREATE TABLE IF NOT EXISTS {s}relay_audit_subjects (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
         "org TEXT, app TEXT, subject TEXT)",
     )
@@ -150,3 +152,11 @@ class AuditQueries:
         for row in rows:
             row["details"] = json.loads(row["details"])
         return rows
+
+    def first_position(self, *, org: str, kind: str) -> int | None:
+        """The position of the organization's first entry of aggregate `kind`, if any."""
+        with self.store.transaction(commit=False) as sql:
+            row = sql.one(
+                "SELECT MIN(position) AS first FROM {s}relay_audit WHERE kind = ? AND org = ?", (kind, org)
+            )
+        return None if row is None or row["first"] is None else int(row["first"])

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
+import psycopg
 from eventsourcing.persistence import Tracking
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
@@ -28,6 +29,7 @@ from relay.projections.eventsourcing_recorders import (
 )
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+SQLITE_LOG_FILE = "events.sqlite"
 
 @dataclass(frozen=True)
 class StoreConfig:
@@ -49,6 +51,17 @@ class StoreConfig:
         parts = urlparse(self.database_url)
         return f"postgresql://{parts.hostname}:{parts.port or 5432}{parts.path} (schema {self.schema})"
 
+    def log_exists(self, events_table: str) -> bool:
+        """Whether the event log is there (without creating anything): the SQLite file, or the log's table in
+        the schema. Raises psycopg.Error when the PostgreSQL database cannot be reached."""
+        if self.database_url is None:
+            return (self.data_dir / SQLITE_LOG_FILE).is_file()
+        p = self.postgres_params()
+        with psycopg.connect(dbname=p["dbname"], host=p["host"], port=p["port"], user=p["user"],
+                             password=p["password"], connect_timeout=5) as conn:
+            row = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.{events_table}",)).fetchone()
+        return row is not None and row[0] is not None
+
     def postgres_params(self) -> dict[str, str]:
         assert self.database_url is not None
         parts = urlparse(self.database_url)
@@ -69,7 +82,7 @@ class StoreConfig:
             return {
                 # eventsourcing.sqlite, tuned
                 "PERSISTENCE_MODULE": "relay.projections.eventsourcing_recorders:RelaySQLiteFactory",
-                "SQLITE_DBNAME": str(self.data_dir / "events.sqlite"),
+                "SQLITE_DBNAME": str(self.data_dir / SQLITE_LOG_FILE),
                 "SQLITE_LOCK_TIMEOUT": "30",
                 "SQLITE_SYNCHRONOUS": self.sqlite_synchronous,
             }

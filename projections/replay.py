@@ -24,20 +24,23 @@ class ReplayReport:
 
 
 def rebuild(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], None]) -> ReplayReport:
-    """Empty the live views and fold the whole log into them again. A running server's projector
-    may race us; tracking makes sure each event still lands once."""
+    """Empty the live views and fold the whole log into them again; `progress` gets, after each batch, the log
+    position every view has reached (events, not events times views). A running server's projector may race us
+    and tracking makes sure each event still lands once, but until the rebuild is done that server serves
+    from emptied views (no apps, no keys: handshakes refused): the CLI refuses to rebuild beside one."""
     views = Views(config, relay_log)
     try:
         for projector in views.projectors:
             projector.view.reset(relay_log.name)
-        events = views.catch_up(progress=progress, batch_size=REPLAY_BATCH_SIZE)
+        events = views.catch_up(reached=progress, batch_size=REPLAY_BATCH_SIZE)
         return ReplayReport(events=events, position=views.position())
     finally:
         views.close()
 
 
 def verify(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], None]) -> ReplayReport:
-    """Rebuild into scratch views and compare them with the live ones at the same position."""
+    """Rebuild into scratch views and compare them with the live ones at the same position (`progress`: as for
+    `rebuild`). The live views are only read, so this is safe beside a running server."""
     live = Views(config, relay_log)
     scratch_dir = None if config.is_postgres else tempfile.mkdtemp(prefix="relay-replay-")
     location = scratch_dir or f"relay_replay_{uuid.uuid4().hex[:12]}"
@@ -50,7 +53,7 @@ def verify(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], N
             if [p.position() for p in live.projectors] != before:
                 continue  # the live views moved while we read them: read again
             differences: list[str] = []
-            events += scratch.catch_up(stops=before, progress=progress, batch_size=REPLAY_BATCH_SIZE)
+            events += scratch.catch_up(stops=before, reached=progress, batch_size=REPLAY_BATCH_SIZE)
             for projector, stop, expected in zip(scratch.projectors, before, dumps, strict=True):
                 if projector.position() != stop:
                     differences.append(f"{projector.name}: rebuilt to {projector.position()}, live at {stop}")

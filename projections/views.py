@@ -34,7 +34,7 @@ class Views:
     """Every view of SCHEMAS, each with its own store, projector and tracking position; `location` builds
     them elsewhere (for replay)."""
 
-    COUNT = len(SCHEMAS)  # how many views a replay rebuilds (its progress counts events per view)
+    COUNT = len(SCHEMAS)  # how many views a replay rebuilds
 
     def __init__(self, config: StoreConfig, relay_log: RelayLog, *, location: str | None = None) -> None:
         self.log = relay_log

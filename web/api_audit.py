@@ -1,7 +1,8 @@
 """GET /v2/orgs/{org}/audit-logs: Conductor's audit log, served from Relay's event log.
 
-Entries are the operations someone asked for (events that record `by`): application and API key
-changes. Executor lifecycle events are not operations; they are in /relay/v1/events.
+Entries are the operations someone asked for: `Operation` events (web/audit_trail.py records one per API
+call or console action that changes something, with who, from where, on what, and the outcome). Executor
+lifecycle events are not operations; they are in /relay/v1/events.
 """
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def _subject(by: str) -> dict[str, str]:
     return {"type": "user", "id": by, "display": by}
 
 
+def _operation_target(details: dict[str, Any]) -> dict[str, str]:
+    """An operation's target: what its first target id is, by the kind of operation."""
+    name, targets = str(details.get("operation", "")), details.get("targets") or []
+    for word, kind in (("Workflow", "workflow"), ("Schedule", "schedule"), ("Token", "token"),
+                       ("AlertingRule", "alerting_rule")):
+        if word in name and targets:
+            return {"type": kind, "id": str(targets[0])}
+    if details.get("app"):
+        return {"type": "application", "id": str(details["app"])}
+    return {"type": "organization", "id": str(details.get("org") or "")}
+
+
 def _target(row: dict[str, Any]) -> dict[str, str]:
     details = row["details"]
     if "key_name" in details:
@@ -51,7 +64,20 @@ def _target(row: dict[str, Any]) -> dict[str, str]:
 
 
 def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """An `Operation` event (events/operation.py) as Conductor's AuditLogEntry; an older log's change events
+    that name who made them (`by`) too."""
     details = dict(row["details"])
+    if row["kind"] == "Operation":
+        return {
+            "id": str(row["position"]),
+            "emitTime": row["at"] or row["recorded_at"],
+            "operation": details["operation"],
+            "status": details["outcome"],
+            "subject": _subject(str(details["by"])),
+            "target": _operation_target(details),
+            "sourceIp": str(details.get("source") or ""),
+            "details": {k: details.get(k) for k in ("app", "via", "targets", "more_targets", "status", "detail")},
+        }
     by = str(details.pop("by", "relay"))
     return {
         "id": str(row["position"]),
@@ -65,6 +91,14 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _listed(row: dict[str, Any], operations_since: int | None) -> bool:
+    """Operations are the audit log. Change events that name who made them stand in for the operations of
+    a log written before Relay recorded operations (before its first one), not beside them (twice)."""
+    if row["kind"] == "Operation":
+        return True
+    return "by" in row["details"] and (operations_since is None or row["position"] < operations_since)
+
+
 @bp.get("/v2/orgs/<org>/audit-logs")
 @operation("listAuditLogs", summary="List audit logs", tag="Audit", returns="AuditLogEntry[]",
            query=(query("startTime", "string", "date-time"), query("endTime", "string", "date-time"),
@@ -72,6 +106,7 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
                   query("limit", "integer", "int64"), query("offset", "integer", "int64")))
 def list_audit_logs(org: str) -> Response:
     authorize("organization.read", org)
+    runtime().wait_for_views()  # read-your-writes: the caller's own last action is listed
     start, end = _time_arg("startTime"), _time_arg("endTime")
     limit = int_arg("limit", 100, minimum=1, maximum=1000)
     offset = int_arg("offset", 0, maximum=1_000_000)
@@ -79,7 +114,8 @@ def list_audit_logs(org: str) -> Response:
     rows = runtime().views.audit.entries(
         org=org, start_time=start, end_time=end, limit=_SCAN_LIMIT, newest_first=True
     )
-    entries = [audit_entry(r) for r in rows if "by" in r["details"]]
+    operations_since = runtime().views.audit.first_position(org=org, kind="Operation")
+    entries = [audit_entry(r) for r in rows if _listed(r, operations_since)]
     if operation:
         entries = [e for e in entries if e["operation"] == operation]
     if subject:

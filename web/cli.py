@@ -9,14 +9,18 @@ import http.client
 import json
 import logging
 import os
+import signal
 import ssl
 import sys
+import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from relay.actors.http_client import HttpClient, UnreachableError
 from relay.actors.settings import ConfigError, Settings
+from relay.web.cli_parser import build_parser
 
 log = logging.getLogger("relay.cli")
 
@@ -113,6 +117,15 @@ def _api(target: Target, settings: Settings, method: str, path: str, body: dict[
     return json.loads(text) if text else None
 
 
+def _table(args: argparse.Namespace, header: tuple[str, ...], rows: list[tuple[Any, ...]], items: Any) -> None:
+    """A list command's answer: tab-separated under a header line, or (--output json) ``items`` as JSON."""
+    if args.output == "json":
+        print(json.dumps(items, indent=2, sort_keys=True, default=str))
+        return
+    for row in [header, *rows]:
+        print("\t".join(str(value) for value in row))
+
+
 def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
     org = args.org or settings.default_org
     target = Target(settings, args.url, args.cacert)
@@ -123,8 +136,9 @@ def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
         _api(target, settings, "DELETE", f"/v2/orgs/{org}/apps/{args.name}")
         print(f"application {org}/{args.name} deleted")
     else:
-        for app in _api(target, settings, "GET", f"/v2/orgs/{org}/apps"):
-            print(f"{app['name']}\t{app['status']}\texecutorTimeoutSecs={app['executorTimeoutSecs']}")
+        apps = _api(target, settings, "GET", f"/v2/orgs/{org}/apps")
+        rows = [(a["name"], a["status"], a["executorTimeoutSecs"]) for a in apps]
+        _table(args, ("NAME", "STATUS", "EXECUTOR_TIMEOUT_SECS"), rows, apps)
     return 0
 
 
@@ -142,30 +156,81 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
         _api(target, settings, "DELETE", f"/v2/orgs/{org}/tokens/{args.name}")
         print(f"API key {args.name} revoked")
     else:
-        for key in _api(target, settings, "GET", f"/v2/orgs/{org}/tokens"):
-            apps = ",".join(key["appIds"]) or "*"
-            print(f"{key['tokenName']}\tapps={apps}\t{','.join(key['permissions'])}\t{key['createdAt']}")
+        keys = _api(target, settings, "GET", f"/v2/orgs/{org}/tokens")
+        rows = [(k["tokenName"], ",".join(k["appIds"]) or "*", ",".join(k["permissions"]), k["createdAt"])
+                for k in keys]
+        _table(args, ("NAME", "APPS", "PERMISSIONS", "CREATED_AT"), rows, keys)
     return 0
 
 
 # -- working on the store directly ----------------------------------------------------------------
+# Why these refuse a missing store: opening the log creates an empty one, and then `events` printed nothing and
+# `replay` reported success: an operator in the wrong folder (or with the wrong RELAY_DATABASE_URL) was told
+# all is well about a store that is not theirs.
+def _open_store(settings: Settings, command: str, beside_server: str,
+                ready: Callable[[], None] | None = None) -> None:
+    """Refuse a store that is not there (creating nothing), and what ``ready`` refuses; then say on stderr which
+    store is opened (never a password) and whether running beside a live `relay serve` is safe."""
+    import psycopg
+
+    from relay.events.log import RelayLog
+    from relay.projections.backend import SQLITE_LOG_FILE
+
+    store = settings.store
+    try:
+        exists = store.log_exists(f"{RelayLog.name}_events")
+    except psycopg.Error as error:
+        raise CliError(f"cannot open the store {store.describe()} ({error.__class__.__name__}); "
+                       "is RELAY_DATABASE_URL that of your relay serve?") from None
+    if not exists:
+        where = "RELAY_DATABASE_URL/RELAY_DATABASE_SCHEMA" if store.is_postgres else "RELAY_DATA_DIR"
+        raise CliError(f"no Relay event log in {store.describe()}: nothing was opened or created; set {where} "
+                       "to the store of your relay serve (or run this where its relay-data is)")
+    if ready is not None:
+        ready()
+    where = store.describe() if store.is_postgres else f"sqlite:{(store.data_dir / SQLITE_LOG_FILE).resolve()}"
+    print(f"relay {command}: store {where}; {beside_server}", file=sys.stderr)
+
+
+def _live_instances(settings: Settings) -> list[str]:
+    """Instances whose heartbeat is fresh (within RELAY_INSTANCE_TIMEOUT_S): a `relay serve` on this store.
+    A clean stop zeroes its beat, so only a running (or just killed) server counts."""
+    from relay.actors.heartbeats import InstanceTable
+
+    table = InstanceTable(settings.store)
+    try:
+        rows = table.rows()
+    finally:
+        table.close()
+    now = time.time()
+    return [str(r["instance"]) for r in rows if now - float(r["heartbeat_at"]) <= settings.instance_timeout_s]
+
+
+def _refuse_live_server(settings: Settings) -> None:
+    live = _live_instances(settings)
+    if live:
+        # A rebuild empties the views the server answers from (apps, keys, executors) until it is done.
+        raise CliError(f"relay serve is running on this store ({', '.join(live)}): stop it first (a rebuild "
+                       "empties the views it serves from), or use `relay replay --verify`, which is safe "
+                       "beside it; a server killed less than RELAY_INSTANCE_TIMEOUT_S "
+                       f"({settings.instance_timeout_s:g} s) ago counts as running")
+
+
 class _Progress:
-    """A progress bar on stderr: events applied out of the log's length."""
+    """A progress bar on stderr: the log position every view has reached, out of the log's last position."""
 
     def __init__(self, total: int, label: str) -> None:
         self.total = max(total, 1)
-        self.done = 0
         self.label = label
         self._last = 0.0
 
-    def __call__(self, count: int) -> None:
-        self.done += count
+    def __call__(self, position: int) -> None:
         now = time.monotonic()
-        if now - self._last > 0.1 or self.done >= self.total:
+        if now - self._last > 0.1 or position >= self.total:
             self._last = now
-            fraction = min(self.done / self.total, 1.0)
+            fraction = min(position / self.total, 1.0)
             bar = "#" * int(fraction * 30)
-            sys.stderr.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} events")
+            sys.stderr.write(f"\r{self.label} [{bar:<30}] {min(position, self.total)}/{self.total} events")
             sys.stderr.flush()
 
     def finish(self) -> None:
@@ -176,13 +241,18 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     from relay.actors.runtime import install_third_party
     from relay.events.log import RelayLog
     from relay.projections.replay import rebuild, verify
-    from relay.projections.views import Views
 
+    if args.verify:
+        _open_store(settings, "replay --verify",
+                    "safe beside a running relay serve (its views are only read; the rebuild goes aside)")
+    else:
+        _open_store(settings, "replay", "rebuilding the views in place (no relay serve runs on it)",
+                    lambda: _refuse_live_server(settings))
     install_third_party()
     relay_log = RelayLog(env=settings.store.event_store_env())
     try:
         total = relay_log.recorder.max_notification_id() or 0
-        progress = _Progress(total * Views.COUNT, "verifying" if args.verify else "replaying")
+        progress = _Progress(total, "verifying" if args.verify else "replaying")
         report = verify(settings.store, relay_log, progress) if args.verify else rebuild(
             settings.store, relay_log, progress
         )
@@ -201,30 +271,51 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+EVENT_COLUMNS = ("POSITION", "AT", "EVENT", "ORG/APP", "SUBJECT", "DETAILS")
+
+
+def _print_event(row: dict[str, Any], output: str) -> None:
+    if output == "json":  # JSON Lines: one object per event, so --follow streams too
+        print(json.dumps(row, sort_keys=True, default=str))
+        return
+    where = "/".join(p for p in (row["org"], row["app"]) if p) or "-"
+    details = json.dumps(row["details"], sort_keys=True, default=str)
+    print(f"{row['position']}\t{row['at']}\t{row['event']}\t{where}\t{row['subject'] or '-'}\t{details}")
+
+
 def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
     from relay.actors.runtime import install_third_party
     from relay.events.log import RelayLog
     from relay.projections.views import Views
 
+    _open_store(settings, "events", "reads the event log (bringing its audit view up to date, as a server does, "
+                "each event once): safe beside a running relay serve")
     install_third_party()
     relay_log = RelayLog(env=settings.store.event_store_env())
     views = Views(settings.store, relay_log)
+    # Only the audit view is read: only it is caught up (a server beside us keeps the others).
+    audit = next(p for p in views.projectors if p.name == "audit")
     since, start_time = 0, None
     if args.since:
         if args.since.isdigit():
             since = int(args.since)
         else:
             start_time = args.since
+    if args.output == "text":
+        print("\t".join(EVENT_COLUMNS))
+    # Ctrl-C ends --follow: the handler only sets this flag (a KeyboardInterrupt raised inside gevent's hub would
+    # be printed by it), the loop then closes the store and exits 130 (128 + SIGINT, as a shell reports it).
+    interrupted = threading.Event()
+    if args.follow:
+        signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     try:
-        while True:
-            views.catch_up()
+        while not interrupted.is_set():
+            audit.catch_up()
             rows = views.audit.entries(
                 app=args.app, org=args.org, event=args.type, since=since, start_time=start_time, limit=1000
             )
             for row in rows:
-                where = "/".join(p for p in (row["org"], row["app"]) if p) or "-"
-                details = json.dumps(row["details"], sort_keys=True, default=str)
-                print(f"{row['position']}\t{row['at']}\t{row['event']}\t{where}\t{row['subject'] or '-'}\t{details}")
+                _print_event(row, args.output)
                 since = row["position"]
             sys.stdout.flush()
             if not args.follow:
@@ -232,13 +323,11 @@ def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
                     break
                 continue
             if len(rows) < 1000:
-                time.sleep(1.0)
-    except KeyboardInterrupt:
-        pass
+                interrupted.wait(1.0)
     finally:
         views.close()
         relay_log.close()
-    return 0
+    return 130 if interrupted.is_set() else 0
 
 
 def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
@@ -249,39 +338,6 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
     if generated:
         print(f"admin token generated and stored in {settings.admin_token_path} (mode 0600)", file=sys.stderr)
     return serve(settings)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="relay", description="Self-hosted control plane for DBOS apps")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)")
-
-    apps = sub.add_parser("apps", help="register, list and delete applications (via the running server)")
-    apps.add_argument("action", choices=["create", "list", "delete"])
-    apps.add_argument("name", nargs="?")
-    apps.add_argument("--org")
-
-    keys = sub.add_parser("keys", help="create, list and revoke API keys (via the running server)")
-    keys.add_argument("action", choices=["create", "list", "revoke"])
-    keys.add_argument("name", nargs="?")
-    keys.add_argument("--org")
-    keys.add_argument("--app", action="append", help="limit the key to this application (repeatable)")
-    keys.add_argument("--permission", action="append", help="grant this permission (repeatable)")
-    for command in (apps, keys):
-        command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
-                             "RELAY_PORT, https when RELAY_TLS_CERT is set)")
-        command.add_argument("--cacert", help="a PEM CA file to trust for https (default RELAY_CA_FILE)")
-
-    replay = sub.add_parser("replay", help="rebuild every view from the event log")
-    replay.add_argument("--verify", action="store_true", help="rebuild aside and compare with the live views")
-
-    events = sub.add_parser("events", help="print the event log for audits")
-    events.add_argument("--app")
-    events.add_argument("--org")
-    events.add_argument("--type", help="an event (Executor.Connected) or an aggregate (Executor)")
-    events.add_argument("--since", help="a position, or an RFC 3339 time")
-    events.add_argument("--follow", action="store_true")
-    return parser
 
 
 COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "replay": cmd_replay, "events": cmd_events}
@@ -299,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CliError) as error:
         print(f"relay: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130  # Ctrl-C (e.g. ending `events --follow`): the shell's 128 + SIGINT, without a traceback
 
 
 if __name__ == "__main__":

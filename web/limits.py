@@ -1,11 +1,15 @@
 """Limits at the edge, counted in memory: failed executor handshakes per source address, and open executor
 sockets. Both are decided before a WebSocket upgrade (web/websocket.py ``check_handshake``).
 
-- ``HandshakeFailures``: a source address with ``limit`` failed handshakes (401/403) in the last
-  ``window_s`` seconds is answered 429 at the handshake, whatever key it sends, until the oldest of them
-  leaves the window (RELAY_HANDSHAKE_FAILURES_PER_MIN). Refusals for being blocked do not count as
-  failures, so an address that stops guessing gets in again after a minute. At most ``max_addresses``
-  addresses are tracked; past that, those that failed least recently are forgotten first.
+- ``HandshakeFailures``: a counter of failed handshakes (401/403) per key string over the last ``window_s``
+  seconds (RELAY_HANDSHAKE_FAILURES_PER_MIN). web/websocket.py counts each failure twice: under the source
+  address with the application and a fingerprint of the key it sent, and under the address alone. Past
+  ``limit``, the same (address, app, key) is answered 429 before its key is even looked up, and other failing
+  keys from the address get 429 instead of 401/403, but a valid key is never refused for other keys' failures:
+  behind NAT or a proxy, one stale executor must not lock out a fleet. Refusals for being blocked do not count
+  as failures, so a caller that stops failing gets in again after a minute. An episode (from the failure that
+  reaches the limit until the window holds none) is announced once (`failed` returns True once). At most
+  ``max_addresses`` keys are tracked; past that, those that failed least recently are forgotten first.
 - ``ConnectionSlots``: at most ``limit`` executor sockets at once (RELAY_MAX_CONNECTIONS); a handshake that
   finds none free is answered 503. A slot is taken before the upgrade and given back when the request
   that holds it ends, whether or not it was upgraded.
@@ -49,6 +53,7 @@ class HandshakeFailures:
         self.clock = clock
         self.max_addresses = max_addresses
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._announced: set[str] = set()  # keys whose current episode was announced (logged)
         self._lock = threading.Lock()
         self.refused = 0  # handshakes answered 429, for the record
 
@@ -60,6 +65,7 @@ class HandshakeFailures:
             times.popleft()
         if not times:
             del self._failures[address]
+            self._announced.discard(address)
             return None
         return times
 
@@ -75,7 +81,8 @@ class HandshakeFailures:
             return max(0.0, times[-self.limit] + self.window_s - now)
 
     def failed(self, address: str) -> bool:
-        """Count one failed handshake from ``address``; True when this one reached the limit."""
+        """Count one failed handshake under ``address``; True when this one starts an episode at the limit
+        (once per episode, so a caller retrying for an hour is announced once)."""
         with self._lock:
             now = self.clock()
             times = self._recent(address, now)
@@ -87,8 +94,12 @@ class HandshakeFailures:
             if len(times) > self.limit:  # more than enough to decide: keep the deque small
                 times.popleft()
             while len(self._failures) > self.max_addresses:
-                self._failures.popitem(last=False)
-            return len(times) == self.limit
+                forgotten, _ = self._failures.popitem(last=False)
+                self._announced.discard(forgotten)
+            if len(times) < self.limit or address in self._announced:
+                return False
+            self._announced.add(address)
+            return True
 
     def tracked(self) -> int:
         with self._lock:

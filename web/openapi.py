@@ -99,6 +99,11 @@ def _key(view: Callable[..., Any]) -> str:
     return f"{view.__module__}.{view.__qualname__}"
 
 
+def operation_of(view: Callable[..., Any]) -> Operation | None:
+    """What `@operation` said of a view, if anything."""
+    return _REGISTRY.get(_key(view))
+
+
 def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
     """Describe the decorated view (put it below the route decorator)."""
 

@@ -254,6 +254,10 @@ def serve(settings: Settings) -> int:
     sys.stdout.flush()
     stopping.wait()
     log.info("relay stopping")
+    server.close()  # no new connections: an executor told to go away must reconnect elsewhere, or to our successor
+    still_open = rt.close_executors()
+    if still_open:
+        log.warning("%d executor socket(s) did not close in time; dropping them", still_open)
     server.stop(timeout=5)
     rt.stop()
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import threading
@@ -122,7 +123,7 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
         return
     address = str(environ.get("REMOTE_ADDR", "?"))
     if edge is not None:
-        wait = edge.failures.retry_after(address)
+        wait = edge.failures.retry_after(_attempt(address, match))
         if wait is not None:
             environ["relay.ws_refusal"] = (429, TOO_MANY_FAILURES)
             environ["relay.ws_retry_after"] = retry_after_header(wait)
@@ -145,6 +146,29 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
                 ticket.release()
 
 
+def _attempt(address: str, match: re.Match[str]) -> str:
+    """What a lockout counts under: the address, the application and a fingerprint of the key (the key itself
+    is never kept), so one caller's failing key locks out that key only."""
+    fingerprint = hashlib.sha256(b"relay-handshake:" + match.group(2).encode()).hexdigest()[:24]
+    return f"{address} {match.group(1)} {fingerprint}"
+
+
+def _count_failure(edge: EdgeLimits, environ: dict[str, Any], address: str, app: str, match: re.Match[str]) -> None:
+    limit, window = edge.failures.limit, edge.failures.window_s
+    # An address already past the limit with failing keys is slowed down (429); a valid key was let in above.
+    wait = edge.failures.retry_after(address)
+    if wait is not None:
+        environ["relay.ws_refusal"] = (429, TOO_MANY_FAILURES)
+        environ["relay.ws_retry_after"] = retry_after_header(wait)
+    if edge.failures.failed(_attempt(address, match)):
+        log.warning("executor handshakes for application '%s' from %s with the same wrong key refused for a while "
+                    "(429): %d failed within %g s; other keys from this address still get in", app, address,
+                    limit, window)
+    if edge.failures.failed(address):
+        log.warning("executor handshakes from %s failing with several keys: wrong keys answered 429 for a while "
+                    "(%d failed within %g s); valid keys still get in", address, limit, window)
+
+
 def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | None, match: re.Match[str],
                      address: str) -> None:
     app, key = match.group(1), match.group(2)
@@ -161,9 +185,8 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
         return
     if refused:
         environ["relay.ws_refusal"] = (401 if principal is None else 403, REFUSED)
-        if edge is not None and edge.failures.failed(address):
-            log.warning("executor handshakes from %s refused for a while: %d failed within %g s",
-                        address, edge.failures.limit, edge.failures.window_s)
+        if edge is not None:
+            _count_failure(edge, environ, address, app, match)
         return
     if edge is not None:
         if not edge.slots.acquire():

@@ -17,6 +17,7 @@ from relay.web import (
     api_raw,
     api_relay,
     api_workflows,
+    audit_trail,
     console,
     openapi,
     websocket,
@@ -55,6 +56,7 @@ def create_app(rt: Runtime) -> Flask:
         app.register_blueprint(blueprint)
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
+    audit_trail.install(app)  # every action, API or console, recorded as an Operation event
 
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError) -> Response:

@@ -197,17 +197,19 @@ class FakeExecutor:
     def wait_closed(self, timeout: float = WS_TIMEOUT_S) -> int | None:
         """Read until Relay's close frame; return its close code (None for a close frame without one).
 
-        A connection dropped without a close frame fails the test."""
+        A connection dropped without a close frame fails the test. Frames are read raw (`recv_frame`): the
+        client's automatic close reply (`recv_data_frame`) races Relay closing the TCP connection right after its
+        close frame, and a broken pipe there would hide the code that did arrive."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             assert remaining > 0, "relay did not close the socket within the deadline"
             self.socket.settimeout(remaining)
             try:
-                opcode, frame = self.socket.recv_data_frame(control_frame=True)
+                frame = self.socket.recv_frame()
             except websocket.WebSocketTimeoutException:
                 continue
-            if opcode == websocket.ABNF.OPCODE_CLOSE:
+            if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
                 return close_code(frame.data)
 
     def close(self) -> None:

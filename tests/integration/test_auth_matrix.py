@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import socket
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ import pytest
 import requests
 
 from tests.integration.fake_executor import FakeExecutor, HandshakeRefusedError, create_key, register_app
-from tests.support.procs import RelayProcess
+from tests.support.ports import wait_until
+from tests.support.procs import ExecutorProcess, RelayProcess
 from tests.support.reliability_report import record
 
 pytestmark = pytest.mark.integration
@@ -315,6 +317,7 @@ def test_presented_secrets_are_compared_in_constant_time(monkeypatch: pytest.Mon
 # -- failed handshakes, rate-limited per address -------------------------------------------------------------------
 
 LIMIT = 5
+MINIMAL_APP = Path(__file__).resolve().parent / "executor_apps" / "minimal_app.py"
 
 
 def raw_handshake(relay: RelayProcess, path: str, source: str = "127.0.0.1") -> tuple[int, dict[str, str], bytes]:
@@ -341,36 +344,67 @@ def raw_handshake(relay: RelayProcess, path: str, source: str = "127.0.0.1") -> 
         return int(lines[0].split()[1]), headers, body
 
 
-def test_failed_handshakes_are_rate_limited_per_address() -> None:
+def test_failed_handshakes_are_rate_limited_per_address_and_key() -> None:
     env = {"RELAY_HANDSHAKE_FAILURES_PER_MIN": str(LIMIT)}
     with RelayProcess(env=env) as relay:
         register_app(relay, APP)
         key = create_key(relay, "rate-limited")
         good, bad = f"/websocket/{APP}/{key}", f"/websocket/{APP}/dbos_{secrets.token_urlsafe(32)}"
         assert raw_handshake(relay, good)[0] == 101  # a success does not count
-        for n in range(LIMIT):
-            status = raw_handshake(relay, bad if n % 2 else f"/websocket/no-such-app/{key}")[0]
-            assert status in (401, 403)
-            STATS["handshake failures"] += 1
-        # Past the limit: 429 for this address, whatever it sends, the good key included.
-        for path in (good, bad):
-            status, headers, body = raw_handshake(relay, path)
-            STATS["429"] += 1
-            assert status == 429, body
-            assert headers["content-type"] == "application/problem+json"
-            assert 1 <= int(headers["retry-after"]) <= 60
-            assert b"too many failed handshakes" in body and key.encode() not in body
-        # Another address is not affected, and neither is the HTTP API of the blocked one.
-        assert raw_handshake(relay, good, source="127.0.0.2")[0] == 101
-        assert relay.api("GET", f"/v2/orgs/local/apps/{APP}").status_code == 200
-        with FakeExecutor(relay, APP, key) as fake, pytest.raises(HandshakeRefusedError) as refused:
-            fake.connect()
-        assert refused.value.status == 429
-        # The second address has a limit of its own.
         for _ in range(LIMIT):
-            assert raw_handshake(relay, bad, source="127.0.0.2")[0] == 401
-        assert raw_handshake(relay, good, source="127.0.0.2")[0] == 429
-        assert raw_handshake(relay, good, source="127.0.0.3")[0] == 101
+            assert raw_handshake(relay, bad)[0] == 401
+            STATS["handshake failures"] += 1
+        # Past the limit: 429 for this key from this address, before it is even looked up ...
+        status, headers, body = raw_handshake(relay, bad)
+        STATS["429"] += 1
+        assert status == 429, body
+        assert headers["content-type"] == "application/problem+json"
+        assert 1 <= int(headers["retry-after"]) <= 60
+        assert b"too many failed handshakes" in body and key.encode() not in body
+        # ... but a valid key from the same address still gets in (behind NAT, a fleet shares one address).
+        assert raw_handshake(relay, good)[0] == 101
+        with FakeExecutor(relay, APP, key) as fake:
+            fake.connect()
+        # Other wrong keys from an address that keeps failing are slowed down (429), the valid one is not.
+        other = f"/websocket/{APP}/dbos_{secrets.token_urlsafe(32)}"
+        assert raw_handshake(relay, other)[0] == 429
+        assert raw_handshake(relay, good)[0] == 101
+        # Another address is not affected, and neither is the HTTP API of the failing one.
+        assert raw_handshake(relay, other, source="127.0.0.2")[0] == 401
+        assert relay.api("GET", f"/v2/orgs/local/apps/{APP}").status_code == 200
         text = relay.log_text()
-        assert text.count("refused for a while") == 2
-        assert key not in text
+        # One line per episode, naming the application, not one per refusal.
+        assert text.count(f"application '{APP}' from 127.0.0.1 with the same wrong key refused for a while") == 1
+        assert key not in text and bad.rsplit("/", 1)[1] not in text
+
+
+def test_a_stale_executor_retrying_a_wrong_key_does_not_lock_out_a_valid_one(tmp_path: Path) -> None:
+    """Issue 14: a real DBOS executor with a wrong key retries every second from 127.0.0.1; once it is locked
+    out, a valid executor from the same address connects at once (within 2 s), and a real valid DBOS executor
+    from the same address is HEALTHY as usual. The lockout is logged once."""
+    env = {"RELAY_HANDSHAKE_FAILURES_PER_MIN": str(LIMIT)}
+    with RelayProcess(env=env) as relay:
+        register_app(relay, APP)
+        key = create_key(relay, "valid-key")
+        executor_env = {"APP_NAME": APP, "CONDUCTOR_URL": relay.ws_url}
+        stale = ExecutorProcess(MINIMAL_APP, name="stale", cwd=tmp_path / "stale",
+                                env={**executor_env, "CONDUCTOR_KEY": f"dbos_{secrets.token_urlsafe(32)}"})
+        with stale.start():
+            lockout = f"application '{APP}' from 127.0.0.1 with the same wrong key refused for a while"
+            wait_until(lambda: lockout in relay.log_text(), 60, message="the stale executor was never locked out")
+            started = time.monotonic()
+            with FakeExecutor(relay, APP, key) as fake:
+                fake.connect()
+            assert time.monotonic() - started < 2.0
+            valid = ExecutorProcess(MINIMAL_APP, name="valid", cwd=tmp_path / "valid",
+                                    env={**executor_env, "CONDUCTOR_KEY": key})
+            with valid.start():
+                valid.wait_for_log("READY ", timeout=60)
+                wait_until(lambda: any(e["status"] == "HEALTHY" for e in
+                                       relay.api("GET", f"/v2/orgs/local/apps/{APP}/executors").json()),
+                           30, message="the valid executor never became HEALTHY")
+                # The stale one is still being refused (it retries every second): still one line.
+                refusals = relay.log_text().count(" 429 ")
+                wait_until(lambda: relay.log_text().count(" 429 ") > refusals + 1, 10,
+                           message="the stale executor stopped retrying")
+        assert relay.log_text().count(lockout) == 1

@@ -7,15 +7,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
+import signal
 import stat
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.ports import free_port
-from tests.support.procs import RelayProcess, run_cli
+from tests.support.procs import CLI_MODULE, RelayProcess, clean_env, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +50,10 @@ def failed(result: subprocess.CompletedProcess[str], message: str) -> str:
 
 
 def tsv(stdout: str) -> list[list[str]]:
-    return [line.split("\t") for line in stdout.splitlines() if line]
+    """A list command's rows, below its header line (checked: upper-case column names)."""
+    header, *rows = [line.split("\t") for line in stdout.splitlines() if line]
+    assert all(name == name.upper() for name in header), header
+    return rows
 
 
 # -- apps ------------------------------------------------------------------------------------------
@@ -54,7 +62,7 @@ def test_apps_create_list_delete(relay: RelayProcess) -> None:
     assert relay.api("GET", f"/v2/orgs/{ORG}/apps/cli-apps").status_code == 200
 
     rows = {row[0]: row for row in tsv(ok(relay.run_cli(["apps", "list"])))}
-    assert rows["cli-apps"][1:] == ["UNAVAILABLE", "executorTimeoutSecs=60"]
+    assert rows["cli-apps"][1:] == ["UNAVAILABLE", "60"]
 
     deleted = ok(relay.run_cli(["apps", "delete", "cli-apps", "--org", ORG]))
     assert deleted.strip() == f"application {ORG}/cli-apps deleted"
@@ -89,9 +97,9 @@ def test_keys_create_list_revoke(relay: RelayProcess) -> None:
     listed = ok(relay.run_cli(["keys", "list"]))
     assert key not in listed and narrow not in listed
     rows = {row[0]: row for row in tsv(listed)}
-    assert rows["cli-key"][1] == "apps=cli-keys-app"
+    assert rows["cli-key"][1] == "cli-keys-app"
     assert "websocket.connect" in rows["cli-key"][2].split(",")
-    assert rows["cli-key-ro"][1:3] == ["apps=*", "application.read"]
+    assert rows["cli-key-ro"][1:3] == ["*", "application.read"]
 
     assert ok(relay.run_cli(["keys", "revoke", "cli-key"])).strip() == "API key cli-key revoked"
     names = [t["tokenName"] for t in relay.api("GET", f"/v2/orgs/{ORG}/tokens").json()]
@@ -130,6 +138,93 @@ def test_events_lists_filters_and_skips(relay: RelayProcess) -> None:
     assert later, "events after the registration of cli-events-b are missing"
     assert all(int(row[0]) > since for row in later)
     assert [int(row[0]) for row in later] == [p for p in positions if p > since]
+
+
+def test_list_commands_answer_json(relay: RelayProcess) -> None:
+    assert relay.api("PUT", f"/v2/orgs/{ORG}/apps/cli-json-app", json={}).status_code == 204
+    issued = relay.api("POST", f"/v2/orgs/{ORG}/tokens/cli-json-key", json={"appNames": ["cli-json-app"]})
+    key = issued.json()["token"]
+
+    apps = json.loads(ok(relay.run_cli(["apps", "list", "--output", "json"])))
+    app = next(a for a in apps if a["name"] == "cli-json-app")
+    assert (app["status"], app["executorTimeoutSecs"]) == ("UNAVAILABLE", 60)
+
+    listed = ok(relay.run_cli(["keys", "list", "--output", "json"]))
+    assert key not in listed
+    keys = {k["tokenName"]: k for k in json.loads(listed)}
+    assert keys["cli-json-key"]["appIds"] == ["cli-json-app"]
+
+    # events: JSON Lines, one object per event (so --follow streams too), the same events as the text form.
+    lines = ok(relay.run_cli(["events", "--output", "json", "--app", "cli-json-app"])).splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["event"] for e in events] == ["App.Registered"]
+    assert events[0]["app"] == "cli-json-app" and isinstance(events[0]["position"], int)
+    text = tsv(ok(relay.run_cli(["events", "--app", "cli-json-app"])))
+    assert [int(row[0]) for row in text] == [e["position"] for e in events]
+
+
+# -- the store: which one, and whether beside a live server ------------------------------------------
+def test_store_commands_say_which_store_and_whether_safe_beside_the_server(relay: RelayProcess) -> None:
+    log_file = (relay.data_dir / "events.sqlite").resolve()
+    for args, safety in ((["events"], "safe beside a running relay serve"),
+                         (["replay", "--verify"], "safe beside a running relay serve")):
+        result = relay.run_cli(args)
+        ok(result)
+        assert f"relay {' '.join(args)}: store sqlite:{log_file}; " in result.stderr
+        assert safety in result.stderr
+        assert relay.admin_token not in result.stderr
+        if args[0] == "replay":
+            # The progress counts events (log positions), not events times views.
+            last = int(tsv(ok(relay.run_cli(["events"])))[-1][0])
+            shown = re.findall(r"(\d+)/(\d+) events", result.stderr)
+            assert shown and shown[-1][1] == shown[-1][0] and int(shown[-1][1]) <= last, result.stderr
+
+    # A rebuild empties the views the server answers from: refused while it runs, nothing touched.
+    before = relay.api("GET", f"/v2/orgs/{ORG}/apps").json()
+    failed(relay.run_cli(["replay"]), "relay serve is running on this store")
+    assert relay.api("GET", f"/v2/orgs/{ORG}/apps").json() == before
+
+
+@pytest.mark.parametrize("args", [["events"], ["replay"], ["replay", "--verify"]], ids=" ".join)
+def test_store_commands_refuse_a_missing_store(tmp_path: Path, args: list[str]) -> None:
+    # No RELAY_DATA_DIR: the default ./relay-data of the working directory, which has none.
+    stderr = failed(run_cli(args, {}, cwd=tmp_path), "no Relay event log in sqlite:relay-data")
+    assert "RELAY_DATA_DIR" in stderr
+    assert list(tmp_path.iterdir()) == []  # nothing created
+    failed(run_cli(args, {"RELAY_DATA_DIR": str(tmp_path / "elsewhere")}), "no Relay event log")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_postgres_store_is_refused_without_its_password(pg_url: str) -> None:
+    stderr = failed(run_cli(["events"], {"RELAY_DATABASE_URL": pg_url}), "no Relay event log in postgresql://")
+    assert "RELAY_DATABASE_URL" in stderr
+    # Unreachable or refusing: said plainly, and the URL's password never printed.
+    unreachable = f"postgresql://relay:s3cret-pass@127.0.0.1:{free_port()}/relay"
+    stderr = failed(run_cli(["replay", "--verify"], {"RELAY_DATABASE_URL": unreachable}), "cannot open the store")
+    assert "s3cret-pass" not in stderr and "127.0.0.1" in stderr
+
+
+def test_ctrl_c_ends_events_follow_quietly(relay: RelayProcess) -> None:
+    """SIGINT (Ctrl-C) ends `relay events --follow` with exit code 130 and no traceback (documented in --help)."""
+    proc = subprocess.Popen([sys.executable, "-m", CLI_MODULE, "events", "--follow", "--app", "cli-follow"],
+                            env=clean_env(relay.relay_env()), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("POSITION\t")
+        assert relay.api("PUT", f"/v2/orgs/{ORG}/apps/cli-follow", json={}).status_code == 204
+        line = proc.stdout.readline()  # the follower prints it within its 1 s poll
+        assert "\tApp.Registered\tlocal/cli-follow\t" in line
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stdout == ""
 
 
 # -- errors ----------------------------------------------------------------------------------------

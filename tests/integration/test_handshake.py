@@ -9,7 +9,9 @@ Relay speaks first with executor_info. Keys never reach the log.
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -218,3 +220,23 @@ def test_no_key_in_the_log_at_all(relay: RelayProcess) -> None:
     text = relay.log_text()
     assert relay.admin_token not in text
     assert "dbos_" not in text.replace("dbos_version", "")
+
+
+def test_shutdown_sends_executors_a_going_away_close_frame(tmp_path: Path) -> None:
+    """Issue 14: `relay serve` stopping (SIGTERM) closes every executor socket with 1001 (going away), so the
+    SDK reconnects (to a peer, or to the next start) instead of finding its socket dropped."""
+    relay = RelayProcess(tmp_path / "data").start()
+    try:
+        register_app(relay, "going-away")
+        key = create_key(relay, "going-away-key")
+        with FakeExecutor(relay, "going-away", key) as identified, FakeExecutor(relay, "going-away", key) as fresh:
+            identified.connect_and_identify()
+            fresh.connect()  # asked executor_info, not answered yet: closed all the same
+            assert relay.proc is not None
+            relay.proc.send_signal(signal.SIGTERM)
+            assert identified.wait_closed() == 1001
+            assert fresh.wait_closed() == 1001
+        assert relay.stop() == 0
+        assert "did not close in time" not in relay.log_text()
+    finally:
+        relay.stop()

@@ -412,6 +412,64 @@ def test_raw_requests_to_one_executor(world: World) -> None:
     v2(w.relay, "POST", f"/relay/v1/orgs/{ORG}/apps/{APP}/executors/nobody/requests", 404, json={"type": "x"})
 
 
+def test_every_action_is_audited_with_who_what_where_and_outcome(world: World) -> None:
+    """Issue 14: workflow actions, exports, bulk operations, raw requests that act, and refusals, each an
+    Operation event with who (the key's name), what, the targets, the outcome and the caller's address; reads
+    are not; a caller nobody authenticated leaves nothing."""
+    w = world
+    settled(w)
+    name = f"auditor-{w.run}"
+    key = v2(w.relay, "POST", f"/v2/orgs/{ORG}/tokens/{name}", 201, json={"appNames": [APP]})["token"]
+
+    def as_key(method: str, path: str, **kwargs: Any) -> requests.Response:
+        return w.relay.api(method, path, token=key, **kwargs)
+
+    forked = as_key("POST", f"{BASE}/workflows/{w.ids['greet']}/fork", json={}).json()["workflowId"]
+    wait_status(w.relay, forked, "SUCCESS", "ERROR")
+    assert as_key("GET", f"{BASE}/workflows/{forked}/export").status_code == 200
+    assert as_key("POST", f"{BASE}/workflows/{forked}/cancel", json={}).status_code == 204
+    bulk_ids = [forked, f"{w.run}-x"]
+    assert as_key("POST", f"{BASE}/workflows/bulk-cancel", json={"workflowIds": bulk_ids}).status_code == 204
+    assert as_key("DELETE", f"{BASE}/workflows/{forked}").status_code == 204
+    raw = f"/relay/v1/orgs/{ORG}/apps/{APP}/executors/{w.v1}/requests"
+    assert as_key("POST", raw, json={"type": "cancel", "workflow_id": f"{w.run}-raw"}).status_code == 200
+    # Reads leave no entry: a search, a get, a raw read.
+    assert as_key("POST", f"{BASE}/workflows/search", json={"workflowIds": [forked]}).status_code == 200
+    assert as_key("GET", f"{BASE}/workflows/{w.ids['greet']}").status_code == 200
+    assert as_key("POST", raw, json={"type": "get_workflow", "workflow_id": forked}).status_code == 200
+    # Refused: a key may not act on an organization's keys (403), an invalid body (422).
+    assert as_key("DELETE", f"/v2/orgs/{ORG}/tokens/{name}").status_code == 403
+    assert as_key("POST", f"{BASE}/workflows/{forked}/fork", json={"startStep": -1}).status_code == 422
+    # Nobody authenticated: nothing done, nothing recorded.
+    assert w.relay.api("POST", f"{BASE}/workflows/{forked}/cancel", token="", json={}).status_code == 401
+
+    entries = v2(w.relay, "GET", f"/v2/orgs/{ORG}/audit-logs", 200, params={"subject": name, "limit": 100})
+    seen = [(e["operation"], e["status"], e["target"]["type"], e["target"]["id"]) for e in reversed(entries)]
+    assert seen == [
+        ("forkWorkflow", "success", "workflow", w.ids["greet"]),
+        ("exportWorkflow", "success", "workflow", forked),
+        ("cancelWorkflow", "success", "workflow", forked),
+        ("bulkCancelWorkflows", "success", "workflow", forked),
+        ("deleteWorkflow", "success", "workflow", forked),
+        ("sendRawExecutorRequest", "success", "application", APP),
+        ("deleteToken", "failure", "token", name),
+        ("forkWorkflow", "failure", "workflow", forked),
+    ]
+    assert {e["sourceIp"] for e in entries} == {"127.0.0.1"}
+    assert {(e["subject"]["type"], e["subject"]["id"]) for e in entries} == {("api_key", name)}
+    bulk = next(e for e in entries if e["operation"] == "bulkCancelWorkflows")
+    assert bulk["details"]["targets"] == [forked, f"{w.run}-x"] and bulk["details"]["via"] == "api"
+    refused = next(e for e in entries if e["operation"] == "deleteToken")
+    assert refused["details"]["status"] == 403 and refused["details"]["detail"]
+    assert next(e for e in entries if e["operation"] == "sendRawExecutorRequest")["details"]["targets"] == [
+        w.v1, f"{w.run}-raw"]
+    assert key not in json.dumps(entries)
+    # The same entries are events of the log (`relay events` reads /relay/v1/events).
+    events = v2(w.relay, "GET", "/relay/v1/events", 200, params={"type": "Operation", "limit": 10000})["events"]
+    performed = [e for e in events if e["details"]["by"] == f"api_key:{name}"]
+    assert len(performed) == len(entries)
+
+
 # ------------------------------------------------------------------------------- concurrency, errors
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from flask import Response, flash, redirect, render_template, request, url_for
 
 from relay.events.alerting import RULE_TYPES, metadata_fields
+from relay.web import audit_trail
 from relay.web.api_alerting import check_rule_body, create_alerting_rule, delete_alerting_rule
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
@@ -135,10 +136,13 @@ def create_rule(org: str, app: str) -> Response:
     try:
         row = create_alerting_rule(org, app, check_rule_body(org, _rule_body(request.form)), who.display)
     except ValueError as error:
+        audit_trail.note("createAlertingRule", [], failed=str(error))
         flash(f"Rule not created: {error}", "error")
     except ApiError as error:
+        audit_trail.note("createAlertingRule", [], failed=error.detail, status=error.status)
         flash(f"Rule not created: {error.detail}", "error")
     else:
+        audit_trail.note("createAlertingRule", [str(row["rule_id"])])
         flash(f"{row['rule_type']} rule {row['rule_id']} created.", "ok")
     return redirect(back)
 
@@ -154,7 +158,9 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response | str:
     try:
         delete_alerting_rule(org, app, rule_id, who.display)
     except ApiError as error:
+        audit_trail.note("deleteAlertingRule", [rule_id], failed=error.detail, status=error.status)
         flash(f"Rule not deleted: {error.detail}", "error")
     else:
+        audit_trail.note("deleteAlertingRule", [rule_id])
         flash(f"Rule {rule_id} deleted.", "ok")
     return redirect(back)

@@ -14,6 +14,7 @@ from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
 from relay.projections.registry import recovery_wait
+from relay.web import audit_trail
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
@@ -138,8 +139,10 @@ def register_app(org: str) -> Response:
     else:
         try:
             ask(lambda: runtime().directory.application(org, name).proxy().register(by=who.display))
+            audit_trail.note("registerApp", [name], app=name)
             flash(f"Application '{name}' registered. Executors can now connect with a key for it.", "ok")
         except ApiError as error:
+            audit_trail.note("registerApp", [name], app=name, failed=error.detail, status=error.status)
             flash(f"Could not register '{name}': {error.detail}", "error")
     return redirect(url_for("console.apps", org=org))
 
@@ -206,8 +209,10 @@ def app_settings(org: str, app: str) -> Any:
                             back=url_for("console.app_settings", org=org, app=app), keep="Don't change")
     try:
         ask(lambda: runtime().directory.application(org, app).proxy().change_settings(changes, by=who.display))
+        audit_trail.note("updateApp", [app])
         flash("Settings saved.", "ok")
     except ApiError as error:
+        audit_trail.note("updateApp", [app], failed=error.detail, status=error.status)
         flash(f"Settings not saved: {error.detail}", "error")
     return redirect(url_for("console.app_settings", org=org, app=app))
 
@@ -261,6 +266,7 @@ def create_key(org: str) -> Any:
             who.apps))):
         problem = "A key cannot grant more than its own permissions and applications."
     if problem:
+        audit_trail.note("createToken", [name], failed=problem)
         flash(problem, "error")
         return redirect(url_for("console.keys", org=org))
     key = new_api_key()
@@ -270,8 +276,10 @@ def create_key(org: str) -> Any:
     try:
         ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps_, permissions, by=who.display))
     except ApiError as error:
+        audit_trail.note("createToken", [name], failed=error.detail, status=error.status)
         flash(f"Key not created: {error.detail}", "error")
         return redirect(url_for("console.keys", org=org))
+    audit_trail.note("createToken", [name])
     # Rendered in this response only (no redirect, no flash, no-store): the key is shown exactly once.
     return _keys_page(org, created={"name": name, "key": key})
 
@@ -291,8 +299,10 @@ def revoke_key(org: str, name: str) -> Any:
         abort(503, "this instance is not started")
     try:
         closed = ask(lambda: instance.proxy().revoke_key(org, name, by=who.display))
+        audit_trail.note("deleteToken", [name])
         flash(f"Key '{name}' revoked ({closed} executor socket(s) closed).", "ok")
     except ApiError as error:
+        audit_trail.note("deleteToken", [name], failed=error.detail, status=error.status)
         flash(f"Key not revoked: {error.detail}", "error")
     return redirect(url_for("console.keys", org=org))
 

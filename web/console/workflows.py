@@ -9,6 +9,7 @@ from typing import Any
 
 from flask import Response, abort, flash, redirect, render_template, request, url_for
 
+from relay.web import audit_trail
 from relay.web.console import bp, remote
 from relay.web.console.auth import confirm_page, confirmed, require, safe_path
 from relay.web.console.graph import workflow_graph
@@ -80,6 +81,16 @@ def _attempt(work: Callable[[], Any]) -> tuple[Any, remote.ExecutorProblem | Non
         return None, problem
 
 
+def _act(operation: str, targets: list[str], work: Callable[[], Any]) -> tuple[Any, remote.ExecutorProblem | None]:
+    """An action of the console, run and recorded in the audit trail under the API's operation name."""
+    result, problem = _attempt(work)
+    if problem:
+        audit_trail.note(operation, targets, failed=problem.detail, status=problem.status)
+    else:
+        audit_trail.note(operation, targets)
+    return result, problem
+
+
 # -- workflows ------------------------------------------------------------------------------------
 @bp.get("/orgs/<org>/apps/<app>/workflows")
 def workflows(org: str, app: str) -> str:
@@ -110,7 +121,8 @@ def bulk(org: str, app: str) -> Any:
         return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids),
                             f"{action.capitalize()} {len(ids)} workflow(s)", danger=action == "cancel", back=back,
                             keep=BULK_KEEP[action])
-    _, problem = _attempt(lambda: (remote.cancel if action == "cancel" else remote.resume)(org, app, ids))
+    _, problem = _act("bulkCancelWorkflows" if action == "cancel" else "bulkResumeWorkflows", ids,
+                      lambda: (remote.cancel if action == "cancel" else remote.resume)(org, app, ids))
     if problem:
         flash(f"Bulk {action} failed: {problem.detail}", "error")
     else:
@@ -207,7 +219,8 @@ def workflow_action(org: str, app: str, action: str) -> Any:
                             f"{action.capitalize()} workflow", danger=action in ("cancel", "delete"), back=page,
                             keep=WORKFLOW_KEEP[action])
     if action == "fork":
-        new_id, problem = _attempt(lambda: remote.fork(org, app, workflow_id, start_step, version))
+        new_id, problem = _act("forkWorkflow", [workflow_id],
+                               lambda: remote.fork(org, app, workflow_id, start_step, version))
         if problem:
             flash(f"Fork failed: {problem.detail}", "error")
             return redirect(page)
@@ -218,7 +231,7 @@ def workflow_action(org: str, app: str, action: str) -> Any:
         "resume": lambda: remote.resume(org, app, [workflow_id]),
         "delete": lambda: remote.delete(org, app, workflow_id),
     }
-    _, problem = _attempt(work[action])
+    _, problem = _act(f"{action}Workflow", [workflow_id], work[action])
     if problem:
         flash(f"{action.capitalize()} failed: {problem.detail}", "error")
         return redirect(page)
@@ -287,7 +300,7 @@ def schedule_action(org: str, app: str, action: str) -> Response | str:
         "trigger": lambda: remote.trigger_schedule(org, app, name),
         "backfill": lambda: remote.backfill_schedule(org, app, name, str(start), str(end)),
     }
-    result, problem = _attempt(work[action])
+    result, problem = _act(f"{action}Schedule", [name], work[action])
     if problem:
         flash(f"{action.capitalize()} of {name} failed: {problem.detail}", "error")
     elif action == "trigger":
@@ -324,7 +337,7 @@ def set_latest(org: str, app: str) -> Response | str:
         return confirm_page(f"Make {name} the latest version of {app}?",
                             "New workflows and recovery prefer executors of the latest version.",
                             f"Make {name} latest", back=back, keep="Keep the current latest")
-    _, problem = _attempt(lambda: remote.set_latest_version(org, app, name))
+    _, problem = _act("setLatestAppVersion", [name], lambda: remote.set_latest_version(org, app, name))
     if problem:
         flash(f"Could not set the latest version: {problem.detail}", "error")
     else:

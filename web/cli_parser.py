@@ -1,0 +1,66 @@
+"""The `relay` command line: its parser, apart from web/cli.py so that it imports without gevent's monkey-patching
+(tests/unit/test_cli_help.py walks it in the test process)."""
+
+from __future__ import annotations
+
+import argparse
+
+from relay.actors.settings import settings_help
+from relay.events.organization import PERMISSIONS
+from relay.web.api_applications import DEFAULT_KEY_PERMISSIONS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relay", description="Self-hosted control plane for DBOS apps",
+        epilog="Exit codes: 0 done, 1 replay --verify found a mismatch, 2 refused (bad arguments or settings, "
+               "missing store, server unreachable or answering an error), 130 interrupted (Ctrl-C).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
+    sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)",
+                   description="Run one Relay instance: HTTP API, console and executor WebSockets on one port. "
+                               "It is configured by environment variables only.",
+                   epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    output_help = "text: tab-separated columns under a header line (default); json: machine-readable"
+    apps = sub.add_parser("apps", help="register, list and delete applications (via the running server)")
+    apps.add_argument("action", choices=["create", "list", "delete"], help="what to do with applications")
+    apps.add_argument("name", nargs="?", help="the application's name (create, delete)")
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys (via the running server)")
+    keys.add_argument("action", choices=["create", "list", "revoke"],
+                      help="create prints the new key once on stdout; list never shows keys")
+    keys.add_argument("name", nargs="?", help="the key's name (create, revoke)")
+    keys.add_argument("--app", action="append",
+                      help="create: limit the key to this application (repeatable; default: every application "
+                           "of the organization)")
+    keys.add_argument("--permission", action="append", choices=PERMISSIONS, metavar="PERMISSION",
+                      help="create: grant this permission (repeatable); one of " + ", ".join(PERMISSIONS)
+                           + "; default: " + ", ".join(DEFAULT_KEY_PERMISSIONS))
+    for command in (apps, keys):
+        command.add_argument("--org", help="the organization (default RELAY_DEFAULT_ORG, else local)")
+        command.add_argument("--output", choices=["text", "json"], default="text", help="list: " + output_help)
+        command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
+                             "RELAY_PORT, https when RELAY_TLS_CERT is set)")
+        command.add_argument("--cacert", help="a PEM CA file to trust for https (default RELAY_CA_FILE)")
+
+    replay = sub.add_parser(
+        "replay", help="rebuild every view from the event log (refused while relay serve runs on the store)",
+        description="Rebuild every view from the event log, on the store of RELAY_DATA_DIR or RELAY_DATABASE_URL. "
+                    "A rebuild empties the views a running server answers from, so it is refused while one "
+                    "runs on the store; --verify only reads the live views and is safe beside a server.")
+    replay.add_argument("--verify", action="store_true",
+                        help="rebuild aside and compare with the live views (exit 1 on a mismatch)")
+
+    events = sub.add_parser(
+        "events", help="print the event log for audits (it only reads the log: safe beside a running server)",
+        description="Print the event log of the store of RELAY_DATA_DIR or RELAY_DATABASE_URL (read-only).")
+    events.add_argument("--app", help="only this application's events")
+    events.add_argument("--org", help="only this organization's events")
+    events.add_argument("--type", help="an event (Executor.Connected) or an aggregate (Executor)")
+    events.add_argument("--since", help="only events after this one (exclusive): a position, or an RFC 3339 time")
+    events.add_argument("--follow", action="store_true",
+                        help="keep printing new events until Ctrl-C (which exits 130, quietly)")
+    events.add_argument("--output", choices=["text", "json"], default="text",
+                        help="text: tab-separated columns under a header line (default); json: JSON Lines, "
+                             "one object per event")
+    return parser
