@@ -296,6 +296,12 @@ def test_application_pages(page: Page, relay: RelayProcess, shop: dict[str, Any]
     page.click("header >> text=Audit log")
     expect(page.locator("[data-testid=audit]")).to_contain_text("App.Registered")
     expect(page.locator("[data-testid=audit]")).to_contain_text("Executor.Connected")
+    # Actions are Operations (issue 14): this test's own createAlertingRule through the API, with its outcome,
+    # who asked and from where.
+    created = page.locator("[data-testid=audit] tr[data-kind=Operation]", has_text="createAlertingRule").first
+    expect(created).to_contain_text("success")
+    expect(created).to_contain_text("admin")
+    expect(created).to_contain_text("127.0.0.1")
     shot(page, "46-audit")
 
     page.click("header >> text=Cluster")
