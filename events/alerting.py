@@ -56,6 +56,11 @@ _METADATA: dict[str, dict[str, tuple[str, Any, str]]] = {
 }
 
 
+def metadata_fields(rule_type: str) -> list[tuple[str, Any, str]]:
+    """The settings a rule of `rule_type` takes: (camelCase key, default, kind: "name", "count" or "secs")."""
+    return [(key, default, kind) for key, (_, default, kind) in _METADATA[rule_type].items()]
+
+
 class AlertAlreadyFiredError(IllegalTransitionError):
     """The rule fired in this evaluation interval already (another evaluator got there first)."""
 

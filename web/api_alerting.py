@@ -126,7 +126,12 @@ def retention_run_v1(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _create_body(org: str, app: str) -> dict[str, Any]:
-    body = json_body(required=True, allowed=_FIELDS)
+    return check_rule_body(org, json_body(required=True, allowed=_FIELDS))
+
+
+def check_rule_body(org: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A ``CreateAlertInputBody``, checked (422 ApiError otherwise): the API and the console's form both
+    go through here and `create_alerting_rule`."""
     for name in ("ruleType", "ruleMetadata"):
         if name not in body:
             raise invalid(f"body.{name}", "is required", None)
@@ -162,18 +167,25 @@ def list_rules(org: str, app: str) -> Response:
 def create_rule(org: str, app: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    body = _create_body(org, app)
+    response = jsonify(rule_v2(org, create_alerting_rule(org, app, _create_body(org, app), who.display)))
+    response.status_code = 201
+    return response
+
+
+def create_alerting_rule(org: str, app: str, body: dict[str, Any], by: str) -> dict[str, Any]:
+    """Create the rule of a checked body (`check_rule_body`) through the app's actor; its view row."""
     actor = runtime().directory.application(org, app).proxy()
     rule = ask(lambda: actor.create_alerting_rule(
-        body["ruleType"], body["ruleMetadata"], body.get("receivingAppName"), body.get("minIntervalSecs"),
-        who.display,
+        body["ruleType"], body["ruleMetadata"], body.get("receivingAppName"), body.get("minIntervalSecs"), by,
     ))
     row = runtime().views.alerting.rule(org, app, rule.rule_id)
     if row is None:
         raise not_found(f"alerting rule '{rule.rule_id}' is not visible yet; list the rules again")
-    response = jsonify(rule_v2(org, row))
-    response.status_code = 201
-    return response
+    return row
+
+
+def delete_alerting_rule(org: str, app: str, rule_id: str, by: str) -> None:
+    ask(lambda: runtime().directory.application(org, app).proxy().delete_alerting_rule(rule_id, by))
 
 
 @bp.delete(APP + "/alerting-rules/<rule_id>")
@@ -182,7 +194,7 @@ def create_rule(org: str, app: str) -> Response:
 def delete_rule(org: str, app: str, rule_id: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    ask(lambda: runtime().directory.application(org, app).proxy().delete_alerting_rule(rule_id, who.display))
+    delete_alerting_rule(org, app, rule_id, who.display)
     return Response(status=204)
 
 

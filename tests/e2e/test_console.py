@@ -137,7 +137,7 @@ def test_login_sends_back_only_to_pages_of_the_console(relay: RelayProcess) -> N
 def test_find_a_workflow_by_filter_open_it_and_cancel_it(page: Page, relay: RelayProcess) -> None:
     page.goto(relay.base_url + f"{WF}/workflows")
     shot(page, "10-workflows")
-    page.fill("input[name=id]", wf_id("appr"))
+    page.fill("input[name=workflowIdPrefix]", wf_id("appr"))
     page.select_option("select[name=status]", "PENDING")
     page.click("form.filters button[type=submit]")
     rows = page.locator("[data-testid=workflows] tbody tr")
@@ -155,16 +155,16 @@ def test_find_a_workflow_by_filter_open_it_and_cancel_it(page: Page, relay: Rela
     expect(page.locator("body")).to_contain_text(f"waiting for approval of {wf_id('approval')}")  # its stream
     shot(page, "12-workflow-pending")
 
-    page.click("[data-testid=workflow-actions] button:text('Cancel…')")
+    page.click("[data-testid=workflow-actions] button:text('Cancel workflow…')")
     confirm(page, "13-confirm-cancel")
     expect(page.locator(".flash.ok")).to_contain_text("cancel")
     reload_until_status(page, "CANCELLED")
-    expect(page.locator("[data-testid=workflow-actions]")).to_contain_text("Resume…")
+    expect(page.locator("[data-testid=workflow-actions]")).to_contain_text("Resume workflow…")
     shot(page, "14-workflow-cancelled")
     api = relay.api("GET", f"/v2/orgs/local/apps/{APP}/workflows/{wf_id('approval')}").json()
     assert api["status"] == "CANCELLED"
 
-    page.goto(relay.base_url + f"{WF}/workflows?status=CANCELLED&id={wf_id('')}")
+    page.goto(relay.base_url + f"{WF}/workflows?status=CANCELLED&workflowIdPrefix={wf_id('')}")
     expect(page.locator("[data-testid=workflows]")).to_contain_text(wf_id("approval"))
 
 
@@ -192,7 +192,7 @@ def test_fork_a_workflow_from_a_chosen_step_and_see_the_new_run(page: Page, rela
     expect(page.locator(".io")).to_contain_text(f"shipped {original} for 42")
     shot(page, "22-workflow-forked")
 
-    page.goto(relay.base_url + f"{WF}/workflows?name=order")
+    page.goto(relay.base_url + f"{WF}/workflows?workflowName=order")
     expect(page.locator("[data-testid=workflows]")).to_contain_text(new_id.group(1))
 
 
@@ -206,7 +206,7 @@ def test_bulk_cancel_and_resume_a_selection(page: Page, relay: RelayProcess) -> 
     page.click("[data-testid=queues] a:text('orders')")
     expect(page.locator("[data-testid=workflows] tbody tr")).to_have_count(2)
     # Cancelling takes a workflow off its queue: select them by ID prefix instead.
-    page.goto(relay.base_url + f"{WF}/workflows?id={wf_id('queued-')}")
+    page.goto(relay.base_url + f"{WF}/workflows?workflowIdPrefix={wf_id('queued-')}")
     rows = page.locator("[data-testid=workflows] tbody tr")
     expect(rows).to_have_count(2)
     page.check("#select-all")
@@ -296,6 +296,12 @@ def test_application_pages(page: Page, relay: RelayProcess, shop: dict[str, Any]
     page.click("header >> text=Audit log")
     expect(page.locator("[data-testid=audit]")).to_contain_text("App.Registered")
     expect(page.locator("[data-testid=audit]")).to_contain_text("Executor.Connected")
+    # Actions are Operations (issue 14): this test's own createAlertingRule through the API, with its outcome,
+    # who asked and from where.
+    created = page.locator("[data-testid=audit] tr[data-kind=Operation]", has_text="createAlertingRule").first
+    expect(created).to_contain_text("success")
+    expect(created).to_contain_text("admin")
+    expect(created).to_contain_text("127.0.0.1")
     shot(page, "46-audit")
 
     page.click("header >> text=Cluster")
@@ -409,12 +415,12 @@ def test_no_executor_connected_and_executor_errors(page: Page, relay: RelayProce
     expect(page.locator("table#executors")).to_contain_text("No executor connected")
 
     # A workflow deleted (in another tab) after the list was shown: the executor's error is shown as such.
-    page.goto(relay.base_url + f"{WF}/workflows?status=CANCELLED&id={wf_id('')}")
+    page.goto(relay.base_url + f"{WF}/workflows?status=CANCELLED&workflowIdPrefix={wf_id('')}")
     expect(page.locator("[data-testid=workflows]")).to_contain_text(wf_id("stale"))
     page.check("#select-all")
     other = page.context.new_page()
     other.goto(relay.base_url + f"{WF}/workflows/{wf_id('stale')}")
-    other.click("[data-testid=workflow-actions] button:text('Delete…')")
+    other.click("[data-testid=workflow-actions] button:text('Delete workflow…')")
     confirm(other)
     expect(other.locator(".flash.ok")).to_contain_text(f"delete {wf_id('stale')}")
     other.goto(relay.base_url + f"{WF}/workflows/{wf_id('stale')}")

@@ -69,4 +69,4 @@ def test_console_actions_are_audited(relay: RelayProcess, tmp_path: Path) -> Non
     assert relay.admin_token not in str(entries)
     # The console's audit page shows them.
     page = browser.get(f"{url}/orgs/{ORG}/audit", timeout=10).text
-    assert "Operation.Performed" in page and "registerApp" in page and "127.0.0.1" in page
+    assert 'data-kind="Operation"' in page and "registerApp" in page and "127.0.0.1" in page

@@ -113,3 +113,39 @@ def test_an_app_without_alerting_and_a_key_without_access(relay: tuple[Runtime, 
     login(other, OTHER_KEY)
     assert other.get("/orgs/acme/apps/shop/alerts").status_code == 403
     assert other.get("/orgs/acme/apps/empty/alerts").status_code == 200
+
+
+def _csrf(client: FlaskClient, path: str) -> str:
+    found = re.search(r'name="csrf_token" value="([^"]+)"', client.get(path).get_data(as_text=True))
+    assert found
+    return found.group(1)
+
+
+def test_rules_made_and_deleted_from_the_page_go_through_the_api_checks(relay: tuple[Runtime, FlaskClient]) -> None:
+    rt, client = relay
+    page = "/orgs/acme/apps/empty/alerts"
+    assert 'data-testid="new-rule"' in client.get(page).get_data(as_text=True)
+    token = _csrf(client, page)
+    bad = client.post("/orgs/acme/apps/empty/alerting-rules", follow_redirects=True, data={
+        "csrf_token": token, "ruleType": "SlowQueue", "thresholdSecs": "0"})
+    assert "Rule not created" in bad.get_data(as_text=True)
+    made = client.post("/orgs/acme/apps/empty/alerting-rules", follow_redirects=True, data={
+        "csrf_token": token, "ruleType": "SlowQueue", "queueName": "orders", "thresholdSecs": "90",
+        "workflowName": "ignored: not a SlowQueue setting"})
+    assert "SlowQueue rule" in made.get_data(as_text=True)
+    rt.views.catch_up()
+    [rule] = rt.views.alerting.rules("acme", "empty")
+    assert rule["metadata"] == {"queueName": "orders", "thresholdSecs": 90}
+    delete = f"/orgs/acme/apps/empty/alerting-rules/{rule['rule_id']}/delete"
+    asked = client.post(delete, data={"csrf_token": token}).get_data(as_text=True)
+    assert "Delete rule" in asked and "Keep the rule" in asked and rt.views.alerting.rules("acme", "empty")
+    client.post(delete, data={"csrf_token": token, "confirmed": "yes"})
+    rt.views.catch_up()
+    assert rt.views.alerting.rules("acme", "empty") == []
+
+    reader = client.application.test_client()
+    login(reader, OTHER_KEY)  # application.read only
+    assert 'data-testid="new-rule"' not in reader.get(page).get_data(as_text=True)
+    refused = reader.post("/orgs/acme/apps/empty/alerting-rules", data={
+        "csrf_token": _csrf(reader, page), "ruleType": "SlowQueue"})
+    assert refused.status_code == 403

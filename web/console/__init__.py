@@ -22,6 +22,6 @@ bp = Blueprint(
 )
 
 # The route modules register on `bp` when imported.
-from relay.web.console import auth, views, workflows  # noqa: E402
+from relay.web.console import alerts, auth, views, workflows  # noqa: E402
 
-__all__ = ["auth", "bp", "views", "workflows"]
+__all__ = ["alerts", "auth", "bp", "views", "workflows"]

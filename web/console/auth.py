@@ -152,7 +152,8 @@ def login() -> Any:
         who = rt.auth.principal_for(token) if token else None
         if who is None:
             flash("Unknown or revoked token.", "error")
-            return render_template("console/login.html", next=request.form.get("next", "")), 401
+            return render_template("console/login.html", next=request.form.get("next", ""),
+                                   token_file=_token_file()), 401
         next_url = safe_path(request.form.get("next"))
         session.clear()  # a new session (and CSRF token) at every login: no fixation
         session.permanent = True
@@ -160,7 +161,13 @@ def login() -> Any:
         session["t"] = time.time()
         csrf_token()
         return redirect(next_url)
-    return render_template("console/login.html", next=request.args.get("next", ""))
+    return render_template("console/login.html", next=request.args.get("next", ""), token_file=_token_file())
+
+
+def _token_file() -> str:
+    """Where this instance keeps its admin token (RELAY_DATA_DIR/admin_token), absolute: the login page
+    tells the operator where to look. The path only, never the file's content."""
+    return str(runtime().settings.admin_token_path.resolve())
 
 
 @bp.post("/logout")
@@ -175,11 +182,14 @@ def confirmed() -> bool:
     return request.form.get("confirmed") == "yes"
 
 
-def confirm_page(title: str, message: str, button: str, *, back: str, danger: bool = False) -> str:
-    """The confirmation step of an action: the same form again, with `confirmed=yes`."""
+def confirm_page(title: str, message: str, button: str, *, back: str, danger: bool = False,
+                 keep: str = "Keep it") -> str:
+    """The confirmation step of an action: the same form again, with `confirmed=yes`. Both buttons say what
+    they do (`button`: "Cancel workflow"; `keep`: "Keep it running"), never a bare OK/Cancel: "Cancel" would
+    be ambiguous next to an action that cancels."""
     fields = [(k, v) for k, values in request.form.lists() for v in values if k not in (CSRF_FIELD, "confirmed")]
     return render_template(
-        "console/confirm.html", title=title, message=message, button=button, danger=danger,
+        "console/confirm.html", title=title, message=message, button=button, keep=keep, danger=danger,
         fields=fields, action=request.path, back=safe_path(back),
         **{k: v for k, v in (request.view_args or {}).items() if k in ("org", "app")},  # for the navigation
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 from datetime import UTC, datetime
@@ -123,17 +124,59 @@ def format_duration(ms: Any) -> str:
     return f"{ms / 60_000:.1f} min"
 
 
+_NOT_PARSED = object()
+JSON_OPEN_LINES = 12  # a value this short is shown unfolded; longer ones start collapsed
+LITERAL_MAX_CHARS = 200_000  # larger texts are not parsed as Python literals (the parser's cost grows with them)
+
+
+def _decoded(text: str) -> Any:
+    """A serialized value as data: JSON first; else a Python literal (SDKs that send ``repr()`` of their
+    arguments, e.g. ``{'args': ('x',), 'kwargs': {}}``: `ast.literal_eval` evaluates literals only, nothing
+    else); else `_NOT_PARSED`."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if len(text) > LITERAL_MAX_CHARS:
+        return _NOT_PARSED
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NOT_PARSED
+
+
+def _summary(value: Any) -> str:
+    if isinstance(value, dict):
+        return f"object · {len(value)} key{'' if len(value) == 1 else 's'}"
+    if isinstance(value, list | tuple):
+        return f"array · {len(value)} item{'' if len(value) == 1 else 's'}"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return "number" if isinstance(value, int | float) else "string"
+
+
+@bp.app_template_filter("json_view")
+def json_view(value: Any) -> dict[str, Any]:
+    """A value for the `json` macro (_macros.html): pretty-printed JSON (``json.dumps(indent=2)``) when the
+    value is or parses as data, else the raw text; a one-line summary; whether it starts unfolded."""
+    data = _decoded(value) if isinstance(value, str) else value
+    if data is _NOT_PARSED:
+        text, summary, parsed = str(value), "text", False
+    else:
+        text = json.dumps(data, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+        summary, parsed = _summary(data), True
+    return {"text": text, "summary": summary, "parsed": parsed, "open": text.count("\n") < JSON_OPEN_LINES,
+            "missing": value is None}
+
+
 @bp.app_template_filter("pretty")
 def pretty_json(value: Any) -> str:
-    """Show a serialized value readably: JSON is re-indented, anything else is shown as it is."""
+    """Show a serialized value readably: JSON (or a Python literal) re-indented, anything else as it is."""
     if value is None:
         return "—"
-    if isinstance(value, str):
-        try:
-            return json.dumps(json.loads(value), indent=2, sort_keys=True)
-        except ValueError:
-            return value
-    return json.dumps(value, indent=2, sort_keys=True, default=str)
+    return str(json_view(value)["text"])
 
 
 def millis_between(start: Any, end: Any) -> float | None:

@@ -3,7 +3,7 @@ audit log, cluster. Reads go to the views; actions to the same actor commands as
 
 from __future__ import annotations
 
-import re
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
@@ -13,6 +13,7 @@ from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
+from relay.projections.registry import recovery_wait
 from relay.web import audit_trail
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
@@ -24,6 +25,7 @@ from relay.web.problems import ApiError
 DEFAULT_KEY_PERMISSIONS = ("application.read", "application.write", "metric.read", "websocket.connect")
 RETENTION_SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 EXECUTOR_STATES = ("HEALTHY", "DISCONNECTED", "DEAD")
+HISTORY_SHOWN = 50  # recovered or deleted executors listed on the app page, newest first
 
 
 def _organizations() -> list[str]:
@@ -55,8 +57,9 @@ def home() -> Response:
 
 
 # -- applications ---------------------------------------------------------------------------------
-def _executor_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An executor as pages and the live table show it: no instance-internal columns."""
+def _executor_row(row: dict[str, Any], wait: str = "") -> dict[str, Any]:
+    """An executor as pages and the live table show it: no instance-internal columns; `wait` says where its
+    recovery stands (projections.registry.recovery_wait)."""
     return {
         "executorId": row["executor_id"],
         "status": row["status"],
@@ -69,7 +72,34 @@ def _executor_row(row: dict[str, Any]) -> dict[str, Any]:
         "disconnectedAt": row["disconnected_at"],
         "deadAt": row["dead_at"],
         "recoveryAttempts": row["recovery_attempts"],
+        "recovery": wait,
     }
+
+
+def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The app's executors (live, DELETED left out) and its history: the ones that went down and were
+    recovered or deleted since, newest first, so a dead executor stays visible with its recovery."""
+    registry = runtime().views.registry
+    rows = registry.executors(org, app, include_deleted=True)
+    latest = registry.latest_recoveries(org, app)
+    healthy = {r["app_version"] or "" for r in rows if r["status"] == "HEALTHY"}
+    app_row = runtime().views.applications.app(org, app) or {"settings": DEFAULT_SETTINGS}
+    grace = float(app_row["settings"].get("executorTimeoutSecs") or DEFAULT_SETTINGS["executorTimeoutSecs"])
+    now = datetime.now(UTC)
+
+    def shown(row: dict[str, Any]) -> dict[str, Any]:
+        wait = recovery_wait(row, latest.get(str(row["executor_id"])), healthy, grace, now)
+        return _executor_row(row, wait)
+
+    live = [shown(r) for r in rows if r["status"] != "DELETED"]
+    gone = sorted((r for r in rows if r["status"] == "DELETED"),
+                  key=lambda r: str(r["dead_at"] or r["updated_at"] or ""), reverse=True)[:HISTORY_SHOWN]
+    history = []
+    for row in gone:
+        last = latest.get(str(row["executor_id"]))
+        done = last is not None and last["outcome"] == "acknowledged"
+        history.append({**shown(row), "deletedAt": row["updated_at"], "recoveredBy": last["peer"] if done else None})
+    return live, history
 
 
 def _app_summary(org: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -120,11 +150,11 @@ def register_app(org: str) -> Response:
 @bp.get("/orgs/<org>/apps/<app>")
 def app_overview(org: str, app: str) -> str:
     row = check_app(org, app)
-    executors = [_executor_row(e) for e in runtime().views.registry.executors(org, app)]
+    executors, history = _executor_rows(org, app)
     chart = charts.app_charts(org, app) if executors else None
     return render_template(
         "console/app.html", org=org, app=app, summary=_app_summary(org, row), executors=executors,
-        chart=chart, tab="overview",
+        history=history, chart=chart, tab="overview",
     )
 
 
@@ -132,7 +162,7 @@ def app_overview(org: str, app: str) -> str:
 def executors_json(org: str, app: str) -> Response:
     """The live executors table polls this (web/static/console.js)."""
     check_app(org, app)
-    rows = [_executor_row(e) for e in runtime().views.registry.executors(org, app)]
+    rows, _history = _executor_rows(org, app)
     counts = runtime().views.registry.counts_by_status(org, app)
     return jsonify({"executors": rows, "counts": {s: counts.get(s, 0) for s in EXECUTOR_STATES}})
 
@@ -176,7 +206,7 @@ def app_settings(org: str, app: str) -> Any:
     if not confirmed():
         described = ", ".join(f"{k} → {'unset' if v is None else v}" for k, v in changes.items())
         return confirm_page(f"Change the settings of {app}?", described, "Save settings",
-                            back=url_for("console.app_settings", org=org, app=app))
+                            back=url_for("console.app_settings", org=org, app=app), keep="Don't change")
     try:
         ask(lambda: runtime().directory.application(org, app).proxy().change_settings(changes, by=who.display))
         audit_trail.note("updateApp", [app])
@@ -187,7 +217,7 @@ def app_settings(org: str, app: str) -> Any:
     return redirect(url_for("console.app_settings", org=org, app=app))
 
 
-# -- recoveries and alerts ------------------------------------------------------------------------
+# -- recoveries (alerts: web/console/alerts.py) ------------------------------------------------------------------------
 @bp.get("/orgs/<org>/apps/<app>/recoveries")
 def recoveries(org: str, app: str) -> str:
     check_app(org, app)
@@ -195,89 +225,6 @@ def recoveries(org: str, app: str) -> str:
     rows = runtime().views.registry.recoveries(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
     return render_template("console/recoveries.html", org=org, app=app, rows=rows[:PAGE_SIZE], page=page,
                            more=len(rows) > PAGE_SIZE, tab="recoveries")
-
-
-_CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
-_SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")
-RETENTION_RUNS_SHOWN = 10
-
-
-def _scrub(value: Any) -> str:
-    """Text for a page: credentials inside URLs removed (``scheme://user:pass@host`` → ``scheme://host``)."""
-    return _CREDENTIALS_IN_URL.sub(r"\1", "" if value is None else str(value))
-
-
-def _shown(metadata: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """(key, value) pairs of a rule's or an alert's metadata, as a page may show them: nothing that looks
-    like a secret (by its key) and no credentials in URLs. Alerting metadata holds none today (its keys
-    are checked by events/alerting.py); this keeps it so if that ever changes."""
-    pairs = []
-    for key, value in sorted((metadata or {}).items()):
-        hidden = any(word in key.lower() for word in _SECRET_WORDS)
-        pairs.append((key, "(hidden)" if hidden else ("*" if value is None else _scrub(value))))
-    return pairs
-
-
-def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "rule_id": row["rule_id"], "rule_type": row["rule_type"], "metadata": _shown(row["metadata"]),
-        "receiving_app": row["receiving_app"], "min_interval_secs": row["min_interval_secs"],
-        "created_at": row["created_at"], "last_fired_at": row["last_fired_at"], "alerts": row["alerts"],
-    }
-
-
-def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An alert with its delivery outcome: ``pending`` until recorded, then ``delivered`` (every target took
-    it), ``partial`` (some did) or ``failed`` (none did)."""
-    delivered = list(row["delivered_to"] or [])
-    failed = [{"executor": _scrub(f.get("executorId")), "reason": _scrub(f.get("reason"))}
-              for f in row["failed"] or []]
-    hook = row["webhook"]
-    webhook = None if hook is None else {
-        "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),
-        "error": _scrub(hook.get("error")) if hook.get("error") else None,
-    }  # never the webhook's URL or secret: the event holds neither, and the page shows only these fields
-    if row["delivered_at"] is None:
-        outcome = "pending"
-    else:
-        oks = len(delivered) + (webhook is not None and webhook["outcome"] == "delivered")
-        kos = len(failed) + (webhook is not None and webhook["outcome"] != "delivered")
-        outcome = "delivered" if oks and not kos else "partial" if oks else "failed"
-    return {
-        "rule_id": row["rule_id"], "rule_type": row["rule_type"], "sequence": row["sequence"],
-        "message": _scrub(row["message"]), "metadata": _shown(row["metadata"]),
-        "receiving_app": row["receiving_app"], "instance": row["instance"] or "", "fired_at": row["fired_at"],
-        "delivered_at": row["delivered_at"], "delivered_to": delivered, "failed": failed, "webhook": webhook,
-        "outcome": outcome,
-    }
-
-
-def _retention_row(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "started_at": row["started_at"], "finished_at": row["finished_at"], "executor": row["executor"],
-        "instance": row["instance"] or "", "outcome": row["outcome"] or "running",
-        "reason": _scrub(row["reason"]) if row["reason"] else "",
-        "policy": [(k, v) for k, v in sorted(row["policy"].items()) if v is not None],
-    }
-
-
-@bp.get("/orgs/<org>/apps/<app>/alerts")
-def alerts(org: str, app: str) -> str:
-    """The app's alerting rules, the alerts they fired (newest first, with where each went) and its latest
-    managed retention runs, from the alerting and operations views (what GET .../alerting-rules,
-    /relay/v1/.../alerts and .../retention-runs return)."""
-    check_app(org, app)
-    view, operations = runtime().views.alerting, runtime().views.operations
-    page = page_number(request.args.get("page"))
-    fired = view.alerts(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
-    return render_template(
-        "console/alerts.html", org=org, app=app, tab="alerts",
-        rules=[_rule_row(r) for r in view.rules(org, app)],
-        alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
-        runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
-        webhook=runtime().settings.alert_webhook_url is not None,
-        interval_s=runtime().settings.alert_interval_s,
-    )
 
 
 # -- API keys -------------------------------------------------------------------------------------
@@ -345,7 +292,7 @@ def revoke_key(org: str, name: str) -> Any:
         return confirm_page(
             f"Revoke the API key '{name}'?",
             "Every executor and client using it is refused from now on; its open executor sockets are closed.",
-            "Revoke key", danger=True, back=url_for("console.keys", org=org),
+            "Revoke key", danger=True, back=url_for("console.keys", org=org), keep="Keep the key",
         )
     instance = runtime().instance
     if instance is None:

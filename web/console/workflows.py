@@ -12,22 +12,28 @@ from flask import Response, abort, flash, redirect, render_template, request, ur
 from relay.web import audit_trail
 from relay.web.console import bp, remote
 from relay.web.console.auth import confirm_page, confirmed, require, safe_path
+from relay.web.console.graph import workflow_graph
 from relay.web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
 from relay.web.context import runtime
 
 STATUSES = ("PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
-# Query parameter of the workflows page → WorkflowSearchBody filter (a list of one value).
-TEXT_FILTERS = {
-    "name": "workflowName",
-    "queue": "queueName",
-    "version": "appVersion",
-    "executor": "executorId",
-    "id": "workflowIdPrefix",
-}
+# The workflows page's query parameters are the WorkflowSearchBody's own filter names (a list of one value
+# each; startTime/endTime as times), so a console URL and an API search read the same.
+TEXT_FILTERS = ("workflowName", "workflowIdPrefix", "queueName", "appVersion", "executorId", "forkedFrom",
+                "parentWorkflowId")
+TIME_FILTERS = ("startTime", "endTime")
 BULK_ACTIONS = ("cancel", "resume")
 WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
+FORKS_SHOWN = 25
+REFRESH_S = 3  # the workflow list re-reads its page this often (console.js), unless paused
+# The confirmation page's way out, per action: it says what staying put means.
+BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are"}
+WORKFLOW_KEEP = {"cancel": "Keep it running", "resume": "Leave it cancelled", "delete": "Keep it",
+                 "fork": "Don't fork"}
+SCHEDULE_KEEP = {"pause": "Keep it active", "resume": "Keep it paused", "trigger": "Don't trigger",
+                 "backfill": "Don't backfill"}
 
 
 def _utc(raw: str) -> str | None:
@@ -46,19 +52,19 @@ def _utc(raw: str) -> str | None:
 
 def _filters(args: Any) -> tuple[dict[str, Any], dict[str, str]]:
     """The WorkflowSearchBody filters of the query string, and the form's values to show again."""
-    shown = {k: (args.get(k) or "").strip() for k in ("status", "start", "end", *TEXT_FILTERS)}
+    shown = {k: (args.get(k) or "").strip() for k in ("status", *TIME_FILTERS, *TEXT_FILTERS)}
     filters: dict[str, Any] = {}
     if shown["status"] in STATUSES:
         filters["status"] = [shown["status"]]
-    for param, field in TEXT_FILTERS.items():
-        if shown[param]:
-            filters[field] = [shown[param]]
-    for param, field in (("start", "startTime"), ("end", "endTime")):
-        value = _utc(shown[param])
+    for name in TEXT_FILTERS:
+        if shown[name]:
+            filters[name] = [shown[name]]
+    for name in TIME_FILTERS:
+        value = _utc(shown[name])
         if value:
-            filters[field] = value
-        elif shown[param]:
-            flash(f"Ignored the {param} time '{shown[param]}': not a date and time.", "error")
+            filters[name] = value
+        elif shown[name]:
+            flash(f"Ignored the {name} '{shown[name]}': not a date and time.", "error")
     return filters, shown
 
 
@@ -96,7 +102,7 @@ def workflows(org: str, app: str) -> str:
     rows = rows or []
     return render_template(
         "console/workflows.html", org=org, app=app, tab="workflows", rows=rows[:PAGE_SIZE], page=page,
-        more=len(rows) > PAGE_SIZE, problem=problem, shown=shown, statuses=STATUSES,
+        more=len(rows) > PAGE_SIZE, problem=problem, shown=shown, statuses=STATUSES, refresh_s=REFRESH_S,
     )
 
 
@@ -112,8 +118,9 @@ def bulk(org: str, app: str) -> Any:
         flash("Select workflows and an action first.", "error")
         return redirect(back)
     if not confirmed():
-        return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids), action.capitalize(),
-                            danger=action == "cancel", back=back)
+        return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids),
+                            f"{action.capitalize()} {len(ids)} workflow(s)", danger=action == "cancel", back=back,
+                            keep=BULK_KEEP[action])
     _, problem = _act("bulkCancelWorkflows" if action == "cancel" else "bulkResumeWorkflows", ids,
                       lambda: (remote.cancel if action == "cancel" else remote.resume)(org, app, ids))
     if problem:
@@ -137,6 +144,8 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
     calls: dict[str, Callable[[], Any]] = {
         "steps": lambda: remote.list_steps(org, app, workflow_id),
         "children": lambda: _search(org, app, {"parentWorkflowId": [workflow_id]}, limit=100, offset=0),
+        # Its forks: the search's forkedFrom filter (what GET .../workflows?forkedFrom= runs).
+        "forks": lambda: _search(org, app, {"forkedFrom": [workflow_id]}, limit=FORKS_SHOWN + 1, offset=0),
         "events": lambda: remote.workflow_events(org, app, workflow_id),
         "notifications": lambda: remote.workflow_notifications(org, app, workflow_id),
         "streams": lambda: remote.workflow_streams(org, app, workflow_id),
@@ -148,10 +157,16 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
             problems[name] = failed
     versions = sorted({e["app_version"] for e in runtime().views.registry.executors(org, app)
                        if e["app_version"] and e["status"] == "HEALTHY"})
+    timeline = _timeline(found, sections["steps"])
+    graph = workflow_graph(
+        found, timeline, lambda child: url_for("console.workflow", org=org, app=app, workflow_id=child),
+        {str(c["workflowId"]): str(c.get("status") or "") for c in sections["children"]},
+    )
+    forks = sections.pop("forks")
     return render_template(
         "console/workflow.html", org=org, app=app, tab="workflows", wf=found, workflow_id=workflow_id,
-        problem=None, timeline=_timeline(found, sections["steps"]), problems=problems, versions=versions,
-        **sections,
+        problem=None, timeline=timeline, graph=graph, problems=problems, versions=versions,
+        forks=forks[:FORKS_SHOWN], more_forks=len(forks) > FORKS_SHOWN, **sections,
     )
 
 
@@ -201,7 +216,8 @@ def workflow_action(org: str, app: str, action: str) -> Any:
                     + (f", on version {version}." if version else ", on the latest version."),
         }
         return confirm_page(f"{action.capitalize()} workflow {workflow_id}?", messages[action],
-                            action.capitalize(), danger=action in ("cancel", "delete"), back=page)
+                            f"{action.capitalize()} workflow", danger=action in ("cancel", "delete"), back=page,
+                            keep=WORKFLOW_KEEP[action])
     if action == "fork":
         new_id, problem = _act("forkWorkflow", [workflow_id],
                                lambda: remote.fork(org, app, workflow_id, start_step, version))
@@ -276,8 +292,8 @@ def schedule_action(org: str, app: str, action: str) -> Response | str:
             "trigger": "One workflow of the schedule starts now.",
             "backfill": f"A workflow starts for every time the schedule would have fired from {start} to {end}.",
         }
-        return confirm_page(f"{action.capitalize()} schedule {name}?", messages[action], action.capitalize(),
-                            back=back)
+        return confirm_page(f"{action.capitalize()} schedule {name}?", messages[action],
+                            f"{action.capitalize()} schedule", back=back, keep=SCHEDULE_KEEP[action])
     work: dict[str, Callable[[], Any]] = {
         "pause": lambda: remote.pause_schedule(org, app, name),
         "resume": lambda: remote.resume_schedule(org, app, name),
@@ -319,8 +335,8 @@ def set_latest(org: str, app: str) -> Response | str:
         abort(404)
     if not confirmed():
         return confirm_page(f"Make {name} the latest version of {app}?",
-                            "New workflows and recovery prefer executors of the latest version.", "Set latest",
-                            back=back)
+                            "New workflows and recovery prefer executors of the latest version.",
+                            f"Make {name} latest", back=back, keep="Keep the current latest")
     _, problem = _act("setLatestAppVersion", [name], lambda: remote.set_latest_version(org, app, name))
     if problem:
         flash(f"Could not set the latest version: {problem.detail}", "error")

@@ -1,9 +1,11 @@
-// Relay console: live executors table and bulk selection. No framework, no build step.
+// Relay console: live executors table, self-refreshing workflow list, bulk selection and the theme toggle.
+// No framework, no build step.
 (function () {
   "use strict";
 
   function cell(text, code) {
     var td = document.createElement("td");
+    if (code) td.className = "id";
     if (code) {
       var c = document.createElement("code");
       c.textContent = text;
@@ -42,16 +44,23 @@
       tr.appendChild(cell(e.hostname));
       tr.appendChild(cell(e.language));
       tr.appendChild(cell(e.dbosVersion));
-      tr.appendChild(cell(when(e.connectedAt)));
-      tr.appendChild(cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt)));
+      var since = cell(when(e.connectedAt));
+      var down = cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt));
+      since.className = down.className = "t";
+      tr.appendChild(since);
+      tr.appendChild(down);
       tr.appendChild(cell(e.instance));
+      var recovery = cell(e.recovery || "");
+      recovery.className = "recovery";
+      recovery.setAttribute("data-testid", "recovery");
+      tr.appendChild(recovery);
       rows.appendChild(tr);
     });
     if (!data.executors.length) {
       var tr = document.createElement("tr");
       tr.className = "none";
       var td = cell("No executor connected. Start one with this Relay as its conductor.");
-      td.colSpan = 9;
+      td.colSpan = 10;
       tr.appendChild(td);
       rows.appendChild(tr);
     }
@@ -82,23 +91,105 @@
     setInterval(tick, 2000);
   }
 
-  function bulk() {
-    var all = document.getElementById("select-all");
+  // Delegated to the form: rows swapped in by the refresh need no listeners of their own.
+  function boxes() {
+    return Array.prototype.slice.call(document.querySelectorAll('#bulk input[name="ids"]'));
+  }
+
+  function count() {
     var counter = document.getElementById("selected-count");
-    var boxes = Array.prototype.slice.call(document.querySelectorAll('#bulk input[name="ids"]'));
-    function count() {
-      if (counter) counter.textContent = boxes.filter(function (b) { return b.checked; }).length + " selected";
-    }
-    if (all) all.addEventListener("change", function () {
-      boxes.forEach(function (b) { b.checked = all.checked; });
+    if (counter) counter.textContent = boxes().filter(function (b) { return b.checked; }).length + " selected";
+  }
+
+  function bulk() {
+    var form = document.getElementById("bulk");
+    if (!form) return;
+    form.addEventListener("change", function (event) {
+      if (event.target.id === "select-all") {
+        boxes().forEach(function (b) { b.checked = event.target.checked; });
+      }
       count();
     });
-    boxes.forEach(function (b) { b.addEventListener("change", count); });
+  }
+
+  // The workflow list re-reads its own page (same URL, same filters) and swaps the table body in, keeping
+  // the ticked boxes; a button pauses it (remembered per browser).
+  function refreshing(table) {
+    var button = document.getElementById("refresh-toggle");
+    var note = document.getElementById("refresh-note");
+    var every = parseInt(table.getAttribute("data-refresh"), 10) || 3000;
+    var key = "relay.workflows.paused";
+    var paused = window.localStorage.getItem(key) === "1";
+    function show() {
+      if (button) {
+        button.textContent = paused ? "Resume auto-refresh" : "Pause auto-refresh";
+        button.setAttribute("aria-pressed", paused ? "true" : "false");
+      }
+      table.setAttribute("data-paused", paused ? "true" : "false");
+      if (note) note.textContent = paused ? "auto-refresh paused" : "refreshes every " + every / 1000 + " s";
+    }
+    var skipped = 0;
+    function tick() {
+      if (paused) {
+        table.setAttribute("data-skipped", String(++skipped));  // refreshes not done while paused
+        return;
+      }
+      if (document.hidden) return;  // a background tab asks the executors nothing
+      fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+        .then(function (r) {
+          if (r.redirected || !r.ok) throw new Error("HTTP " + r.status);
+          return r.text();
+        })
+        .then(function (html) {
+          if (paused) return;
+          var fresh = new DOMParser().parseFromString(html, "text/html").querySelector("table[data-refresh] tbody");
+          if (!fresh) throw new Error("no table");
+          var ticked = {};
+          table.querySelectorAll('input[name="ids"]:checked').forEach(function (b) { ticked[b.value] = true; });
+          var body = document.importNode(fresh, true);
+          body.querySelectorAll('input[name="ids"]').forEach(function (b) { b.checked = !!ticked[b.value]; });
+          table.replaceChild(body, table.tBodies[0]);
+          count();
+          table.setAttribute("data-updated", String(Date.now()));
+          if (note) note.textContent = "refreshes every " + every / 1000 + " s · updated " + new Date().toLocaleTimeString();
+        })
+        .catch(function () {
+          if (note) note.textContent = "auto-refresh failed (reload the page)";
+        });
+    }
+    if (button) button.addEventListener("click", function () {
+      paused = !paused;
+      window.localStorage.setItem(key, paused ? "1" : "0");
+      show();
+    });
+    show();
+    setInterval(tick, every);
+  }
+
+  // Light, dark or the system's choice ("auto"), remembered per browser; the stylesheet reads data-theme.
+  function theme() {
+    var root = document.documentElement;
+    var button = document.getElementById("theme-toggle");
+    var order = ["auto", "light", "dark"];
+    var chosen = window.localStorage.getItem("relay.theme") || "auto";
+    function apply() {
+      root.setAttribute("data-theme", chosen);
+      if (button) button.textContent = "Theme: " + chosen;
+    }
+    if (button) button.addEventListener("click", function () {
+      chosen = order[(order.indexOf(chosen) + 1) % order.length];
+      window.localStorage.setItem("relay.theme", chosen);
+      apply();
+    });
+    apply();
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    theme();
     var table = document.querySelector("table[data-live]");
     if (table) live(table);
+    var list = document.querySelector("table[data-refresh]");
+    if (list) refreshing(list);
     bulk();
   });
 })();

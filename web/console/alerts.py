@@ -1,0 +1,166 @@
+"""The Alerts tab: an application's alerting rules (created and deleted here through the same functions as
+the API's alerting-rule endpoints, web/api_alerting.py), the alerts they fired and its managed retention runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from flask import Response, flash, redirect, render_template, request, url_for
+
+from relay.events.alerting import RULE_TYPES, metadata_fields
+from relay.web import audit_trail
+from relay.web.api_alerting import check_rule_body, create_alerting_rule, delete_alerting_rule
+from relay.web.console import bp
+from relay.web.console.auth import confirm_page, confirmed, require
+from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
+from relay.web.context import runtime
+from relay.web.problems import ApiError
+
+_CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+_SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")
+RETENTION_RUNS_SHOWN = 10
+
+
+def _scrub(value: Any) -> str:
+    """Text for a page: credentials inside URLs removed (``scheme://user:pass@host`` → ``scheme://host``)."""
+    return _CREDENTIALS_IN_URL.sub(r"\1", "" if value is None else str(value))
+
+
+def _shown(metadata: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """(key, value) pairs of a rule's or an alert's metadata, as a page may show them: nothing that looks
+    like a secret (by its key) and no credentials in URLs. Alerting metadata holds none today (its keys
+    are checked by events/alerting.py); this keeps it so if that ever changes."""
+    pairs = []
+    for key, value in sorted((metadata or {}).items()):
+        hidden = any(word in key.lower() for word in _SECRET_WORDS)
+        pairs.append((key, "(hidden)" if hidden else ("*" if value is None else _scrub(value))))
+    return pairs
+
+
+def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "rule_id": row["rule_id"], "rule_type": row["rule_type"], "metadata": _shown(row["metadata"]),
+        "receiving_app": row["receiving_app"], "min_interval_secs": row["min_interval_secs"],
+        "created_at": row["created_at"], "last_fired_at": row["last_fired_at"], "alerts": row["alerts"],
+    }
+
+
+def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An alert with its delivery outcome: ``pending`` until recorded, then ``delivered`` (every target took
+    it), ``partial`` (some did) or ``failed`` (none did)."""
+    delivered = list(row["delivered_to"] or [])
+    failed = [{"executor": _scrub(f.get("executorId")), "reason": _scrub(f.get("reason"))}
+              for f in row["failed"] or []]
+    hook = row["webhook"]
+    webhook = None if hook is None else {
+        "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),
+        "error": _scrub(hook.get("error")) if hook.get("error") else None,
+    }  # never the webhook's URL or secret: the event holds neither, and the page shows only these fields
+    if row["delivered_at"] is None:
+        outcome = "pending"
+    else:
+        oks = len(delivered) + (webhook is not None and webhook["outcome"] == "delivered")
+        kos = len(failed) + (webhook is not None and webhook["outcome"] != "delivered")
+        outcome = "delivered" if oks and not kos else "partial" if oks else "failed"
+    return {
+        "rule_id": row["rule_id"], "rule_type": row["rule_type"], "sequence": row["sequence"],
+        "message": _scrub(row["message"]), "metadata": _shown(row["metadata"]),
+        "receiving_app": row["receiving_app"], "instance": row["instance"] or "", "fired_at": row["fired_at"],
+        "delivered_at": row["delivered_at"], "delivered_to": delivered, "failed": failed, "webhook": webhook,
+        "outcome": outcome,
+    }
+
+
+def _retention_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "started_at": row["started_at"], "finished_at": row["finished_at"], "executor": row["executor"],
+        "instance": row["instance"] or "", "outcome": row["outcome"] or "running",
+        "reason": _scrub(row["reason"]) if row["reason"] else "",
+        "policy": [(k, v) for k, v in sorted(row["policy"].items()) if v is not None],
+    }
+
+
+@bp.get("/orgs/<org>/apps/<app>/alerts")
+def alerts(org: str, app: str) -> str:
+    """The app's alerting rules, the alerts they fired (newest first, with where each went) and its latest
+    managed retention runs, from the alerting and operations views (what GET .../alerting-rules,
+    /relay/v1/.../alerts and .../retention-runs return)."""
+    check_app(org, app)
+    view, operations = runtime().views.alerting, runtime().views.operations
+    page = page_number(request.args.get("page"))
+    fired = view.alerts(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    return render_template(
+        "console/alerts.html", org=org, app=app, tab="alerts",
+        rules=[_rule_row(r) for r in view.rules(org, app)],
+        alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
+        runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
+        webhook=runtime().settings.alert_webhook_url is not None,
+        interval_s=runtime().settings.alert_interval_s,
+        rule_types=[(t, metadata_fields(t)) for t in RULE_TYPES],
+        app_names=[a["name"] for a in runtime().views.applications.apps(org)],
+    )
+
+
+def _rule_body(form: Any) -> dict[str, Any]:
+    """The form of one rule type as a ``CreateAlertInputBody``: empty fields are left out (the rule type's
+    defaults apply), numbers must be whole."""
+    rule_type = (form.get("ruleType") or "").strip()
+    metadata: dict[str, Any] = {}
+    for key, _default, kind in metadata_fields(rule_type) if rule_type in RULE_TYPES else ():
+        raw = (form.get(key) or "").strip()
+        if raw:
+            metadata[key] = raw if kind == "name" else _whole(key, raw)
+    body: dict[str, Any] = {"ruleType": rule_type, "ruleMetadata": metadata}
+    interval = (form.get("minIntervalSecs") or "").strip()
+    if interval:
+        body["minIntervalSecs"] = _whole("minIntervalSecs", interval)
+    receiver = (form.get("receivingAppName") or "").strip()
+    if receiver:
+        body["receivingAppName"] = receiver
+    return body
+
+
+def _whole(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number") from None
+
+
+@bp.post("/orgs/<org>/apps/<app>/alerting-rules")
+def create_rule(org: str, app: str) -> Response:
+    check_app(org, app)
+    who = require("application.write", org, app)
+    back = url_for("console.alerts", org=org, app=app)
+    try:
+        row = create_alerting_rule(org, app, check_rule_body(org, _rule_body(request.form)), who.display)
+    except ValueError as error:
+        audit_trail.note("createAlertingRule", [], failed=str(error))
+        flash(f"Rule not created: {error}", "error")
+    except ApiError as error:
+        audit_trail.note("createAlertingRule", [], failed=error.detail, status=error.status)
+        flash(f"Rule not created: {error.detail}", "error")
+    else:
+        audit_trail.note("createAlertingRule", [str(row["rule_id"])])
+        flash(f"{row['rule_type']} rule {row['rule_id']} created.", "ok")
+    return redirect(back)
+
+
+@bp.post("/orgs/<org>/apps/<app>/alerting-rules/<rule_id>/delete")
+def delete_rule(org: str, app: str, rule_id: str) -> Response | str:
+    check_app(org, app)
+    who = require("application.write", org, app)
+    back = url_for("console.alerts", org=org, app=app)
+    if not confirmed():
+        return confirm_page(f"Delete alerting rule {rule_id}?", "It fires no more alerts; the alerts it fired stay "
+                            "listed.", "Delete rule", danger=True, back=back, keep="Keep the rule")
+    try:
+        delete_alerting_rule(org, app, rule_id, who.display)
+    except ApiError as error:
+        audit_trail.note("deleteAlertingRule", [rule_id], failed=error.detail, status=error.status)
+        flash(f"Rule not deleted: {error.detail}", "error")
+    else:
+        audit_trail.note("deleteAlertingRule", [rule_id])
+        flash(f"Rule {rule_id} deleted.", "ok")
+    return redirect(back)
