@@ -56,6 +56,8 @@ def create_app(rt: Runtime) -> Flask:
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
 
+    app.before_request(openapi.reject_undeclared_query)
+
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError) -> Response:
         return problem_response(error)
