@@ -13,6 +13,7 @@ from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
+from relay.web.api_values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
@@ -64,9 +65,9 @@ def _executor_row(row: dict[str, Any]) -> dict[str, Any]:
         "language": row["language"] or "",
         "dbosVersion": row["dbos_version"] or "",
         "instance": row["instance"] or "",
-        "connectedAt": row["connected_at"],
-        "disconnectedAt": row["disconnected_at"],
-        "deadAt": row["dead_at"],
+        "connectedAt": view_time(row["connected_at"]),
+        "disconnectedAt": view_time(row["disconnected_at"]),
+        "deadAt": view_time(row["dead_at"]),
         "recoveryAttempts": row["recovery_attempts"],
     }
 
