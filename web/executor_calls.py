@@ -297,3 +297,17 @@ def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:
     if response.output is None:
         raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
     return response.output
+
+
+def require_workflows(org: str, app: str, workflow_ids: list[str]) -> None:
+    """404 naming the ids the executors have no workflow for, with one list request: for the bulk actions whose
+    SDKs disagree on an unknown id (Python and TypeScript fail, Go and Java skip it or fail otherwise)."""
+    wanted = list(dict.fromkeys(workflow_ids))
+    body = protocol.ListWorkflowsBody(workflow_uuids=wanted, limit=len(wanted))
+    listed = {str(r.get("WorkflowUUID")) for r in call(org, app, protocol.ListWorkflowsRequest(body=body)).output or []}
+    if not listed <= set(wanted):
+        return  # an executor that ignored the filter: it cannot tell, the action will
+    missing = [w for w in wanted if w not in listed]
+    if missing:
+        more = f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""
+        raise not_found(f"no workflow {', '.join(repr(w) for w in missing[:10])}{more} in application '{app}'")

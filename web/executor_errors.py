@@ -11,10 +11,13 @@ caught by Relay itself. The texts below were read from each SDK's source and che
   ``Filtering workflows by attributes is not supported on SQLite``; imports: ``binascii.Error``,
   ``gzip.BadGzipFile``, ``_pickle.UnpicklingError``, ``EOFError: Ran out of input``.
 - TypeScript (5.2.x): ``Workflow a, b does not exist``; imports: zlib's ``incorrect header check``, JSON.parse's
-  ``Unexpected token`` / ``is not valid JSON``.
+  ``Unexpected token`` / ``is not valid JSON``, JSON of another shape ``Cannot read properties of undefined``.
 - Go (v1.6): ``DBOS Error NonExistentWorkflow: workflow a does not exist`` (only ``NonExistentWorkflow`` in
-  metadata-only mode); imports: ``gzip: invalid header``, ``illegal base64 data``, ``invalid character``.
-- Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``.
+  metadata-only mode); imports: ``gzip: invalid header``, ``illegal base64 data``, ``invalid character``, JSON of
+  another shape ``null value in column "workflow_uuid" ... violates not-null constraint``.
+- Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``, ``Unrecognized token``, JSON of
+  another shape ``Cannot invoke ... because "status" is null``.
+- Imports of a workflow still there, every SDK: the database's unique violation (409).
 """
 
 from __future__ import annotations
@@ -70,7 +73,11 @@ RULES: tuple[_Rule, ...] = (
         r"|incorrect header check|unexpected end of file|Unexpected token|is not valid JSON"  # TypeScript
         r"|Unexpected end of JSON input"
         r"|gzip: invalid header|illegal base64 data|invalid character|unexpected EOF"  # Go
-        r"|Not in GZIP format|Unrecognized token|JsonParseException",  # Java
+        r"|Not in GZIP format|Unrecognized token|JsonParseException"  # Java
+        # JSON that is not an export: each SDK fails on the first field it misses.
+        r"|Cannot read properties of (?:undefined|null)"  # TypeScript
+        r"|violates not-null constraint"  # Go
+        r"|because \"[^\"]+\" is null",  # Java
     ), _NOT_AN_EXPORT),
     _Rule(_IMPORT, re.compile(
         r"UNIQUE constraint failed|duplicate key value|UniqueViolation", re.IGNORECASE,

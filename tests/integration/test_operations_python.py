@@ -510,13 +510,14 @@ def test_client_errors_answered_by_the_executor_are_4xx(world: World) -> None:
     # One workflow: its existence is checked first (a GET), so the SDK is never asked.
     for action, status in (("resume", 404), ("fork", 404), ("cancel", 404)):
         v2(w.relay, "POST", f"{BASE}/workflows/{w.run}-nobody/{action}", status, json={})
-    # Several: the executor finds them missing.
+    # Several (bulk resume and fork): one list request first, naming those missing.
     missing = [f"{w.run}-nobody", f"{w.run}-nobody-else"]
-    problem = v2(w.relay, "POST", f"{BASE}/workflows/bulk-resume", 404, json={"workflowIds": missing})
-    assert "Non-existent target workflow ID" in problem["detail"] and missing[1] in problem["detail"]
+    problem = v2(w.relay, "POST", f"{BASE}/workflows/bulk-resume", 404,
+                 json={"workflowIds": [w.ids["greet"], *missing]})
+    assert f"'{missing[0]}', '{missing[1]}'" in problem["detail"] and w.ids["greet"] not in problem["detail"]
     problem = v2(w.relay, "POST", f"{BASE}/workflows/bulk-fork-from-failure", 404,
                  json={"workflowIds": missing[:1], "fromLastFailure": True})
-    assert "Non-existent target workflow ID" in problem["detail"]
+    assert f"'{missing[0]}'" in problem["detail"]
 
     # An import the executor cannot read (base64 of gzip, but not of an export): 422 naming the field.
     for payload in (b"garbage", b"", json.dumps([{"workflow_uuid": "x"}]).encode()):

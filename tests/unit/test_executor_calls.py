@@ -235,6 +235,16 @@ CLASSIFIED = [
     ("import_workflow", "Exception encountered when importing workflow: sqlalchemy.exc.IntegrityError: "
      "(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint \"workflow_status_pkey\"",
      409, "body.serializedWorkflow"),
+    ("import_workflow", "Exception encountered when importing workflow: Cannot read properties of undefined "
+     "(reading 'workflow_uuid')", 422, "body.serializedWorkflow"),  # TS, JSON of another shape
+    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: null "
+     'value in column "workflow_uuid" of relation "workflow_status" violates not-null constraint (SQLSTATE 23502)',
+     422, "body.serializedWorkflow"),  # Go
+    ("import_workflow", 'Cannot invoke "dev.dbos.transact.workflow.WorkflowStatus.workflowId()" because "status" is '
+     "null", 422, "body.serializedWorkflow"),  # Java
+    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: "
+     'duplicate key value violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409,
+     "body.serializedWorkflow"),  # Go
     # Genuine faults stay 502: a missing table is not a missing workflow; the same text on another type.
     ("resume", 'Exception encountered when resuming workflow(s) [\'a\']: psycopg.errors.UndefinedTable: relation '
      '"dbos.workflow_status" does not exist', 502, None),
@@ -273,3 +283,23 @@ def test_the_summary_keeps_the_exceptions_line_not_sqlalchemys_trailer() -> None
     assert summarize_error(message) == (
         "Exception encountered when importing workflow: sqlalchemy.exc.IntegrityError: "
         '(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "workflow_status_pkey"')
+
+
+def test_bulk_ids_are_checked_with_one_list_request(world: SimpleNamespace) -> None:
+    from relay.web.executor_calls import require_workflows
+
+    known = {"a", "b"}
+    world.add("sdk", lambda r: {"output": [{"WorkflowUUID": w} for w in r.body.workflow_uuids if w in known]})
+    require_workflows(ORG, APP, ["a", "b", "a"])
+    with pytest.raises(ApiError) as caught:
+        require_workflows(ORG, APP, ["a", "x", "y"])
+    assert caught.value.status == 404 and "'x', 'y'" in caught.value.detail and "'a'" not in caught.value.detail
+    [first, *_] = world.seen("sdk")[0]
+    assert (first.body.workflow_uuids, first.body.limit, first.body.load_input) == (["a", "b"], 2, False)
+
+
+def test_an_executor_ignoring_the_id_filter_cannot_fail_the_check(world: SimpleNamespace) -> None:
+    from relay.web.executor_calls import require_workflows
+
+    world.add("old", lambda r: {"output": [{"WorkflowUUID": "other"}]})
+    require_workflows(ORG, APP, ["a"])  # it cannot tell: the action itself will
