@@ -4,7 +4,8 @@ An executor answers every failure with a free-text ``error_message`` (no code). 
 or its database (502), but some say the request itself was wrong: an id that does not exist, a filter the
 executor's system database cannot do, an import that is not an export. Those are 4xx, like the same mistake
 caught by Relay itself. The texts below were read from each SDK's source and checked against real executors
-(tests/integration/test_operations_python.py); an unrecognized text stays a 502.
+(tests/integration/test_operations_python.py, test_sdk_executors.py; tests/unit/test_executor_calls.py keeps
+them); an unrecognized text stays a 502.
 
 - Python (dbos 3.2.0): context, traceback, last line ``dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5:
   Non-existent target workflow ID: a, b`` (``export`` instead of ``target`` on export);
@@ -15,6 +16,7 @@ caught by Relay itself. The texts below were read from each SDK's source and che
 - Go (v1.6): ``DBOS Error NonExistentWorkflow: workflow a does not exist`` (only ``NonExistentWorkflow`` in
   metadata-only mode); imports: ``gzip: invalid header``, ``illegal base64 data``, ``invalid character``, JSON of
   another shape ``null value in column "workflow_uuid" ... violates not-null constraint``.
+- Go and Java, fork from failure of a workflow without steps: ``workflow a has no steps``.
 - Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``, ``Unrecognized token``, JSON of
   another shape ``Cannot invoke ... because "status" is null``.
 - Imports of a workflow still there, every SDK: the database's unique violation (409).
@@ -55,6 +57,7 @@ _ATTRIBUTES = ClientError(
     422, "body.attributes",
     "the executors' system database cannot filter by attributes (SQLite); use PostgreSQL or drop the filter",
 )
+_NO_STEPS = ClientError(422, "body.workflowIds", "a workflow has no step to fork from")
 _NOT_AN_EXPORT = ClientError(422, "body.serializedWorkflow", "not a workflow exported by this application's SDK")
 _ALREADY_THERE = ClientError(409, "body.serializedWorkflow", "a workflow of this export already exists")
 
@@ -68,6 +71,8 @@ RULES: tuple[_Rule, ...] = (
         re.IGNORECASE,
     ), _NOT_FOUND),
     _Rule(_FILTERING, re.compile(r"by attributes is not supported", re.IGNORECASE), _ATTRIBUTES),
+    # Go and Java: a workflow that never ran a step has no failure to fork from.
+    _Rule(frozenset({"fork_from_failure"}), re.compile(r"\bworkflow \S+ has no steps\b", re.IGNORECASE), _NO_STEPS),
     _Rule(_IMPORT, re.compile(
         r"binascii\.Error|BadGzipFile|Not a gzipped file|UnpicklingError|EOFError|zlib\.error"  # Python
         r"|incorrect header check|unexpected end of file|Unexpected token|is not valid JSON"  # TypeScript

@@ -245,6 +245,9 @@ CLASSIFIED = [
     ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: "
      'duplicate key value violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409,
      "body.serializedWorkflow"),  # Go
+    ("fork_from_failure", "failed to fork workflows from failure: workflow wf-1 has no steps", 422,
+     "body.workflowIds"),  # Go
+    ("fork_from_failure", "Workflow wf-1 has no steps", 422, "body.workflowIds"),  # Java
     # Genuine faults stay 502: a missing table is not a missing workflow; the same text on another type.
     ("resume", 'Exception encountered when resuming workflow(s) [\'a\']: psycopg.errors.UndefinedTable: relation '
      '"dbos.workflow_status" does not exist', 502, None),
