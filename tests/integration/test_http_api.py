@@ -448,7 +448,8 @@ def test_every_time_is_rfc3339_utc_and_no_empty_answer_has_a_type(relay: RelayPr
     app = unique("times-app")
     _empty(relay.api("PUT", app_path(app), json={}), 204)
     _empty(relay.api("PATCH", app_path(app), json={"executorTimeoutSecs": 30}), 204)
-    created = relay.api("POST", f"/v2/orgs/{ORG}/tokens/{unique('times-key')}", json={"appNames": [app]})
+    token_name = unique("times-key")
+    created = relay.api("POST", f"/v2/orgs/{ORG}/tokens/{token_name}", json={"appNames": [app]})
     assert created.status_code == 201 and created.headers["Content-Type"] == "application/json"
     rule = relay.api("POST", f"{app_path(app)}/alerting-rules",
                      json={"ruleType": "SlowQueue", "ruleMetadata": {"queue_name": "q", "thresholdSecs": 30}})
@@ -472,4 +473,5 @@ def test_every_time_is_rfc3339_utc_and_no_empty_answer_has_a_type(relay: RelayPr
     # the walk did meet the kinds of time Relay writes
     assert {"createdAt", "updatedAt", "at", "recordedAt", "emitTime", "startedAt"} <= seen, seen
     _empty(relay.api("DELETE", f"{app_path(app)}/alerting-rules/{rule.json()['id']}"), 204)
+    _empty(relay.api("DELETE", f"/v2/orgs/{ORG}/tokens/{token_name}"), 204)
     _empty(relay.api("DELETE", app_path(app)), 204)
