@@ -14,8 +14,8 @@ them); an unrecognized text stays a 502.
 - TypeScript (5.2.x): ``Workflow a, b does not exist``; imports: zlib's ``incorrect header check``, JSON.parse's
   ``Unexpected token`` / ``is not valid JSON``, JSON of another shape ``Cannot read properties of undefined``.
 - Go (v1.6): ``DBOS Error NonExistentWorkflow: workflow a does not exist`` (only ``NonExistentWorkflow`` in
-  metadata-only mode); imports: ``gzip: invalid header``, ``illegal base64 data``, ``invalid character``, JSON of
-  another shape ``null value in column "workflow_uuid" ... violates not-null constraint``.
+  metadata-only mode); imports: ``Failed to create gzip reader`` / ``decompress workflow data`` / ``unmarshal
+  workflow data``, JSON of another shape ``null value in column "workflow_uuid" ... violates not-null constraint``.
 - Go and Java, fork from failure of a workflow without steps: ``workflow a has no steps``.
 - Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``, ``Unrecognized token``, JSON of
   another shape ``Cannot invoke ... because "status" is null``.
@@ -77,7 +77,9 @@ RULES: tuple[_Rule, ...] = (
         r"binascii\.Error|BadGzipFile|Not a gzipped file|UnpicklingError|EOFError|zlib\.error"  # Python
         r"|incorrect header check|unexpected end of file|Unexpected token|is not valid JSON"  # TypeScript
         r"|Unexpected end of JSON input"
-        r"|gzip: invalid header|illegal base64 data|invalid character|unexpected EOF"  # Go
+        # Go names the stage (not its bare "unexpected EOF": a dropped database connection says that too).
+        r"|Failed to (?:base64 decode serialized workflow|create gzip reader|decompress workflow data"
+        r"|unmarshal workflow data)"
         r"|Not in GZIP format|Unrecognized token|JsonParseException"  # Java
         # JSON that is not an export: each SDK fails on the first field it misses.
         r"|Cannot read properties of (?:undefined|null)"  # TypeScript

@@ -248,6 +248,10 @@ CLASSIFIED = [
     ("fork_from_failure", "failed to fork workflows from failure: workflow wf-1 has no steps", 422,
      "body.workflowIds"),  # Go
     ("fork_from_failure", "Workflow wf-1 has no steps", 422, "body.workflowIds"),  # Java
+    ("import_workflow", "Failed to unmarshal workflow data: invalid character 'g' looking for beginning of value",
+     422, "body.serializedWorkflow"),  # Go
+    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: "
+     "unexpected EOF", 502, None),  # Go, its database connection dropped
     # Genuine faults stay 502: a missing table is not a missing workflow; the same text on another type.
     ("resume", 'Exception encountered when resuming workflow(s) [\'a\']: psycopg.errors.UndefinedTable: relation '
      '"dbos.workflow_status" does not exist', 502, None),
