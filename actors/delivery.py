@@ -58,7 +58,8 @@ def alert_payload(alert: Any) -> dict[str, Any]:
         "receivingApp": alert.receiving_app,
         "message": alert.message,
         "metadata": dict(alert.metadata),
-        "firedAt": alert.fired_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        # The API's one time format (web/api_values.format_time): RFC 3339, UTC, milliseconds.
+        "firedAt": alert.fired_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "instance": alert.instance,
     }
 

@@ -14,7 +14,6 @@ applications that have rules or retention settings, so they are watched from the
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, jsonify
@@ -27,7 +26,7 @@ from relay.web.openapi import operation, query
 from relay.web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
 from relay.web.problems import invalid, not_found
 from relay.web.requests_ import int_arg, json_body
-from relay.web.translate import format_time
+from relay.web.translate import view_time
 
 if TYPE_CHECKING:
     pass
@@ -77,10 +76,6 @@ COMPONENTS.update({
 # -- translation: the view's rows as the API's shapes
 
 
-def _time(value: Any) -> str | None:
-    return format_time(datetime.fromisoformat(value)) if value else None
-
-
 def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row["rule_id"],
@@ -89,7 +84,7 @@ def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
         "ruleType": row["rule_type"],
         "ruleMetadata": row["metadata"],
         "minIntervalSecs": row["min_interval_secs"],
-        "lastFiredAt": _time(row["last_fired_at"]),
+        "lastFiredAt": view_time(row["last_fired_at"]),
     }
 
 
@@ -103,8 +98,8 @@ def alert_v1(row: dict[str, Any]) -> dict[str, Any]:
         "metadata": row["metadata"],
         "receivingApp": row["receiving_app"],
         "instance": row["instance"],
-        "firedAt": _time(row["fired_at"]),
-        "deliveredAt": _time(row["delivered_at"]),
+        "firedAt": view_time(row["fired_at"]),
+        "deliveredAt": view_time(row["delivered_at"]),
         "deliveredTo": row["delivered_to"],
         "failed": row["failed"],
         "webhook": row["webhook"],
@@ -116,10 +111,10 @@ def retention_run_v1(row: dict[str, Any]) -> dict[str, Any]:
         "slot": row["slot"],
         "executorId": row["executor"],
         "instance": row["instance"],
-        "startedAt": _time(row["started_at"]),
+        "startedAt": view_time(row["started_at"]),
         "outcome": row["outcome"],
         "reason": row["reason"],
-        "finishedAt": _time(row["finished_at"]),
+        "finishedAt": view_time(row["finished_at"]),
         "policy": row["policy"],
         "settings": row["settings"],
     }

@@ -12,6 +12,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from relay.web.api_values import view_time
 from relay.web.context import authorize, runtime
 from relay.web.openapi import operation, query
 from relay.web.problems import invalid
@@ -81,7 +82,7 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
     by = str(details.pop("by", "relay"))
     return {
         "id": str(row["position"]),
-        "emitTime": row["at"] or row["recorded_at"],
+        "emitTime": view_time(row["at"] or row["recorded_at"]),
         "operation": row["event"],
         "status": "success",
         "subject": _subject(by),

@@ -81,7 +81,7 @@ def instances() -> Response:
     states = runtime().views.instances.describe(cluster.table.rows(), cluster.wall(),
                                                 org=None if who.admin else who.org)
     return jsonify({"instances": [
-        {"instanceId": i.instance, "address": i.address, "port": i.port, "startedAt": i.started_at,
+        {"instanceId": i.instance, "address": i.address, "port": i.port, "startedAt": translate.view_time(i.started_at),
          "heartbeatAgeSecs": i.heartbeat_age_s, "status": i.status,
          "leases": [{"org": r["org"], "app": r["app"], "executorId": r["executor_id"], "status": r["status"]}
                     for r in i.leases]}

@@ -6,6 +6,7 @@ import gevent
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import views_to_api
+from relay.web.api_values import view_time
 from relay.web.context import authorize, principal, require_app, runtime
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError
@@ -90,8 +91,8 @@ def _recovery(row: dict) -> dict:
         "attempt": row["attempt"],
         "peer": row["peer"],
         "instance": row["instance"],
-        "dispatchedAt": row["dispatched_at"],
+        "dispatchedAt": view_time(row["dispatched_at"]),
         "outcome": row["outcome"],
         "reason": row["reason"],
-        "finishedAt": row["finished_at"],
+        "finishedAt": view_time(row["finished_at"]),
     }

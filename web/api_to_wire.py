@@ -4,6 +4,8 @@ timestamps raise ``ApiError`` 422 naming the location (``query.limit``, ``body.s
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -343,11 +345,26 @@ def fork_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.ForkWork
     )
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def import_request(body: Mapping[str, Any]) -> protocol.ImportWorkflowRequest:
     """An ``ImportWorkflowInputBody`` (serializedWorkflow, from an export of the same SDK language)."""
     _require(body, "serializedWorkflow")
     fields = _fields(body, IMPORT_BODY)
+    _check_export(fields["serialized_workflow"])
     return protocol.ImportWorkflowRequest(**fields)
+
+
+def _check_export(text: str) -> None:
+    """Every SDK exports base64 of gzip (its payload differs: pickle, JSON): anything else is refused here,
+    before an executor spends a traceback on it. The payload itself only the executor can judge."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid("body.serializedWorkflow", "must be base64, as an export answers it", None) from None
+    if not raw.startswith(_GZIP_MAGIC):
+        raise invalid("body.serializedWorkflow", "is not an export (not gzip data under the base64)", None)
 
 
 def _workflow_ids(body: Mapping[str, Any]) -> list[str]:

@@ -46,6 +46,12 @@ def time_from_wire(value: Any) -> str | None:
     return None
 
 
+def view_time(value: Any) -> str | None:
+    """A time as a view stores it (``datetime.isoformat()``, microseconds and ``+00:00``) in the API's one
+    format, format_time's: every time Relay writes in JSON goes through one of these two functions."""
+    return time_from_wire(value) if isinstance(value, str) else None
+
+
 def int_from_wire(value: Any) -> int | None:
     """An SDK integer (a number or a numeric string, as the Python SDK sends most of them) or None."""
     if value is None or isinstance(value, bool):

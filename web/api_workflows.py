@@ -2,7 +2,8 @@
 
 Each view checks the caller and every input first (web/translate.py), then asks one executor
 (web/executor_calls.py), then translates its answer. Operations on one workflow first make sure it exists
-(404 otherwise): the SDKs answer an unknown id with empty lists or an error.
+(404 otherwise): the SDKs answer an unknown id with empty lists or an error; so do bulk resume and fork, whose
+SDKs disagree on an unknown id. Bulk cancel and delete stay idempotent (every SDK skips an unknown id).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import translate
-from relay.web.executor_calls import authorize_app, call, require_workflow
+from relay.web.executor_calls import authorize_app, call, require_workflow, require_workflows
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError, not_found
 from relay.web.requests_ import json_body
@@ -209,7 +210,9 @@ def bulk_cancel(org: str, app: str) -> Response:
            body_required=True)
 def bulk_resume(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    _succeeded(call(org, app, translate.bulk_resume_request(json_body(required=True))), "the resumption")
+    resume = translate.bulk_resume_request(json_body(required=True))
+    require_workflows(org, app, resume.workflow_ids)
+    _succeeded(call(org, app, resume), "the resumption")
     return _no_content()
 
 
@@ -227,5 +230,7 @@ def bulk_delete(org: str, app: str) -> Response:
            returns="BulkForkFromFailureOutputBody", body="BulkForkFromFailureBody", body_required=True)
 def bulk_fork_from_failure(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    response = call(org, app, translate.bulk_fork_from_failure_request(json_body(required=True)))
+    fork = translate.bulk_fork_from_failure_request(json_body(required=True))
+    require_workflows(org, app, fork.body.workflow_ids)
+    response = call(org, app, fork)
     return jsonify({"workflowIds": list(response.forked_workflow_ids or [])})

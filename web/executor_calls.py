@@ -5,7 +5,9 @@
   executor as not supporting the type and moves on; when no connected executor supports the type: 501,
   naming the SDK languages/releases that lack it;
 - an executor that disconnects before answering: the next candidate; none left: 502;
-- an executor's ``error_message``: 502, the message (without the SDK's traceback) in ``detail``;
+- an executor's ``error_message``: the message (without the SDK's traceback) in ``detail``, with 404, 409 or 422
+  when it says the request was wrong (web/executor_errors.py: an unknown workflow id, a filter its database
+  cannot do, an import that is not an export), 502 otherwise;
 - an executor that answers with a frame breaking the protocol: 502 at once, naming what is wrong;
 - an executor with RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: the next candidate; none left: 429;
 - no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, 504.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import re
 from typing import Any
 
 import pykka
@@ -32,6 +35,7 @@ from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.executor import ask_request, tell_forget
 from relay.actors.forwarder import ForwardError
+from relay.web import executor_errors
 from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError, not_found
@@ -42,6 +46,8 @@ log = logging.getLogger("relay.web.executor_calls")
 
 MAX_DETAIL_CHARS = 2000
 _TRACEBACK = "Traceback (most recent call last):"
+# A traceback's exception line: unindented "module.Name: message" (PostgreSQL's "DETAIL: ..." is all capitals).
+_EXCEPTION_LINE = re.compile(r"^(?=[\w.]*[a-z])[A-Za-z_][\w.]*: \S")
 _BULK_CAPABLE = (protocol.CancelRequest, protocol.ResumeRequest, protocol.DeleteRequest)
 
 
@@ -63,10 +69,16 @@ def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswer
 
 
 def _failed(executor: LiveExecutor, message_type: str, error_message: str) -> ApiError:
-    return ApiError(
-        502, f"{_who(executor)} answered '{message_type}' with an error: {summarize_error(error_message)}",
-        title="Executor Error",
-    )
+    summary = summarize_error(error_message)
+    detail = f"{_who(executor)} answered '{message_type}' with an error: {summary}"
+    # Classified on the summary (context and the exception's last line), not on the traceback's other frames.
+    client = executor_errors.classify(message_type, summary)
+    if client is None:
+        return ApiError(502, detail, title="Executor Error")
+    if client.location is None:
+        return ApiError(client.status, f"{client.explanation}: {detail}")
+    return ApiError(client.status, f"{client.location}: {client.explanation}; {detail}",
+                    errors=[{"location": client.location, "message": client.explanation}])
 
 
 def _busy(app: str, limit: int) -> ApiError:
@@ -78,11 +90,14 @@ def _busy(app: str, limit: int) -> ApiError:
 
 def summarize_error(message: str) -> str:
     """An executor's error_message for the API: the Python SDK appends a traceback to its context line;
-    keep the context and the exception's last line (API.md: never a stack trace)."""
+    keep the context and the exception's line (API.md: never a stack trace)."""
     head, found, tail = message.partition(_TRACEBACK)
     if found:
         lines = [line.strip() for line in tail.strip().splitlines() if line.strip()]
-        message = f"{head.strip().rstrip(':')}: {lines[-1]}" if lines else head.strip().rstrip(":")
+        # The exception's own line, not the last one: SQLAlchemy's errors end with [SQL: ...] and a link.
+        raised = [line for line in tail.splitlines() if _EXCEPTION_LINE.match(line)]
+        last = raised[-1].strip() if raised else lines[-1] if lines else None
+        message = f"{head.strip().rstrip(':')}: {last}" if last else head.strip().rstrip(":")
     message = message.strip()
     return message if len(message) <= MAX_DETAIL_CHARS else message[: MAX_DETAIL_CHARS - 1] + "…"
 
@@ -282,3 +297,17 @@ def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:
     if response.output is None:
         raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
     return response.output
+
+
+def require_workflows(org: str, app: str, workflow_ids: list[str]) -> None:
+    """404 naming the ids the executors have no workflow for, with one list request: for the bulk actions whose
+    SDKs disagree on an unknown id (Python and TypeScript fail, Go and Java skip it or fail otherwise)."""
+    wanted = list(dict.fromkeys(workflow_ids))
+    body = protocol.ListWorkflowsBody(workflow_uuids=wanted, limit=len(wanted))
+    listed = {str(r.get("WorkflowUUID")) for r in call(org, app, protocol.ListWorkflowsRequest(body=body)).output or []}
+    if not listed <= set(wanted):
+        return  # an executor that ignored the filter: it cannot tell, the action will
+    missing = [w for w in wanted if w not in listed]
+    if missing:
+        more = f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""
+        raise not_found(f"no workflow {', '.join(repr(w) for w in missing[:10])}{more} in application '{app}'")

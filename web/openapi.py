@@ -1,4 +1,5 @@
-"""GET /openapi.json: Relay's OpenAPI 3.1 document, generated from the routes it serves.
+"""GET /openapi.json (and /openapi.yaml, and /docs rendering it): Relay's OpenAPI 3.1 document, generated from
+the routes it serves; and the check that a request uses only the query parameters its operation declares.
 
 Every route of the Flask app appears (its path and methods come from the URL map); what the URL map cannot
 say (operation id, query parameters, body, response) comes from ``@operation(...)`` on the view itself, so a
@@ -14,9 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from flask import Blueprint, Flask, Response, current_app, jsonify
+import yaml
+from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 
 from relay.web.openapi_schemas import COMPONENTS, Schema, array_of, ref
+from relay.web.problems import bad_request
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -99,11 +102,6 @@ def _key(view: Callable[..., Any]) -> str:
     return f"{view.__module__}.{view.__qualname__}"
 
 
-def operation_of(view: Callable[..., Any]) -> Operation | None:
-    """What `@operation` said of a view, if anything."""
-    return _REGISTRY.get(_key(view))
-
-
 def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
     """Describe the decorated view (put it below the route decorator)."""
 
@@ -112,6 +110,26 @@ def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
         return view
 
     return register
+
+
+def operation_of(view: Callable[..., Any]) -> Operation | None:
+    """The `@operation` of a view (None for the console's pages)."""
+    return _REGISTRY.get(_key(view))
+
+
+def reject_undeclared_query() -> None:
+    """Before every request: a query parameter the matched operation does not declare is a 400 naming it, not
+    silently ignored (a misspelt filter would otherwise list everything). Pages without an operation (the
+    console) and the executor WebSocket (SDKs own its URL) are left alone."""
+    view = current_app.view_functions.get(request.endpoint or "")
+    op = operation_of(view) if view is not None else None
+    if op is None or op.status == 101 or not request.args:
+        return
+    declared = {p.name for p in op.query}
+    unknown = sorted(set(request.args) - declared)
+    if unknown:
+        allowed = ", ".join(sorted(declared)) or "none"
+        raise bad_request(f"query.{unknown[0]}", f"unknown query parameter (this operation takes: {allowed})")
 
 
 def _response_schema(returns: str | Schema) -> Schema:
@@ -198,12 +216,64 @@ def build_document(app: Flask, version: str) -> dict[str, Any]:
     }
 
 
-@bp.get("/openapi.json")
-@operation("getOpenAPI", summary="This OpenAPI document", tag="Relay", returns="OpenAPIDocument", public=True)
-def openapi_json() -> Response:
+def _document() -> dict[str, Any]:
     from relay.actors.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
 
     cached = current_app.extensions.get("relay.openapi")
     if cached is None:
         cached = current_app.extensions["relay.openapi"] = build_document(current_app, VERSION)
-    return jsonify(cached)
+    return cached
+
+
+@bp.get("/openapi.json")
+@operation("getOpenAPI", summary="This OpenAPI document", tag="Relay", returns="OpenAPIDocument", public=True)
+def openapi_json() -> Response:
+    return jsonify(_document())
+
+
+@bp.get("/openapi.yaml")
+@operation("getOpenAPIYaml", summary="This OpenAPI document, as YAML", tag="Relay", returns="OpenAPIDocument",
+           public=True, content_type="application/yaml")
+def openapi_yaml() -> Response:
+    cached = current_app.extensions.get("relay.openapi.yaml")
+    if cached is None:
+        # safe_dump quotes what YAML would read as another type ("200", "3.1.0"): it loads back as the JSON.
+        cached = current_app.extensions["relay.openapi.yaml"] = yaml.safe_dump(
+            _document(), sort_keys=False, allow_unicode=True)
+    return Response(cached, content_type="application/yaml; charset=utf-8")
+
+
+# Redoc, vendored in web/static (version and licence: web/static/redoc.LICENSE.txt): no CDN, so the page works
+# where Relay runs without Internet access. Redoc's default fonts fall back to the system's.
+_DOCS_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Relay API</title>
+<link rel="icon" href="data:,">
+</head>
+<body>
+<redoc spec-url="{spec}"></redoc>
+<script src="{script}"></script>
+</body>
+</html>
+"""
+
+
+# The page may load nothing but Relay's own files: Redoc's sidebar shows a logo from its CDN, which the browser
+# then does not fetch (its onError hides it). Redoc styles inline and runs its search in a blob: worker.
+_DOCS_POLICY = ("default-src 'none'; script-src 'self'; worker-src blob:; connect-src 'self'; img-src 'self' data:; "
+                "style-src 'self' 'unsafe-inline'; font-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                "frame-ancestors 'none'")
+
+
+@bp.get("/docs")
+@operation("getApiDocs", summary="This API's documentation (Redoc, served locally)", tag="Relay",
+           returns={"type": "string"}, public=True, content_type="text/html")
+def docs() -> Response:
+    page = _DOCS_PAGE.format(spec=url_for("openapi.openapi_json"),
+                             script=url_for("static", filename="redoc.standalone.js"))
+    response = Response(page, content_type="text/html; charset=utf-8")
+    response.headers["Content-Security-Policy"] = _DOCS_POLICY
+    return response

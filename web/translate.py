@@ -64,6 +64,7 @@ from relay.web.api_values import (
     int_from_wire,
     parse_time,
     time_from_wire,
+    view_time,
 )
 from relay.web.wire_to_api import (
     application_version,
@@ -132,6 +133,7 @@ __all__ = [
     "step_aggregates_request",
     "stream_entry",
     "time_from_wire",
+    "view_time",
     "workflow",
     "workflow_aggregate",
     "workflow_aggregates_request",

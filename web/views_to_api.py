@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from relay.web.api_values import view_time
+
 # GET /v2/orgs/{org}: the reference's Organization, for a self-hosted Relay. Conductor's fields describe a DBOS
 # Cloud subscription; Relay has none: it limits neither applications nor keys, keeps its event log (the audit
 # log) for ever, provisions no database, VM or RDS instance class, and has no team members (keys instead).
@@ -53,8 +55,8 @@ def executor(row: dict[str, Any], app_id: str) -> dict[str, Any]:
         "status": row["status"],
         "hostId": row["instance"],
         "hostname": row["hostname"],
-        "createdAt": row["created_at"],
-        "updatedAt": row["updated_at"],
+        "createdAt": view_time(row["created_at"]),
+        "updatedAt": view_time(row["updated_at"]),
         "language": row["language"],
         "dbosVersion": row["dbos_version"],
         "executorMetadata": json.loads(row["metadata"]) if row["metadata"] else None,
@@ -64,7 +66,7 @@ def executor(row: dict[str, Any], app_id: str) -> dict[str, Any]:
 def token(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "tokenName": row["name"],
-        "createdAt": row["issued_at"],
+        "createdAt": view_time(row["issued_at"]),
         "permissions": row["permissions"],
         "appIds": row["apps"],
     }
@@ -76,8 +78,8 @@ def event_entry(row: dict[str, Any]) -> dict[str, Any]:
         "position": row["position"],
         "event": row["event"],
         "kind": row["kind"],
-        "at": row["at"],
-        "recordedAt": row["recorded_at"],
+        "at": view_time(row["at"]),
+        "recordedAt": view_time(row["recorded_at"]),
         "org": row["org"],
         "app": row["app"],
         "subject": row["subject"],

@@ -39,6 +39,16 @@ class RelayFlask(Flask):
                   exc_info=exc_info)
 
 
+def _no_type_without_content(response: Response) -> Response:
+    """A 204, or a 201 without a body, carries no Content-Type: Flask's default (text/html) would announce an
+    HTML document that is not there."""
+    if response.status_code == 204 or (response.status_code == 201 and not response.is_streamed
+                                       and not response.get_data()):
+        response.headers.pop("Content-Type", None)
+        response.set_data(b"")
+    return response
+
+
 def create_app(rt: Runtime) -> Flask:
     # Paths given, not searched: Flask's search fails on the `relay` namespace package, and Relay keeps no
     # instance folder (its state is the event log).
@@ -57,6 +67,9 @@ def create_app(rt: Runtime) -> Flask:
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
     audit_trail.install(app)  # every action, API or console, recorded as an Operation event
+
+    app.before_request(openapi.reject_undeclared_query)
+    app.after_request(_no_type_without_content)
 
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError) -> Response:

@@ -8,6 +8,8 @@ the requests name the application a real DBOS 3.2.0 executor serves, so executor
 through a live WebSocket as well. The admin token is sent, so authorization does not hide what validation does
 (test_auth_matrix.py covers the 401/403 side).
 
+The same again with requests generated from Conductor's reference document (the operations Relay serves).
+
 What must hold for every request: no 500 (nor any 5xx but the documented 502, Relay passing on an executor's own
 refusal, or 503, the application having no executor connected), a problem+json body for every API error (the
 console's pages answer theirs as HTML), no traceback, and the server and the executor still up afterwards.
@@ -27,6 +29,7 @@ from schemathesis import GenerationMode
 
 from tests.fuzz.hypothesis_settings import SCALE
 from tests.integration.fake_executor import create_key, dbos_executor, executors, register_app
+from tests.support.openapi_ref import REFERENCE_PATH
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 from tests.support.reliability_report import record
@@ -116,10 +119,25 @@ def fuzz_operation(relay: RelayProcess, strategy: Any, mode: GenerationMode) -> 
 
 
 def test_no_request_breaks_relay(relay: RelayProcess) -> None:
-    schema = schemathesis.openapi.from_url(f"{relay.base_url}/openapi.json")
+    fuzz_document(relay, schemathesis.openapi.from_url(f"{relay.base_url}/openapi.json"))
+
+
+def test_no_request_of_the_reference_document_breaks_relay(relay: RelayProcess) -> None:
+    """The same, with requests generated from Conductor's reference document, for the operations Relay serves:
+    what a Conductor client may send, read as Conductor describes it (another source of shapes than Relay's own)."""
+    served = {(method.upper(), path) for path, ops in relay.api("GET", "/openapi.json").json()["paths"].items()
+              for method in ops}
+    before = STATS["operations"]
+    fuzz_document(relay, schemathesis.openapi.from_path(str(REFERENCE_PATH)), served)
+    assert STATS["operations"] - before >= 40  # the v2 operations Relay claims (test_openapi_conformance.py)
+
+
+def fuzz_document(relay: RelayProcess, schema: Any, only: set[tuple[str, str]] | None = None) -> None:
     failures: list[str] = []
     for result in schema.get_all_operations():
         operation = result.ok()
+        if only is not None and (operation.method.upper(), operation.path) not in only:
+            continue
         STATS["operations"] += 1
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             try:

@@ -138,7 +138,7 @@ def test_the_document_lists_what_relay_serves(setup: Setup) -> None:
     # Every operation without bearer auth is one API.md names as unauthenticated, or checks a credential of its
     # own: the socket its key in the path, instance-to-instance forwarding its HMAC signature.
     own = {"/websocket/{appName}/{conductorKey}", "/internal/v1/forward/{appID}"}
-    assert {p for _m, p in public} <= {"/healthz", "/readyz", "/openapi.json", "/docs", *own}
+    assert {p for _m, p in public} <= {"/healthz", "/readyz", "/openapi.json", "/openapi.yaml", "/docs", *own}
 
 
 def test_every_api_operation_refuses_missing_and_wrong_tokens(setup: Setup) -> None:
@@ -196,7 +196,7 @@ def test_console_pages_need_a_session_and_forms_need_its_csrf_token(setup: Setup
     relay = setup.relay
     base = relay.base_url
     for method, path, _op in operations(setup.doc):
-        if is_api(path) or path.startswith(("/websocket/", "/healthz", "/readyz", "/openapi.json")):
+        if is_api(path) or path.startswith(("/websocket/", "/healthz", "/readyz", "/openapi.", "/docs")):
             continue
         if path in ("/login", "/console/static/{filename}"):
             continue

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.fake_executor import create_key, register_app, unique
+from tests.integration.fake_executor import FakeExecutor, create_key, executors, register_app, unique
+from tests.support.api_shapes import RFC3339, times
+from tests.support.ports import wait_until
 from tests.support.procs import RelayProcess
 
 pytestmark = pytest.mark.integration
@@ -430,3 +432,46 @@ def test_health_endpoints_need_no_auth(relay: RelayProcess, path: str) -> None:
     assert response.json()["status"] in ("ok", "ready")
     # A wrong token does not make them fail either.
     assert relay.api("GET", path, token="dbos_wrong").status_code == 200
+
+
+# ------------------------------------------------------------------------------ one time format, empty answers
+
+def _empty(response: requests.Response, status: int) -> None:
+    assert response.status_code == status, response.text
+    assert response.content == b""
+    assert "Content-Type" not in response.headers, response.headers
+
+
+def test_every_time_is_rfc3339_utc_and_no_empty_answer_has_a_type(relay: RelayProcess) -> None:
+    """Walk the API (every GET whose answer carries a time, after the writes that make them): each time field
+    matches one RFC 3339 form; a 204 (or a 201 without a body) has no body and no Content-Type."""
+    app = unique("times-app")
+    _empty(relay.api("PUT", app_path(app), json={}), 204)
+    _empty(relay.api("PATCH", app_path(app), json={"executorTimeoutSecs": 30}), 204)
+    token_name = unique("times-key")
+    created = relay.api("POST", f"/v2/orgs/{ORG}/tokens/{token_name}", json={"appNames": [app]})
+    assert created.status_code == 201 and created.headers["Content-Type"] == "application/json"
+    rule = relay.api("POST", f"{app_path(app)}/alerting-rules",
+                     json={"ruleType": "SlowQueue", "ruleMetadata": {"queue_name": "q", "thresholdSecs": 30}})
+    assert rule.status_code == 201 and rule.headers["Content-Type"] == "application/json", rule.text
+    key = create_key(relay, unique("times-exec"), appNames=[app])
+    with FakeExecutor(relay, app, key) as executor:
+        executor.connect_and_identify()
+        wait_until(lambda: executors(relay, app), 15, message="the executor is listed")
+    seen = set()
+    for path in (
+        f"/v2/orgs/{ORG}", f"/v2/orgs/{ORG}/apps", app_path(app), f"{app_path(app)}/executors",
+        f"/v2/orgs/{ORG}/tokens", f"/v2/orgs/{ORG}/audit-logs", f"{app_path(app)}/alerting-rules",
+        "/relay/v1/events?limit=10000", "/relay/v1/instances", f"/relay/v1/orgs/{ORG}/apps/{app}/recoveries",
+        f"/relay/v1/orgs/{ORG}/apps/{app}/alerts", f"/relay/v1/orgs/{ORG}/apps/{app}/retention-runs",
+    ):
+        response = relay.api("GET", path)
+        assert response.status_code == 200, (path, response.text)
+        for where, value in times(response.json()):
+            seen.add(where.rsplit(".", 1)[-1])
+            assert value is None or (isinstance(value, str) and RFC3339.match(value)), (path, where, value)
+    # the walk did meet the kinds of time Relay writes
+    assert {"createdAt", "updatedAt", "at", "recordedAt", "emitTime", "startedAt"} <= seen, seen
+    _empty(relay.api("DELETE", f"{app_path(app)}/alerting-rules/{rule.json()['id']}"), 204)
+    _empty(relay.api("DELETE", f"/v2/orgs/{ORG}/tokens/{token_name}"), 204)
+    _empty(relay.api("DELETE", app_path(app)), 204)

@@ -5,11 +5,15 @@ answer is checked against the schema of Conductor's reference document.
 
 The last tests use a scripted executor socket (tests/integration/fake_executor.py) on a second server with a
 small RELAY_REQUEST_TIMEOUT_S: timeouts (504), version skew (501), answers out of order, an executor that
-leaves mid-request, an executor error (502), and bad input answered before any frame is sent.
+leaves mid-request, an executor error (502), and bad input answered before any frame is sent. What the real
+SDK reports as the caller's mistake (a missing workflow, an unreadable import, an attributes filter on SQLite) is
+a 4xx.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 import secrets
@@ -25,6 +29,7 @@ import requests
 
 from tests.integration.fake_executor import FakeExecutor
 from tests.support import pg
+from tests.support.api_shapes import bad_times
 from tests.support.openapi_ref import check, reference, response_schema
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
@@ -32,6 +37,7 @@ from tests.support.procs import ExecutorProcess, RelayProcess
 pytestmark = [pytest.mark.integration, pytest.mark.postgres]
 
 APP_SCRIPT = Path(__file__).resolve().parent / "executor_apps" / "catalog_app.py"
+MINIMAL_SCRIPT = Path(__file__).resolve().parent / "executor_apps" / "minimal_app.py"
 ORG = "local"
 APP = "catalog"
 BASE = f"/v2/orgs/{ORG}/apps/{APP}"
@@ -66,8 +72,11 @@ def v2(relay: RelayProcess, method: str, path: str, expect: int, **kwargs: Any) 
         assert "Traceback" not in problem["detail"]
         return problem
     if not response.content:
+        assert "Content-Type" not in response.headers, response.headers  # 204, or 201 without a body
         return None
     body = response.json()
+    if not path.endswith("/requests"):  # the raw endpoint answers the executor's frame as it came
+        assert not bad_times(body), f"{method} {path}: times not in the API's format: {bad_times(body)[:5]}"
     bare = path.split("?", 1)[0]
     template = next((t for pattern, t in TEMPLATES if pattern.match(bare)
                      and method.lower() in reference()["paths"][t]), None)
@@ -493,9 +502,9 @@ def test_many_requests_in_flight_over_one_socket(world: World) -> None:
 
 def test_errors_and_bad_input(world: World) -> None:
     w = world
-    # An executor error: its error_message in detail, without the SDK's traceback.
-    problem = v2(w.relay, "POST", f"{BASE}/workflows/import", 502, json={"serializedWorkflow": "not an export"})
-    assert "importing workflow" in problem["detail"]
+    # Not an export at all: refused before any frame (every SDK exports base64 of gzip).
+    problem = v2(w.relay, "POST", f"{BASE}/workflows/import", 422, json={"serializedWorkflow": "not an export"})
+    assert problem["errors"][0]["location"] == "body.serializedWorkflow"
 
     # No executor connected: 503.
     v2(w.relay, "PUT", f"/v2/orgs/{ORG}/apps/empty-app", 204, json={})
@@ -550,6 +559,58 @@ def test_errors_and_bad_input(world: World) -> None:
     v2(w.relay, "POST", f"{BASE}/workflows/search", 400, data="{not json", headers={"Content-Type": "application/json"})
     v2(w.relay, "GET", f"{BASE}/workflows", 401, token="")
     assert requests.get(f"{w.relay.base_url}/openapi.json", timeout=10).json()["openapi"].startswith("3.1")
+
+
+def test_client_errors_answered_by_the_executor_are_4xx(world: World) -> None:
+    """What the SDK reports as the caller's mistake is a 4xx with its message, not a 502 (web/executor_errors.py)."""
+    w = world
+    settled(w)
+    # One workflow: its existence is checked first (a GET), so the SDK is never asked.
+    for action, status in (("resume", 404), ("fork", 404), ("cancel", 404)):
+        v2(w.relay, "POST", f"{BASE}/workflows/{w.run}-nobody/{action}", status, json={})
+    # Several (bulk resume and fork): one list request first, naming those missing.
+    missing = [f"{w.run}-nobody", f"{w.run}-nobody-else"]
+    problem = v2(w.relay, "POST", f"{BASE}/workflows/bulk-resume", 404,
+                 json={"workflowIds": [w.ids["greet"], *missing]})
+    assert f"'{missing[0]}', '{missing[1]}'" in problem["detail"] and w.ids["greet"] not in problem["detail"]
+    problem = v2(w.relay, "POST", f"{BASE}/workflows/bulk-fork-from-failure", 404,
+                 json={"workflowIds": missing[:1], "fromLastFailure": True})
+    assert f"'{missing[0]}'" in problem["detail"]
+
+    # An import the executor cannot read (base64 of gzip, but not of an export): 422 naming the field.
+    for payload in (b"garbage", b"", json.dumps([{"workflow_uuid": "x"}]).encode()):
+        body = {"serializedWorkflow": base64.b64encode(gzip.compress(payload)).decode()}
+        problem = v2(w.relay, "POST", f"{BASE}/workflows/import", 422, json=body)
+        assert problem["errors"][0]["location"] == "body.serializedWorkflow"
+        assert "importing workflow" in problem["detail"]
+    # An export of a workflow that is still there: 409.
+    exported = v2(w.relay, "GET", f"{BASE}/workflows/{w.ids['greet']}/export", 200)
+    problem = v2(w.relay, "POST", f"{BASE}/workflows/import", 409, json=exported)
+    assert problem["errors"][0]["location"] == "body.serializedWorkflow"
+
+
+def test_a_filter_the_system_database_cannot_do_is_422(world: World, tmp_path: Path) -> None:
+    """Attributes filters need PostgreSQL: an executor on SQLite refuses them, and the API says which field."""
+    w = world
+    app = "sqlite-app"
+    assert w.relay.api("PUT", f"/v2/orgs/{ORG}/apps/{app}", json={}).status_code == 204
+    key = w.relay.api("POST", f"/v2/orgs/{ORG}/tokens/sqlite-key", json={"appNames": [app]}).json()["token"]
+    executor = ExecutorProcess(MINIMAL_SCRIPT, name="sqlite-executor", cwd=tmp_path,
+                               env={"APP_NAME": app, "CONDUCTOR_URL": w.relay.ws_url, "CONDUCTOR_KEY": key})
+    executor.start()
+    try:
+        read_ready(executor)
+        base = f"/v2/orgs/{ORG}/apps/{app}"
+        eventually(lambda: w.relay.api("GET", f"{base}/workflows").status_code == 200, "the SQLite executor serves")
+        for path, body in (("workflows/search", {"attributes": {"team": "a"}}),
+                           ("workflows/aggregates", {"attributes": {"team": "a"}, "selectCount": True,
+                                                     "groupByStatus": True})):
+            problem = v2(w.relay, "POST", f"{base}/{path}", 422, json=body)
+            assert problem["errors"][0]["location"] == "body.attributes"
+            assert "not supported on SQLite" in problem["detail"]
+        assert v2(w.relay, "POST", f"{base}/workflows/search", 200, json={}) == []
+    finally:
+        executor.stop(timeout=3)
 
 
 # ------------------------------------------------------------------- a scripted executor: 504, 501, ...

@@ -11,6 +11,8 @@ time) the difference is named where it is asserted.
 
 from __future__ import annotations
 
+import base64
+import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -314,3 +316,31 @@ def test_a_killed_executors_workflows_are_recovered_by_its_peer(app: SdkApp) -> 
     recoveries = app.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app.name}/recoveries").json()["recoveries"]
     assert [(r["executorId"], r["peer"]) for r in recoveries if r["executorId"] == doomed] == [
         (doomed, peer["executor_id"])], recoveries
+
+
+
+def _export_of(payload: bytes) -> dict[str, str]:
+    return {"serializedWorkflow": base64.b64encode(gzip.compress(payload)).decode()}
+
+
+def test_client_errors_are_4xx(app: SdkApp) -> None:
+    """What each SDK reports as the caller's mistake is a 4xx with its message (web/executor_errors.py); the texts
+    differ per SDK, the answers do not."""
+    greet = app.start("greet", "x", workflow_id=f"{app.sdk.key}-greet-4xx")
+    app.wait_status(greet, "SUCCESS")
+    # Bulk resume and fork of unknown ids: checked first (Go and Java would skip them, or fail otherwise).
+    for path, body in (("bulk-resume", {"workflowIds": [greet, "nobody-1", "nobody-2"]}),
+                       ("bulk-fork-from-failure", {"workflowIds": ["nobody-1"], "fromLastFailure": True})):
+        response = app.api("POST", f"/workflows/{path}", json=body)
+        assert response.status_code == 404, response.text
+        assert "'nobody-1'" in response.json()["detail"] and greet not in response.json()["detail"]
+    # Imports the SDK cannot read: base64 of gzip, but of something else than its export.
+    for payload in (b"garbage", b'[{"x": 1}]'):
+        response = app.api("POST", "/workflows/import", json=_export_of(payload))
+        assert response.status_code == 422, response.text
+        assert response.json()["errors"][0]["location"] == "body.serializedWorkflow"
+        assert "answered 'import_workflow'" in response.json()["detail"]
+    # An export of a workflow that is still there.
+    exported = app.ok("GET", f"/workflows/{greet}/export")
+    response = app.api("POST", "/workflows/import", json=exported)
+    assert response.status_code == 409, response.text

@@ -377,7 +377,7 @@ def test_the_webhook_payload_names_what_fired() -> None:
     payload = alert_payload(alert)
     assert payload == {"alertId": str(alert.id), "org": ORG, "app": APP, "ruleId": "r1", "ruleType": "SlowQueue",
                        "sequence": 1, "receivingApp": APP, "message": "stuck", "metadata": {"queue_name": "*"},
-                       "firedAt": "2025-01-01T00:00:00Z", "instance": "relay-a"}
+                       "firedAt": "2025-01-01T00:00:00.000Z", "instance": "relay-a"}
     hooks: list[dict[str, Any]] = []
     deliver = Deliverer(transport=Transport(), peers=lambda org, app: [], timeout_s=0.05,
                         webhook=WebhookConfig(url="http://x"), send_hook=lambda cfg, body: hooks.append(body) or {

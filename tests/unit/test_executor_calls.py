@@ -202,3 +202,111 @@ def test_several_workflows_go_in_one_request_to_newer_releases(world: SimpleName
 ])
 def test_summarize_error(message: str, expected: str) -> None:
     assert summarize_error(message) == expected
+
+
+# What each SDK really answers (read from their sources, checked against real dbos 3.2.0 executors in
+# tests/integration/test_operations_python.py): the caller's mistakes are 4xx, the rest stays 502.
+PY_MISSING = ("Exception encountered when resuming workflow(s) ['a', 'b']: Traceback (most recent call last):\n"
+              '  File "_sys_db.py", line 1279, in resume_workflows\n'
+              '    raise DBOSNonExistentWorkflowError("target", ", ".join(missing))\n'
+              "dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5: Non-existent target workflow ID: a, b\n")
+CLASSIFIED = [
+    ("resume", PY_MISSING, 404, None),
+    ("fork_workflow", "Exception encountered when forking workflow x to new workflow y on step 0, app version "
+     "None: dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5: Non-existent target workflow ID: x", 404, None),
+    ("export_workflow", "Exception encountered when exporting workflow x: dbos._error.DBOSNonExistentWorkflowError: "
+     "DBOS Error 5: Non-existent export workflow ID: x", 404, None),
+    ("resume", "Exception encountered when resuming workflow(s) a,b: Workflow a, b does not exist", 404, None),  # TS
+    ("fork_workflow", "failed to fork workflow: DBOS Error NonExistentWorkflow: workflow x does not exist", 404,
+     None),  # Go
+    ("resume", "failed to resume workflows: NonExistentWorkflow (details withheld in metadata-only mode)", 404, None),
+    ("resume", "Workflow does not exist x", 404, None),  # Java
+    ("list_workflows", "Exception encountered when listing workflows: dbos._error.DBOSException: DBOS Error: "
+     "Filtering workflows by attributes is not supported on SQLite. Use a Postgres system database to filter by "
+     "attributes.", 422, "body.attributes"),
+    ("get_workflow_aggregates", "Exception encountered when getting workflow aggregates: DBOS Error: Filtering "
+     "workflows by attributes is not supported on SQLite.", 422, "body.attributes"),
+    ("import_workflow", "Exception encountered when importing workflow: _pickle.UnpicklingError: invalid load key, "
+     "'['.", 422, "body.serializedWorkflow"),
+    ("import_workflow", "Exception encountered when importing workflow: EOFError: Ran out of input", 422,
+     "body.serializedWorkflow"),
+    ("import_workflow", "Exception encountered when importing workflow: Unexpected token 'x', \"xx\" is not valid "
+     "JSON", 422, "body.serializedWorkflow"),
+    ("import_workflow", "Exception encountered when importing workflow: sqlalchemy.exc.IntegrityError: "
+     "(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint \"workflow_status_pkey\"",
+     409, "body.serializedWorkflow"),
+    ("import_workflow", "Exception encountered when importing workflow: Cannot read properties of undefined "
+     "(reading 'workflow_uuid')", 422, "body.serializedWorkflow"),  # TS, JSON of another shape
+    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: null "
+     'value in column "workflow_uuid" of relation "workflow_status" violates not-null constraint (SQLSTATE 23502)',
+     422, "body.serializedWorkflow"),  # Go
+    ("import_workflow", 'Cannot invoke "dev.dbos.transact.workflow.WorkflowStatus.workflowId()" because "status" is '
+     "null", 422, "body.serializedWorkflow"),  # Java
+    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: "
+     'duplicate key value violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409,
+     "body.serializedWorkflow"),  # Go
+    ("fork_from_failure", "failed to fork workflows from failure: workflow wf-1 has no steps", 422,
+     "body.workflowIds"),  # Go
+    ("fork_from_failure", "Workflow wf-1 has no steps", 422, "body.workflowIds"),  # Java
+    ("import_workflow", "Failed to unmarshal workflow data: invalid character 'g' looking for beginning of value",
+     422, "body.serializedWorkflow"),  # Go
+    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: "
+     "unexpected EOF", 502, None),  # Go, its database connection dropped
+    # Genuine faults stay 502: a missing table is not a missing workflow; the same text on another type.
+    ("resume", 'Exception encountered when resuming workflow(s) [\'a\']: psycopg.errors.UndefinedTable: relation '
+     '"dbos.workflow_status" does not exist', 502, None),
+    ("list_workflows", "Exception encountered when listing workflows: OperationalError: database is locked", 502,
+     None),
+    ("list_workflows", "Exception encountered when listing workflows: EOFError: Ran out of input", 502, None),
+    ("get_workflow", "failed to get workflow: connection refused", 502, None),
+]
+
+
+@pytest.mark.parametrize(("message_type", "message", "status", "location"), CLASSIFIED)
+def test_executor_errors_that_are_the_callers_are_4xx(message_type: str, message: str, status: int,
+                                                      location: str | None) -> None:
+    from relay.web.executor_calls import summarize_error
+    from relay.web.executor_errors import classify
+
+    found = classify(message_type, summarize_error(message))
+    assert (found.status if found else 502) == status
+    assert (found.location if found else None) == location
+
+
+def test_a_missing_workflow_answered_by_an_executor_is_404_with_its_message(world: SimpleNamespace) -> None:
+    world.add("sdk", lambda r: {"error_message": PY_MISSING, "success": False})
+    problem = failure(protocol.ResumeRequest(workflow_ids=["a", "b"]), 404)
+    assert problem.detail.startswith("no such workflow: python 3.2.0 executor 'sdk' answered 'resume'")
+    assert problem.detail.endswith("Non-existent target workflow ID: a, b") and "Traceback" not in problem.detail
+
+
+def test_the_summary_keeps_the_exceptions_line_not_sqlalchemys_trailer() -> None:
+    message = ("Exception encountered when importing workflow: Traceback (most recent call last):\n"
+               '  File "_sys_db.py", line 9, in import_workflow\n    c.execute(x)\n'
+               'sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation) duplicate key value violates unique '
+               'constraint "workflow_status_pkey"\nDETAIL:  Key (workflow_uuid)=(wf) already exists.\n'
+               "[SQL: INSERT INTO dbos.workflow_status ...]\n[parameters: {...}]\n"
+               "(Background on this error at: https://sqlalche.me/e/21/gkpj)\n")
+    assert summarize_error(message) == (
+        "Exception encountered when importing workflow: sqlalchemy.exc.IntegrityError: "
+        '(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "workflow_status_pkey"')
+
+
+def test_bulk_ids_are_checked_with_one_list_request(world: SimpleNamespace) -> None:
+    from relay.web.executor_calls import require_workflows
+
+    known = {"a", "b"}
+    world.add("sdk", lambda r: {"output": [{"WorkflowUUID": w} for w in r.body.workflow_uuids if w in known]})
+    require_workflows(ORG, APP, ["a", "b", "a"])
+    with pytest.raises(ApiError) as caught:
+        require_workflows(ORG, APP, ["a", "x", "y"])
+    assert caught.value.status == 404 and "'x', 'y'" in caught.value.detail and "'a'" not in caught.value.detail
+    [first, *_] = world.seen("sdk")[0]
+    assert (first.body.workflow_uuids, first.body.limit, first.body.load_input) == (["a", "b"], 2, False)
+
+
+def test_an_executor_ignoring_the_id_filter_cannot_fail_the_check(world: SimpleNamespace) -> None:
+    from relay.web.executor_calls import require_workflows
+
+    world.add("old", lambda r: {"output": [{"WorkflowUUID": "other"}]})
+    require_workflows(ORG, APP, ["a"])  # it cannot tell: the action itself will

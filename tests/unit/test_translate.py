@@ -355,8 +355,12 @@ def test_one_workflow_actions() -> None:
     assert location(translate.resume_request, "wf-1", {"queue": "q"}) == "body.queue"
     assert location(translate.delete_request, "wf-1", {"deleteChildren": "maybe"}) == "query.deleteChildren"
     assert location(translate.list_steps_request, "wf-1", {"limit": "0"}) == "query.limit"
-    imported = sdk_parse(translate.import_request({"serializedWorkflow": "abc="}), sdk.ImportWorkflowRequest)
-    assert imported.serialized_workflow == "abc="
+    export = "H4sIAAAAAAAC/wMAAAAAAAAAAAA="  # base64 of an empty gzip member, as every SDK exports
+    imported = sdk_parse(translate.import_request({"serializedWorkflow": export}), sdk.ImportWorkflowRequest)
+    assert imported.serialized_workflow == export
+    # Not base64, or not gzip under it: refused before any frame.
+    assert location(translate.import_request, {"serializedWorkflow": "abc="}) == "body.serializedWorkflow"
+    assert location(translate.import_request, {"serializedWorkflow": "not an export"}) == "body.serializedWorkflow"
     assert location(translate.import_request, {}) == "body.serializedWorkflow"
     assert location(translate.import_request, {"serializedWorkflow": 5}) == "body.serializedWorkflow"
 

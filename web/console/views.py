@@ -15,6 +15,7 @@ from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
 from relay.projections.registry import recovery_wait
 from relay.web import audit_trail
+from relay.web.api_values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
@@ -68,9 +69,9 @@ def _executor_row(row: dict[str, Any], wait: str = "") -> dict[str, Any]:
         "language": row["language"] or "",
         "dbosVersion": row["dbos_version"] or "",
         "instance": row["instance"] or "",
-        "connectedAt": row["connected_at"],
-        "disconnectedAt": row["disconnected_at"],
-        "deadAt": row["dead_at"],
+        "connectedAt": view_time(row["connected_at"]),
+        "disconnectedAt": view_time(row["disconnected_at"]),
+        "deadAt": view_time(row["dead_at"]),
         "recoveryAttempts": row["recovery_attempts"],
         "recovery": wait,
     }

@@ -1,0 +1,95 @@
+"""The API's surface, on a real (not started) Relay app: undeclared query parameters are a 400 naming them,
+/docs is Redoc from local files only, /openapi.yaml is /openapi.json."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from flask import Flask
+from flask.testing import FlaskClient
+
+ADMIN = "surface-test-admin-token"
+
+
+@pytest.fixture(scope="module")
+def app() -> Iterator[Flask]:
+    from relay.actors.runtime import Runtime
+    from relay.actors.settings import Settings
+    from relay.web.wsgi import create_app
+
+    with tempfile.TemporaryDirectory(prefix="relay-surface-") as data_dir:
+        rt = Runtime(Settings(data_dir=Path(data_dir), admin_token=ADMIN))
+        try:
+            yield create_app(rt)
+        finally:
+            rt.stop()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def _problem(response: Any, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.data
+    assert response.mimetype == "application/problem+json"
+    return response.get_json()
+
+
+@pytest.mark.parametrize(("path", "param"), [
+    ("/v2/orgs/local/apps", "limit"),  # declares none
+    ("/v2/orgs/local/apps/some-app/workflows", "stauts"),  # a misspelt filter must not list everything
+    ("/v2/orgs/local/audit-logs", "since"),
+    ("/relay/v1/events", "offset"),
+    ("/healthz", "verbose"),
+    ("/openapi.json", "x"),
+])
+def test_an_undeclared_query_parameter_is_a_400_naming_it(client: FlaskClient, path: str, param: str) -> None:
+    body = _problem(client.get(f"{path}?{param}=1", headers={"Authorization": f"Bearer {ADMIN}"}), 400)
+    assert f"query.{param}" in body["detail"]
+    assert body["errors"][0]["location"] == f"query.{param}"
+
+
+def test_an_undeclared_parameter_is_refused_before_authentication(client: FlaskClient) -> None:
+    _problem(client.get("/v2/orgs/local/apps?nope=1"), 400)
+
+
+def test_declared_parameters_pass(client: FlaskClient) -> None:
+    response = client.get("/relay/v1/events?limit=5&since=0", headers={"Authorization": f"Bearer {ADMIN}"})
+    assert response.status_code == 200, response.data
+    # the console's pages declare nothing and are left alone
+    assert client.get("/login?next=/").status_code == 200
+
+
+def test_docs_is_redoc_served_from_local_files(client: FlaskClient) -> None:
+    page = client.get("/docs")
+    assert page.status_code == 200
+    assert page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    refs = [r for r in re.findall(r'(?:src|href|spec-url)="([^"]*)"', html) if r != "data:,"]  # no favicon
+    assert refs, html
+    assert all(ref.startswith("/") and not ref.startswith("//") for ref in refs), refs
+    assert "/openapi.json" in refs
+    for ref in refs:
+        assert client.get(ref).status_code == 200, ref
+    # and the browser may fetch nothing else (Redoc's sidebar logo is on its CDN)
+    policy = page.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "img-src 'self' data:" in policy
+    script = client.get("/static/redoc.standalone.js")
+    assert b"ReDoc" in script.data[:100_000] or b"Redoc" in script.data[:100_000]
+    script.close()
+
+
+def test_openapi_yaml_is_the_json_document(client: FlaskClient) -> None:
+    as_json = client.get("/openapi.json").get_json()
+    response = client.get("/openapi.yaml")
+    assert response.status_code == 200
+    assert response.mimetype == "application/yaml"
+    assert yaml.safe_load(response.get_data(as_text=True)) == as_json
+    assert {"/docs", "/openapi.yaml"} <= set(as_json["paths"])

@@ -1,0 +1,100 @@
+"""Which executor error_messages are the caller's fault: a pure table of the texts the SDKs really send.
+
+An executor answers every failure with a free-text ``error_message`` (no code). Most are faults of the executor
+or its database (502), but some say the request itself was wrong: an id that does not exist, a filter the
+executor's system database cannot do, an import that is not an export. Those are 4xx, like the same mistake
+caught by Relay itself. The texts below were read from each SDK's source and checked against real executors
+(tests/integration/test_operations_python.py, test_sdk_executors.py; tests/unit/test_executor_calls.py keeps
+them); an unrecognized text stays a 502.
+
+- Python (dbos 3.2.0): context, traceback, last line ``dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5:
+  Non-existent target workflow ID: a, b`` (``export`` instead of ``target`` on export);
+  ``Filtering workflows by attributes is not supported on SQLite``; imports: ``binascii.Error``,
+  ``gzip.BadGzipFile``, ``_pickle.UnpicklingError``, ``EOFError: Ran out of input``.
+- TypeScript (5.2.x): ``Workflow a, b does not exist``; imports: zlib's ``incorrect header check``, JSON.parse's
+  ``Unexpected token`` / ``is not valid JSON``, JSON of another shape ``Cannot read properties of undefined``.
+- Go (v1.6): ``DBOS Error NonExistentWorkflow: workflow a does not exist`` (only ``NonExistentWorkflow`` in
+  metadata-only mode); imports: ``Failed to create gzip reader`` / ``decompress workflow data`` / ``unmarshal
+  workflow data``, JSON of another shape ``null value in column "workflow_uuid" ... violates not-null constraint``.
+- Go and Java, fork from failure of a workflow without steps: ``workflow a has no steps``.
+- Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``, ``Unrecognized token``, JSON of
+  another shape ``Cannot invoke ... because "status" is null``.
+- Imports of a workflow still there, every SDK: the database's unique violation (409).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The message types whose failure on an unknown id means "no such workflow" (never a fault of the executor).
+_ON_WORKFLOWS = frozenset({
+    "resume", "fork_workflow", "fork_from_failure", "rewind_workflow", "cancel", "delete", "export_workflow",
+    "list_steps", "get_workflow_events", "get_workflow_notifications", "get_workflow_streams",
+})
+_FILTERING = frozenset({"list_workflows", "list_queued_workflows", "get_workflow_aggregates"})
+_IMPORT = frozenset({"import_workflow"})
+
+
+@dataclass(frozen=True)
+class ClientError:
+    """An executor error that is the caller's: its HTTP status, and the request field it blames (if one)."""
+
+    status: int
+    location: str | None
+    explanation: str
+
+
+@dataclass(frozen=True)
+class _Rule:
+    types: frozenset[str]
+    pattern: re.Pattern[str]
+    error: ClientError
+
+
+_NOT_FOUND = ClientError(404, None, "no such workflow")
+_ATTRIBUTES = ClientError(
+    422, "body.attributes",
+    "the executors' system database cannot filter by attributes (SQLite); use PostgreSQL or drop the filter",
+)
+_NO_STEPS = ClientError(422, "body.workflowIds", "a workflow has no step to fork from")
+_NOT_AN_EXPORT = ClientError(422, "body.serializedWorkflow", "not a workflow exported by this application's SDK")
+_ALREADY_THERE = ClientError(409, "body.serializedWorkflow", "a workflow of this export already exists")
+
+RULES: tuple[_Rule, ...] = (
+    _Rule(_ON_WORKFLOWS, re.compile(
+        r"DBOSNonExistentWorkflowError|Non-existent (?:target|export) workflow ID"  # Python
+        r"|\bNonExistentWorkflow\b"  # Go
+        # TypeScript "Workflow a, b does not exist", Go "workflow a does not exist" (a space after "workflow":
+        # PostgreSQL's 'relation "workflow_status" does not exist' is a fault), Java "Workflow does not exist a".
+        r"|\bworkflows? [^\s\"']+(?:, [^\s\"']+)* does not exist|\bworkflow does not exist",
+        re.IGNORECASE,
+    ), _NOT_FOUND),
+    _Rule(_FILTERING, re.compile(r"by attributes is not supported", re.IGNORECASE), _ATTRIBUTES),
+    # Go and Java: a workflow that never ran a step has no failure to fork from.
+    _Rule(frozenset({"fork_from_failure"}), re.compile(r"\bworkflow \S+ has no steps\b", re.IGNORECASE), _NO_STEPS),
+    _Rule(_IMPORT, re.compile(
+        r"binascii\.Error|BadGzipFile|Not a gzipped file|UnpicklingError|EOFError|zlib\.error"  # Python
+        r"|incorrect header check|unexpected end of file|Unexpected token|is not valid JSON"  # TypeScript
+        r"|Unexpected end of JSON input"
+        # Go names the stage (not its bare "unexpected EOF": a dropped database connection says that too).
+        r"|Failed to (?:base64 decode serialized workflow|create gzip reader|decompress workflow data"
+        r"|unmarshal workflow data)"
+        r"|Not in GZIP format|Unrecognized token|JsonParseException"  # Java
+        # JSON that is not an export: each SDK fails on the first field it misses.
+        r"|Cannot read properties of (?:undefined|null)"  # TypeScript
+        r"|violates not-null constraint"  # Go
+        r"|because \"[^\"]+\" is null",  # Java
+    ), _NOT_AN_EXPORT),
+    _Rule(_IMPORT, re.compile(
+        r"UNIQUE constraint failed|duplicate key value|UniqueViolation", re.IGNORECASE,
+    ), _ALREADY_THERE),
+)
+
+
+def classify(message_type: str, error_message: str) -> ClientError | None:
+    """The client error an executor's answer to ``message_type`` reports, or None (a fault: 502)."""
+    for rule in RULES:
+        if message_type in rule.types and rule.pattern.search(error_message):
+            return rule.error
+    return None
