@@ -71,7 +71,7 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
     if row["kind"] == "Operation":
         return {
             "id": str(row["position"]),
-            "emitTime": row["at"] or row["recorded_at"],
+            "emitTime": view_time(row["at"] or row["recorded_at"]),
             "operation": details["operation"],
             "status": details["outcome"],
             "subject": _subject(str(details["by"])),

@@ -40,10 +40,12 @@
       tr.setAttribute("data-executor", e.executorId);
       tr.appendChild(cell(e.executorId, true));
       tr.appendChild(badge(e.status));
-      tr.appendChild(cell(e.appVersion, true));
+      var version = cell(e.appVersion, true);
+      version.className = "short";  // long hashes are cut (full on hover): the Recovery column stays in view
+      version.title = e.appVersion || "";
+      tr.appendChild(version);
       tr.appendChild(cell(e.hostname));
-      tr.appendChild(cell(e.language));
-      tr.appendChild(cell(e.dbosVersion));
+      tr.appendChild(cell(((e.language || "") + " " + (e.dbosVersion || "")).trim()));
       var since = cell(when(e.connectedAt));
       var down = cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt));
       since.className = down.className = "t";
@@ -60,7 +62,7 @@
       var tr = document.createElement("tr");
       tr.className = "none";
       var td = cell("No executor connected. Start one with this Relay as its conductor.");
-      td.colSpan = 10;
+      td.colSpan = 9;
       tr.appendChild(td);
       rows.appendChild(tr);
     }
