@@ -3,6 +3,7 @@ DBOS SDK on top of that same runtime install. `make -n -B` prints every recipe w
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,10 +15,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def recipes(target: str) -> list[str]:
     if shutil.which("make") is None:
-        pytest.skip("make is not installed")
-    result = subprocess.run(["make", "-n", "-B", target], cwd=REPO, capture_output=True, text=True, check=True,
-                            timeout=60)
-    return result.stdout.splitlines()
+        pytest.fail("make is not installed (the README's two commands are make targets)", pytrace=False)
+    # Run from `make test` (CI), a nested make inherits MAKEFLAGS/MAKELEVEL and prints "Entering directory"
+    # lines: a clean environment and --no-print-directory keep the output to the recipes.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEFILES")}
+    result = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=REPO, capture_output=True,
+                            text=True, check=True, timeout=60, env=env)
+    return [line for line in result.stdout.splitlines() if not line.startswith("make")]
 
 
 def test_make_run_installs_the_runtime_only() -> None:
