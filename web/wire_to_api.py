@@ -59,13 +59,14 @@ class RecordShape:
         return all_required({name: out.schema for name, (_, out) in self.fields.items()})
 
 
-def _created(rec: Mapping[str, Any]) -> str:
-    # Both times are required strings in the schema; an SDK always sends them, the fallbacks keep it valid.
-    return time_from_wire(rec.get("CreatedAt")) or time_from_wire(rec.get("UpdatedAt")) or _epoch()
+def _first_time(*keys: str) -> Callable[[Mapping[str, Any]], str]:
+    """A required time: the first of these wire fields the record has. An SDK always sends them; the fallbacks
+    (the other field, then the epoch) keep the answer valid against the schema."""
 
+    def read(rec: Mapping[str, Any]) -> str:
+        return next((found for key in keys if (found := time_from_wire(rec.get(key)))), None) or _epoch()
 
-def _updated(rec: Mapping[str, Any]) -> str:
-    return time_from_wire(rec.get("UpdatedAt")) or time_from_wire(rec.get("CreatedAt")) or _epoch()
+    return read
 
 
 # A workflow status record (list_workflows, get_workflow) as a v2 ``Workflow``.
@@ -75,7 +76,8 @@ WORKFLOW = RecordShape({
     "workflowConfig": ("WorkflowConfigName", NULLABLE_STRING), "user": ("AuthenticatedUser", NULLABLE_STRING),
     "assumedRole": ("AssumedRole", NULLABLE_STRING), "roles": ("AuthenticatedRoles", NULLABLE_STRING),
     "input": ("Input", NULLABLE_STRING), "output": ("Output", NULLABLE_STRING), "error": ("Error", NULLABLE_STRING),
-    "createdAt": (None, Out(TIME, _created)), "updatedAt": (None, Out(TIME, _updated)),
+    "createdAt": (None, Out(TIME, _first_time("CreatedAt", "UpdatedAt"))),
+    "updatedAt": (None, Out(TIME, _first_time("UpdatedAt", "CreatedAt"))),
     "queueName": ("QueueName", NULLABLE_STRING), "appVersion": ("ApplicationVersion", NULLABLE_STRING),
     "executorId": ("ExecutorID", NULLABLE_STRING), "timeoutMs": ("WorkflowTimeoutMS", NULLABLE_INT64),
     "deadline": ("WorkflowDeadlineEpochMS", NULLABLE_TIME), "deduplicationId": ("DeduplicationID", NULLABLE_STRING),
@@ -119,18 +121,11 @@ queue = QUEUE.read
 schedule = SCHEDULE.read
 
 
-def _version_stamped(rec: Mapping[str, Any]) -> str:
-    return time_from_wire(rec.get("version_timestamp")) or time_from_wire(rec.get("created_at")) or _epoch()
-
-
-def _version_created(rec: Mapping[str, Any]) -> str:
-    return time_from_wire(rec.get("created_at")) or time_from_wire(rec.get("version_timestamp")) or _epoch()
-
-
 # A version record (list_application_versions) as a v2 ``ApplicationVersion``.
 APPLICATION_VERSION = RecordShape({
     "versionId": ("version_id", STRING), "versionName": ("version_name", STRING),
-    "versionTimestamp": (None, Out(TIME, _version_stamped)), "createdAt": (None, Out(TIME, _version_created)),
+    "versionTimestamp": (None, Out(TIME, _first_time("version_timestamp", "created_at"))),
+    "createdAt": (None, Out(TIME, _first_time("created_at", "version_timestamp"))),
 })
 application_version = APPLICATION_VERSION.read
 
