@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import UTC, datetime
 from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
 from relay.projections.projector import Handler, ViewProjection, iso, to_json
 
 HEALTHY = "HEALTHY"
+# Ids per IN (...) lookup (well under SQLite's limit on bound parameters).
+_IDS_PER_QUERY = 500
 
 
 class RegistrySchema:
@@ -27,6 +28,7 @@ class RegistrySchema:
         "id TEXT NOT NULL, attempt INTEGER NOT NULL, org TEXT NOT NULL, app TEXT NOT NULL, "
         "executor_id TEXT NOT NULL, peer TEXT NOT NULL, instance TEXT, dispatched_at TEXT, "
         "outcome TEXT NOT NULL, reason TEXT, finished_at TEXT, PRIMARY KEY (id, attempt))",
+        "CREATE INDEX IF NOT EXISTS relay_recoveries_executor ON {s}relay_recoveries (org, app, executor_id)",
     )
 
 
@@ -197,50 +199,18 @@ class RegistryQueries:
                 (org, app, limit, offset),
             )
 
-    def latest_recoveries(self, org: str, app: str) -> dict[str, dict[str, Any]]:
-        """Each executor's latest recovery attempt (by executor_id): what the app page shows beside it."""
+    def latest_recoveries(self, org: str, app: str, executor_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The latest recovery attempt of each of these executors (by executor_id): what the app page shows
+        beside the ones that are down. Only those are read: the page's live table asks every few seconds."""
+        wanted = sorted(set(executor_ids))
+        latest: dict[str, dict[str, Any]] = {}
         with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT * FROM {s}relay_recoveries WHERE org = ? AND app = ? ORDER BY dispatched_at, attempt",
-                (org, app),
-            )
-        return {str(row["executor_id"]): row for row in rows}
-
-
-def recovery_wait(row: dict[str, Any], latest: dict[str, Any] | None, healthy_versions: Collection[str],
-                  grace_secs: float, now: datetime) -> str:
-    """Where an executor's recovery stands, in words, from the registry alone (pure; `now` comes in):
-    its grace period while DISCONNECTED; while DEAD, the dispatch in flight or why none is (no executor of
-    its version connected, the last attempt's failure); once recovered, by whom."""
-    status = row["status"]
-    if status == HEALTHY:
-        return ""
-    if status == "DISCONNECTED":
-        since = _when(row["disconnected_at"])
-        elapsed = max(0, int((now - since).total_seconds())) if since else 0
-        return f"grace period: {min(elapsed, int(grace_secs))} s of {int(grace_secs)} s"
-    if row["recovered"] or (latest and latest["outcome"] == "acknowledged"):
-        return f"recovered by {latest['peer']} (attempt {latest['attempt']})" if latest else "recovered"
-    return "deleted" if status == "DELETED" else _dead_wait(row, latest, healthy_versions)
-
-
-def _dead_wait(row: dict[str, Any], latest: dict[str, Any] | None, healthy_versions: Collection[str]) -> str:
-    if row["recovery_peer"]:
-        return (f"recovery dispatched to {row['recovery_peer']} (attempt {row['recovery_attempts']}), "
-                "awaiting its answer")
-    version = row["app_version"]
-    failed = f"; last attempt failed: {latest['reason']}" if latest and latest["outcome"] == "failed" else ""
-    if not healthy_versions:
-        why = "no executor connected"
-    elif version and version not in healthy_versions:
-        why = f"no executor of version {version} connected"
-    else:
-        why = "waiting for the next recovery round"
-    return why + failed
-
-
-def _when(value: Any) -> datetime | None:
-    if not value:
-        return None
-    parsed = datetime.fromisoformat(str(value))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            for chunk in range(0, len(wanted), _IDS_PER_QUERY):
+                ids = wanted[chunk:chunk + _IDS_PER_QUERY]
+                rows = sql.all(
+                    f"SELECT * FROM {{s}}relay_recoveries WHERE org = ? AND app = ? "  # noqa: S608 - placeholders
+                    f"AND executor_id IN ({', '.join('?' * len(ids))}) ORDER BY dispatched_at, attempt",
+                    (org, app, *ids),
+                )
+                latest.update({str(row["executor_id"]): row for row in rows})
+        return latest

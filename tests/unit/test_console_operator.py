@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from relay.projections.registry import recovery_wait
 from relay.web.console.graph import workflow_graph
 from relay.web.console.helpers import json_view
+from relay.web.console.recovery_state import recovery_wait
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -13,12 +13,12 @@ from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
-from relay.projections.registry import recovery_wait
 from relay.web import audit_trail
 from relay.web.api_values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
+from relay.web.console.recovery_state import recovery_wait
 from relay.web.context import ask, runtime
 from relay.web.problems import ApiError
 
@@ -60,7 +60,7 @@ def home() -> Response:
 # -- applications ---------------------------------------------------------------------------------
 def _executor_row(row: dict[str, Any], wait: str = "") -> dict[str, Any]:
     """An executor as pages and the live table show it: no instance-internal columns; `wait` says where its
-    recovery stands (projections.registry.recovery_wait)."""
+    recovery stands (web/console/recovery_state.py)."""
     return {
         "executorId": row["executor_id"],
         "status": row["status"],
@@ -82,7 +82,7 @@ def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[
     recovered or deleted since, newest first, so a dead executor stays visible with its recovery."""
     registry = runtime().views.registry
     rows = registry.executors(org, app, include_deleted=True)
-    latest = registry.latest_recoveries(org, app)
+    latest = registry.latest_recoveries(org, app, [r["executor_id"] for r in rows if r["status"] != "HEALTHY"])
     healthy = {r["app_version"] or "" for r in rows if r["status"] == "HEALTHY"}
     app_row = runtime().views.applications.app(org, app) or {"settings": DEFAULT_SETTINGS}
     grace = float(app_row["settings"].get("executorTimeoutSecs") or DEFAULT_SETTINGS["executorTimeoutSecs"])
