@@ -14,7 +14,7 @@ applications that have rules or retention settings, so they are watched from the
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
@@ -27,9 +27,6 @@ from relay.web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR
 from relay.web.problems import invalid, not_found
 from relay.web.requests_ import int_arg, json_body
 from relay.web.translate import view_time
-
-if TYPE_CHECKING:
-    pass
 
 bp = Blueprint("alerting", __name__)
 
