@@ -215,7 +215,10 @@ class Cluster:
             line = next(x for x in proc.log_text().splitlines() if x.startswith("READY "))
             executor.executor_id = json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]["executor_id"]
             self.eventually(lambda e=executor: self.status(app, e.executor_id) == "HEALTHY", f"{name} HEALTHY")
-            if on is None or self.holder(executor.executor_id) in on:
+            # Its lease is in the instances view, which its own projector folds apart from the registry's
+            # status: HEALTHY there does not mean the lease is visible yet (seen once in a clean run).
+            holder = self.eventually(lambda e=executor: self.holder(e.executor_id), f"{name}'s lease visible")
+            if on is None or holder in on:
                 return executor
             proc.kill()
         raise AssertionError(f"{name} never landed on {sorted(on or ())}")
