@@ -4,12 +4,15 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
 PYTHON ?= python3
+# Two environments. .venv-relay is Relay as a user installs it, with its data-plane extra (the newest `dbos`, for
+# its public DBOSClient): `make run` serves from it, and so does every `relay serve` the tests start. .venv is the
+# test harness: Relay, the test extras and the DBOS SDK release the test executors run (dbos 3.2.0, whose
+# conductor client the wire tests import), which cannot share one environment with the data plane's newer `dbos`.
+RELAY_VENV := .venv-relay
+RELAY_BIN := $(RELAY_VENV)/bin
+RUNTIME_STAMP := $(RELAY_VENV)/.installed
 VENV := .venv
 BIN := $(VENV)/bin
-# Two stamps: what running Relay needs (`make run`), and the test extras plus the DBOS SDK on top (`make test`,
-# lint, compat-matrix, bench). The test stamp depends on the runtime one, so `make test` from a fresh clone
-# builds both, and `make run` after `make test` installs nothing.
-RUNTIME_STAMP := $(VENV)/.runtime-installed
 STAMP := $(VENV)/.installed
 # The real DBOS Python SDK: only the integration tests use it (they run unmodified executors against Relay).
 DBOS_SDK := dbos==3.2.0
@@ -22,21 +25,24 @@ venv: $(STAMP)
 
 runtime: $(RUNTIME_STAMP)
 
+$(RELAY_BIN)/python:
+	$(PYTHON) -m venv $(RELAY_VENV)
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 # Reinstall only when the packaging metadata (or this file's pins) changed since the last install.
-$(RUNTIME_STAMP): pyproject.toml setup.cfg Makefile constraints.txt | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt -e .
+$(RUNTIME_STAMP): pyproject.toml setup.cfg Makefile constraints.txt | $(RELAY_BIN)/python
+	$(RELAY_BIN)/python -m pip install --disable-pip-version-check -c constraints.txt -e '.[dataplane]'
 	touch $@
 
-$(STAMP): $(RUNTIME_STAMP)
+$(STAMP): pyproject.toml setup.cfg Makefile constraints.txt | $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -c constraints.txt -e '.[test]' '$(DBOS_SDK)'
 	touch $@
 
-# Relay only (no test extras, no DBOS SDK); `relay` is then .venv/bin/relay.
+# Relay with its data plane (no test extras); `relay` is then .venv-relay/bin/relay.
 run: runtime
-	$(BIN)/relay serve $(RELAY_ARGS)
+	$(RELAY_BIN)/relay serve $(RELAY_ARGS)
 
 # System packages the tests need, from Debian's archive (CI runs as root on a fresh Debian 12 machine that has
 # none of them running): PostgreSQL's server binaries (tests/support/pg.py starts a throwaway cluster from them,
@@ -102,7 +108,7 @@ $(JAVA_APP_JAR): $(JAVA_APP)/pom.xml $(shell find $(JAVA_APP)/src -type f 2>/dev
 	touch $@
 
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
-test: venv system-deps test-deps
+test: venv runtime system-deps test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -130,8 +136,8 @@ bench: venv $(BENCH_STAMP)
 # Build and test leftovers. Keeps .venv (see distclean) and relay-data (someone's local store).
 clean:
 	rm -rf build dist .pytest_cache .ruff_cache test-output .test-output htmlcov .coverage
-	find . -path ./$(VENV) -prune -o -name '*.egg-info' -prune -exec rm -rf {} + \
+	find . -path ./$(VENV) -prune -o -path ./$(RELAY_VENV) -prune -o -name '*.egg-info' -prune -exec rm -rf {} + \
 		-o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(VENV_DBOS2) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target
+	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target

@@ -34,6 +34,9 @@ from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLI_MODULE = "relay.web.cli"
+# `relay serve` runs as `make run` installs it: from .venv-relay, with the data plane's newer `dbos` (the harness's
+# own interpreter has the release the test executors run).
+RELAY_PYTHON = REPO_ROOT / ".venv-relay" / "bin" / "python"
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 CLI_TIMEOUT_S = 60.0
@@ -282,7 +285,9 @@ class RelayProcess(ManagedProcess):
         return env
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", CLI_MODULE, "serve", *self.args]
+        if not RELAY_PYTHON.exists():
+            raise AssertionError(f"{RELAY_PYTHON} is missing: `make runtime` (or `make test`) builds .venv-relay")
+        return [str(RELAY_PYTHON), "-m", CLI_MODULE, "serve", *self.args]
 
     def environment(self) -> dict[str, str]:
         return clean_env(self.relay_env())

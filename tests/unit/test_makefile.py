@@ -1,5 +1,6 @@
-"""The Makefile's install stamps: `make run` installs Relay alone, `make test` (venv) adds the test extras and the
-DBOS SDK on top of that same runtime install. `make -n -B` prints every recipe without running one."""
+"""The Makefile's two environments: `make run` installs Relay with its data plane in .venv-relay (and nothing for
+the tests); `make venv` builds the test harness (.venv: the test extras and the DBOS SDK of the test executors);
+`make test` builds both. `make -n -B` prints every recipe without running one."""
 
 from __future__ import annotations
 
@@ -24,19 +25,27 @@ def recipes(target: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if not line.startswith("make")]
 
 
-def test_make_run_installs_the_runtime_only() -> None:
+def test_make_run_installs_relay_with_its_data_plane_only() -> None:
     lines = recipes("run")
     installs = [line for line in lines if "pip install" in line]
     assert len(installs) == 1
-    assert installs[0].endswith("-c constraints.txt -e .")
-    assert "touch .venv/.runtime-installed" in lines
-    assert lines[-1].startswith(".venv/bin/relay serve")
+    assert installs[0].startswith(".venv-relay/bin/python -m pip install")
+    assert installs[0].endswith("-c constraints.txt -e '.[dataplane]'")
+    assert "touch .venv-relay/.installed" in lines
+    assert lines[-1].startswith(".venv-relay/bin/relay serve")
 
 
-def test_the_test_environment_is_the_runtime_plus_the_test_extras() -> None:
+def test_the_test_harness_has_the_test_extras_and_the_executors_sdk() -> None:
     lines = recipes("venv")
     installs = [line for line in lines if "pip install" in line]
-    assert len(installs) == 2
-    assert installs[0].endswith("-c constraints.txt -e .")
-    assert "-c constraints.txt -e '.[test]' 'dbos==3.2.0'" in installs[1]
-    assert lines.index("touch .venv/.runtime-installed") < lines.index("touch .venv/.installed")
+    assert len(installs) == 1
+    assert installs[0].startswith(".venv/bin/python -m pip install")
+    assert installs[0].endswith("-c constraints.txt -e '.[test]' 'dbos==3.2.0'")
+    assert "touch .venv/.installed" in lines
+
+
+def test_make_test_builds_both_environments() -> None:
+    lines = recipes("test")
+    assert "touch .venv-relay/.installed" in lines
+    assert "touch .venv/.installed" in lines
+    assert lines[-1].startswith(".venv/bin/python -m pytest")
