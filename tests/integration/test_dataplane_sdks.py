@@ -1,0 +1,266 @@
+"""Issue 15, the data plane, against system databases real SDKs wrote: TypeScript 5.2.11, Go v1.6.0 and Java
+1.1.0-m6 on PostgreSQL, Python 3.2.0 on its default SQLite file.
+
+Each case runs a real executor of the SDK connected to a real ``relay serve``: a few workflows (a finished
+``greet``, a finished queued one, two ``gate`` workflows left PENDING) and the app's schedule. While it is
+connected the v2 API answers from it (``X-Relay-Served-From: executor``); then it stops, and with the data
+plane configured (read-write) Relay answers the same questions from the system database through dbos 3.4.0's
+``DBOSClient`` (``database``), and the answers must agree with what the executor said. One gate is cancelled
+through Relay; when the SDK's executor starts again Relay recovers the dead executor's workflows onto it: the
+other gate resumes and finishes, the cancelled one stays CANCELLED. Without an executor or a data plane, 503.
+
+Inputs and outputs are the SDK's raw serialized text (Relay never unpickles), so they are compared loosely.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.integration.sdk_apps import ORG, SDKS, Sdk, SdkApp, new_app
+from tests.support import pg
+from tests.support.ports import wait_until
+from tests.support.procs import ExecutorProcess, RelayProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+
+SERVED_FROM = "X-Relay-Served-From"
+CATALOG_APP = Path(__file__).resolve().parent / "executor_apps" / "catalog_app.py"
+DEADLINE_S = 60.0
+
+
+def env_name(sdk: Sdk) -> str:
+    """The environment variable of `relay serve` that holds ``sdk``'s system database URL."""
+    return f"DATA_PLANE_TEST_DB_{sdk.key.upper()}"
+
+
+@pytest.fixture(scope="module")
+def databases(pg_server: str) -> Iterator[dict[str, str]]:
+    """One fresh system database per SDK, made before Relay starts: `env:` references are read from the
+    environment `relay serve` was started with."""
+    urls: dict[str, str] = {}
+    try:
+        for sdk in SDKS:
+            urls[sdk.key] = pg.create_database(pg_server)
+        yield urls
+    finally:
+        for url in urls.values():
+            pg.drop_database(url)
+
+
+@pytest.fixture(scope="module")
+def relay(databases: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+    env = {env_name(sdk): databases[sdk.key] for sdk in SDKS}
+    with RelayProcess(tmp_path_factory.mktemp("relay-dataplane"), env=env) as server:
+        yield server
+
+
+@pytest.fixture(params=SDKS, ids=[sdk.key for sdk in SDKS])
+def sdk(request: pytest.FixtureRequest) -> Sdk:
+    request.param.check_installed()
+    return request.param
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def answer(app: SdkApp, method: str, path: str, source: str, status: int = 200, **kwargs: Any) -> Any:
+    """One v2 call that must be answered with ``status`` by ``source`` (``executor`` or ``database``)."""
+    response = app.api(method, path, **kwargs)
+    assert response.status_code == status, f"{method} {path}: {response.status_code} {response.text[:800]}"
+    assert response.headers.get(SERVED_FROM) == source, (method, path, response.headers.get(SERVED_FROM))
+    return response.json() if response.content else None
+
+
+def data_plane_path(app: SdkApp) -> str:
+    return f"/relay/v1/orgs/{ORG}/apps/{app.name}/data-plane"
+
+
+def configure(app: SdkApp, reference: str) -> dict[str, Any]:
+    body = {"systemDatabaseUrlFrom": reference, "mode": "read-write", "statementTimeoutMs": 10000, "poolSize": 2}
+    response = app.relay.api("PUT", data_plane_path(app), json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def wait_ready(app: SdkApp) -> dict[str, Any]:
+    """The data plane's state once it reached the database (it may connect in the background)."""
+
+    def ready() -> dict[str, Any] | None:
+        response = app.relay.api("GET", data_plane_path(app))
+        assert response.status_code == 200, response.text
+        state = response.json()["state"]
+        return state if state["status"] == "ready" else None
+
+    return wait_until(ready, 30, interval=0.2, message="the data plane never became ready")
+
+
+def wait_served_from(app: SdkApp, source: str) -> None:
+    """Routing follows the executor's connection: wait until the answers come from ``source``."""
+
+    def served() -> bool:
+        response = app.api("GET", "/workflows")
+        return response.status_code == 200 and response.headers.get(SERVED_FROM) == source
+
+    wait_until(served, DEADLINE_S, interval=0.1, message=f"the answers never came from the {source}",
+               ignore=(requests.RequestException,))  # fmt: skip
+
+
+def wait_status(app: SdkApp, workflow_id: str, statuses: set[str], source: str) -> dict[str, Any]:
+    def reached() -> dict[str, Any] | None:
+        found = answer(app, "GET", f"/workflows/{workflow_id}", source)
+        return found if found["status"] in statuses else None
+
+    return wait_until(reached, DEADLINE_S, interval=0.1, message=f"{workflow_id} never reached {statuses}")
+
+
+def snapshot(app: SdkApp, source: str, steps_of: str) -> dict[str, Any]:
+    """What the v2 API says about the app, in a form both sources must agree on."""
+    workflows = answer(app, "GET", "/workflows", source)
+    steps = answer(app, "GET", f"/workflows/{steps_of}/steps", source)
+    fields = ("workflowName", "status", "executorId", "appVersion", "queueName")
+    return {
+        "workflows": {w["workflowId"]: tuple(w[f] for f in fields) for w in workflows},
+        "steps": [(s["stepId"], s["stepName"]) for s in steps],
+        "queues": {q["name"]: q["workerConcurrency"] for q in answer(app, "GET", "/queues", source)},
+        "schedules": {s["scheduleName"]: (s["workflowName"], s["cronExpression"], s["status"])
+                      for s in answer(app, "GET", "/schedules", source)},
+        "versions": sorted(v["versionName"] for v in answer(app, "GET", "/versions", source)),
+    }
+
+
+def assert_unavailable(app: SdkApp) -> None:
+    """No executor and no data plane: 503, as before the data plane existed."""
+    for path in ("/workflows", "/queues", "/schedules", "/versions"):
+        response = app.api("GET", path)
+        assert response.status_code == 503, f"{path}: {response.status_code} {response.text[:300]}"
+
+
+def reads_from_database(app: SdkApp, seen: dict[str, Any], greet: str, greeting: str) -> None:
+    """The executor is gone: every answer comes from the database and agrees with what the executor said."""
+    wait_served_from(app, "database")
+    assert snapshot(app, "database", steps_of=greet) == seen
+    found = answer(app, "GET", f"/workflows/{greet}", "database")
+    assert (found["workflowName"], found["status"]) == ("greet", "SUCCESS")
+    assert greeting in (found["output"] or ""), found  # the stored text, not a deserialized value
+    listed = answer(app, "GET", "/workflows", "database", params={"workflowName": "greet", "loadOutput": "true"})
+    assert greet in {w["workflowId"] for w in listed} and all(w["workflowName"] == "greet" for w in listed)
+    assert answer(app, "GET", "/workflows/no-such-workflow", "database", status=404) is not None
+
+
+def cancel_through_database(app: SdkApp, doomed: str, kept: str) -> None:
+    assert answer(app, "POST", f"/workflows/{doomed}/cancel", "database", status=204, json={}) is None
+    assert answer(app, "GET", f"/workflows/{doomed}", "database")["status"] == "CANCELLED"
+    assert answer(app, "GET", f"/workflows/{kept}", "database")["status"] == "PENDING"
+
+
+# ------------------------------------------------------------------------------------------------ tests
+
+
+def test_an_sdks_system_database_is_served_when_its_executor_is_gone(
+    relay: RelayProcess, sdk: Sdk, databases: dict[str, str], tmp_path: Path
+) -> None:
+    app = new_app(relay, sdk, f"dp-{sdk.key}", databases[sdk.key], tmp_path)
+    # Relay declares a stopped executor DEAD after a second, so its restart recovers the kept gate at once.
+    assert app.api("PATCH", "", json={"executorTimeoutSecs": 1}).status_code == 204
+    try:
+        assert_unavailable(app)
+        app.launch("v1")
+        greet = app.start("greet", "dp", workflow_id=f"dp-{sdk.key}-greet")
+        queued = app.start("greet", "queued", workflow_id=f"dp-{sdk.key}-queued", queue=sdk.queue)
+        doomed, kept = (app.start("gate", tag, workflow_id=f"dp-{sdk.key}-{tag}") for tag in ("doomed", "kept"))
+        for workflow_id, status in ((greet, "SUCCESS"), (queued, "SUCCESS"), (doomed, "PENDING"), (kept, "PENDING")):
+            wait_status(app, workflow_id, {status}, "executor")
+
+        # A configured data plane does not take over from a connected executor.
+        state = configure(app, f"env:{env_name(sdk)}")["state"]
+        assert state["status"] in {"ready", "unreachable"}, state  # (it may still be connecting)
+        assert wait_ready(app)["schemaVersion"] == (41 if sdk.key == "java" else 123)
+        seen = snapshot(app, "executor", steps_of=greet)
+        assert {seen["workflows"][w][:2] for w in (greet, queued, doomed, kept)} == {
+            ("greet", "SUCCESS"), ("gate", "PENDING")}
+        assert seen["workflows"][queued][4] == sdk.queue and seen["workflows"][greet][3] == "v1"
+        assert seen["steps"] == [(0, "shout"), (1, "exclaim")]
+        assert seen["queues"][sdk.queue] == 2
+        assert seen["schedules"] == {sdk.schedule: ("tick", sdk.cron, "ACTIVE")}
+        assert seen["versions"] == ["v1"]
+
+        app.executors[0].stop()
+        reads_from_database(app, seen, greet, "HELLO DP!")
+        cancel_through_database(app, doomed, kept)
+
+        # The SDK itself sees the cancellation: Relay recovers the dead executor's PENDING workflows onto the
+        # restarted one, which resumes the kept gate (it finishes on its message) and leaves the cancelled one.
+        app.launch("v1", name=f"{sdk.key}-again")
+        wait_served_from(app, "executor")
+        app.send(kept, "go", "go", index=1)
+        assert "kept:go" in (wait_status(app, kept, {"SUCCESS"}, "executor")["output"] or "")
+        assert answer(app, "GET", f"/workflows/{doomed}", "executor")["status"] == "CANCELLED"
+        assert app.control("GET", f"/result/{doomed}", index=1)["status"] == "CANCELLED"
+        assert "STEP finish doomed" not in "".join(p.log_text() for p in app.executors)
+
+        # Without the data plane, a stopped app is unavailable again.
+        app.executors[1].stop()
+        wait_served_from(app, "database")
+        assert app.relay.api("DELETE", data_plane_path(app)).status_code == 204
+        assert_unavailable(app)
+    finally:
+        app.stop()
+
+
+def test_a_python_apps_default_sqlite_system_database_is_served(relay: RelayProcess, tmp_path: Path) -> None:
+    """dbos 3.2.0 (the harness's interpreter) with no SYSTEM_DATABASE_URL: a SQLite file in its working
+    directory, referenced by a `file:` that holds its sqlite:/// URL."""
+    app = new_app(relay, None, "dp-python", "", tmp_path)
+    assert app.api("PATCH", "", json={"executorTimeoutSecs": 1}).status_code == 204
+    workdir = tmp_path / "app"
+    env = {"APP_NAME": app.name, "CONDUCTOR_URL": relay.ws_url, "CONDUCTOR_KEY": app.key, "RUN": "dp"}
+    first = ExecutorProcess(CATALOG_APP, name="python-main", cwd=workdir, env={**env, "ROLE": "main"})
+    again = ExecutorProcess(CATALOG_APP, name="python-again", cwd=workdir, env=env)
+    try:
+        assert_unavailable(app)
+        first.start()
+        ids = read_ready(first)["workflows"]
+        done = {ids["greet"]: "SUCCESS", ids["queued"]: "SUCCESS", ids["parent"]: "SUCCESS",
+                ids["flaky"]: "ERROR", ids["waiter0"]: "PENDING", ids["waiter1"]: "PENDING"}  # fmt: skip
+        for workflow_id, status in done.items():
+            wait_status(app, workflow_id, {status}, "executor")
+        sqlite_file = workdir / "dbos_system.sqlite"
+        assert sqlite_file.exists()
+        reference = tmp_path / "system-database-url"
+        reference.write_text(f"sqlite:///{sqlite_file}\n")
+
+        configure(app, f"file:{reference}")
+        assert wait_ready(app)["schemaVersion"] == 123
+        seen = snapshot(app, "executor", steps_of=ids["greet"])
+        assert seen["steps"] == [(0, "shout"), (1, "count_letters")]
+        assert seen["queues"]["catalog-queue"] == 2 and seen["schedules"] == {
+            "dp-nightly": ("nightly", "0 0 0 1 1 *", "ACTIVE")}
+        assert {wid: seen["workflows"][wid][1] for wid in done} == done
+
+        first.stop()
+        reads_from_database(app, seen, ids["greet"], "HELLO RELAY")
+        cancel_through_database(app, ids["waiter0"], ids["waiter1"])
+
+        again.start()
+        restarted = read_ready(again)["executor_id"]
+        wait_served_from(app, "executor")
+        # Relay gives the dead executor's PENDING workflows to the new one: the kept waiter moves, the other not.
+        wait_until(lambda: answer(app, "GET", f"/workflows/{ids['waiter1']}", "executor")["executorId"] == restarted,
+                   DEADLINE_S, interval=0.2, message="the kept waiter was never recovered")  # fmt: skip
+        cancelled = answer(app, "GET", f"/workflows/{ids['waiter0']}", "executor")
+        assert cancelled["status"] == "CANCELLED" and cancelled["executorId"] != restarted, cancelled
+    finally:
+        first.stop()
+        again.stop()
+
+
+def read_ready(executor: ExecutorProcess) -> dict[str, Any]:
+    executor.wait_for_log("READY ", timeout=60)
+    line = next(line for line in executor.log_text().splitlines() if line.startswith("READY "))
+    return json.JSONDecoder().raw_decode(line.removeprefix("READY "))[0]
