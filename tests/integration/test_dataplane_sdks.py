@@ -14,6 +14,8 @@ Inputs and outputs are the SDK's raw serialized text (Relay never unpickles), so
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +77,15 @@ def answer(app: SdkApp, method: str, path: str, source: str, status: int = 200, 
     assert response.status_code == status, f"{method} {path}: {response.status_code} {response.text[:800]}"
     assert response.headers.get(SERVED_FROM) == source, (method, path, response.headers.get(SERVED_FROM))
     return response.json() if response.content else None
+
+
+def readable(text: str | None) -> str:
+    """Stored text and, when it is base64 (Go's DBOS_JSON, Python's pickles), what it decodes to."""
+    try:
+        decoded = base64.b64decode(text or "", validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        decoded = ""
+    return f"{text or ''}\n{decoded}"
 
 
 def data_plane_path(app: SdkApp) -> str:
@@ -147,7 +158,7 @@ def reads_from_database(app: SdkApp, seen: dict[str, Any], greet: str, greeting:
     assert snapshot(app, "database", steps_of=greet) == seen
     found = answer(app, "GET", f"/workflows/{greet}", "database")
     assert (found["workflowName"], found["status"]) == ("greet", "SUCCESS")
-    assert greeting in (found["output"] or ""), found  # the stored text, not a deserialized value
+    assert greeting in readable(found["output"]), found  # the stored text, never unpickled
     listed = answer(app, "GET", "/workflows", "database", params={"workflowName": "greet", "loadOutput": "true"})
     assert greet in {w["workflowId"] for w in listed} and all(w["workflowName"] == "greet" for w in listed)
     assert answer(app, "GET", "/workflows/no-such-workflow", "database", status=404) is not None
