@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from relay.actors.dataplane import DataPlane, DataPlaneError, resolve_url, scrub
+from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION, judge
 from relay.actors.dataplane_values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
 from relay.events.application import App
@@ -159,3 +160,28 @@ def test_client_records_are_the_executors_wire_records() -> None:
     step = client_records.step(info, as_text)
     assert step == {"function_id": 1, "function_name": "s", "output": "3", "error": None, "child_workflow_id": None,
                     "started_at_epoch_ms": "5", "completed_at_epoch_ms": "6"}
+
+
+# -- aggregates folded from the workflow list ---------------------------------------------------------------------
+def _wf(status: str, name: str, created: int, dequeued: int | None = None, completed: int | None = None) -> object:
+    return SimpleNamespace(status=status, name=name, queue_name=None, executor_id="e", app_version="v1",
+                           application_name="a", created_at=created, dequeued_at=dequeued, completed_at=completed)
+
+
+def test_workflow_aggregates_group_and_measure_like_an_executor() -> None:
+    rows = [_wf("SUCCESS", "a", 1_000, 1_010, 1_100), _wf("SUCCESS", "a", 2_500, None, 2_600),
+            _wf("ERROR", "a", 3_000), _wf("SUCCESS", "b", 500, 700, 900)]
+    body = SimpleNamespace(group_by_status=True, group_by_name=True, time_bucket_size_ms=None, select_count=True,
+                           select_min_created_at=True, select_max_queue_wait_ms=True,
+                           select_max_total_latency_ms=True)
+    out = {tuple(r["group"].values()): r for r in aggregate(rows, body)}
+    assert out[("SUCCESS", "a")] == {"group": {"status": "SUCCESS", "name": "a"}, "count": 2, "min_created_at": 1_000,
+                                     "max_queue_wait_ms": 10, "max_total_latency_ms": 100}
+    assert out[("ERROR", "a")]["max_total_latency_ms"] is None
+    bucketed = SimpleNamespace(group_by_status=False, time_bucket_size_ms=1_000, select_count=True)
+    counts = {r["group"]["time_bucket"]: r["count"] for r in aggregate(rows, bucketed)}
+    assert counts == {"1000": 1, "2000": 1, "3000": 1, "0": 1}
+    with pytest.raises(AggregateRequestError):
+        aggregate(rows, SimpleNamespace(time_bucket_size_ms=None, select_count=True))
+    with pytest.raises(AggregateRequestError):
+        aggregate(rows, SimpleNamespace(group_by_status=True, time_bucket_size_ms=None))
