@@ -134,18 +134,28 @@ def wait_status(app: SdkApp, workflow_id: str, statuses: set[str], source: str) 
     return wait_until(reached, DEADLINE_S, interval=0.1, message=f"{workflow_id} never reached {statuses}")
 
 
+# Fields each source renders its own way: inputs, outputs, errors and contexts are the SDK's stored text from the
+# database (decoded by the executor); a TypeScript queue reports priorityEnabled true whatever its row says (5.2.11:
+# "vestigial, every queue dispatches in priority order"); Go reports a dequeue time only while PENDING.
+RAW = {"input", "output", "error", "context", "priorityEnabled", "dequeuedAt"}
+EMPTY = ("", "[]", [])  # an SDK's unset user, roles, class, time zone: None from one source, empty from the other
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: None if v in EMPTY else v for k, v in record.items() if k not in RAW}
+
+
 def snapshot(app: SdkApp, source: str, steps_of: str) -> dict[str, Any]:
-    """What the v2 API says about the app, in a form both sources must agree on."""
+    """What the v2 API says about the app, every field but the raw ones, in a form both sources must agree on."""
     workflows = answer(app, "GET", "/workflows", source)
-    steps = answer(app, "GET", f"/workflows/{steps_of}/steps", source)
-    fields = ("workflowName", "status", "executorId", "appVersion", "queueName")
     return {
-        "workflows": {w["workflowId"]: tuple(w[f] for f in fields) for w in workflows},
-        "steps": [(s["stepId"], s["stepName"]) for s in steps],
-        "queues": {q["name"]: q["workerConcurrency"] for q in answer(app, "GET", "/queues", source)},
-        "schedules": {s["scheduleName"]: (s["workflowName"], s["cronExpression"], s["status"])
-                      for s in answer(app, "GET", "/schedules", source)},
-        "versions": sorted(v["versionName"] for v in answer(app, "GET", "/versions", source)),
+        "workflows": {w["workflowId"]: comparable(w) for w in workflows},
+        "pending": sorted(w["workflowId"] for w in answer(app, "POST", "/workflows/search", source,
+                                                           json={"status": ["PENDING"]})),
+        "steps": [(s["stepId"], s["stepName"]) for s in answer(app, "GET", f"/workflows/{steps_of}/steps", source)],
+        "queues": {q["name"]: comparable(q) for q in answer(app, "GET", "/queues", source)},
+        "schedules": {s["scheduleName"]: comparable(s) for s in answer(app, "GET", "/schedules", source)},
+        "versions": {v["versionName"]: comparable(v) for v in answer(app, "GET", "/versions", source)},
     }
 
 
@@ -156,13 +166,14 @@ def assert_unavailable(app: SdkApp) -> None:
         assert response.status_code == 503, f"{path}: {response.status_code} {response.text[:300]}"
 
 
-def reads_from_database(app: SdkApp, seen: dict[str, Any], greet: str, greeting: str) -> None:
+def reads_from_database(app: SdkApp, seen: dict[str, Any], greet: str, argument: str, greeting: str) -> None:
     """The executor is gone: every answer comes from the database and agrees with what the executor said."""
     wait_served_from(app, "database")
     assert snapshot(app, "database", steps_of=greet) == seen
     found = answer(app, "GET", f"/workflows/{greet}", "database")
     assert (found["workflowName"], found["status"]) == ("greet", "SUCCESS")
     assert greeting in readable(found["output"]), found  # the stored text, never unpickled
+    assert argument in readable(found["input"]), found
     listed = answer(app, "GET", "/workflows", "database", params={"workflowName": "greet", "loadOutput": "true"})
     assert greet in {w["workflowId"] for w in listed} and all(w["workflowName"] == "greet" for w in listed)
     assert answer(app, "GET", "/workflows/no-such-workflow", "database", status=404) is not None
@@ -216,20 +227,25 @@ def test_an_sdks_system_database_is_served_when_its_executor_is_gone(
         state = configure(app, f"env:{env_name(sdk)}")["state"]
         assert state["status"] in {"ready", "refused", "unreachable"}, state  # (it may still be connecting)
         seen = snapshot(app, "executor", steps_of=greet)
-        assert {seen["workflows"][w][:2] for w in (greet, queued, doomed, kept)} == {
-            ("greet", "SUCCESS"), ("gate", "PENDING")}
-        assert seen["workflows"][queued][4] == sdk.queue and seen["workflows"][greet][3] == "v1"
+        workflows = seen["workflows"]
+        assert {(w, workflows[w]["workflowName"], workflows[w]["status"]) for w in workflows} == {
+            (greet, "greet", "SUCCESS"), (queued, "greet", "SUCCESS"), (doomed, "gate", "PENDING"),
+            (kept, "gate", "PENDING")}
+        assert workflows[queued]["queueName"] == sdk.queue and workflows[greet]["appVersion"] == "v1"
+        assert seen["pending"] == sorted([doomed, kept])
         assert seen["steps"] == [(0, "shout"), (1, "exclaim")]
-        assert seen["queues"][sdk.queue] == 2
-        assert seen["schedules"] == {sdk.schedule: ("tick", sdk.cron, "ACTIVE")}
-        assert seen["versions"] == ["v1"]
+        assert seen["queues"][sdk.queue]["workerConcurrency"] == 2
+        [schedule] = seen["schedules"].values()
+        assert (schedule["scheduleName"], schedule["workflowName"], schedule["cronExpression"], schedule["status"]) \
+            == (sdk.schedule, "tick", sdk.cron, "ACTIVE")
+        assert list(seen["versions"]) == ["v1"]
         if sdk.key in REFUSED:
             refused_when_gone(app, sdk)
             return
         assert wait_state(app, "ready")["schemaVersion"] == SCHEMA_VERSION[sdk.key]
 
         app.executors[0].stop()
-        reads_from_database(app, seen, greet, "HELLO DP!")
+        reads_from_database(app, seen, greet, "dp", "HELLO DP!")
         cancel_through_database(app, doomed, kept)
 
         # The SDK itself sees the cancellation: Relay recovers the dead executor's PENDING workflows onto the
@@ -277,12 +293,12 @@ def test_a_python_apps_default_sqlite_system_database_is_served(relay: RelayProc
         assert wait_state(app, "ready")["schemaVersion"] == 123
         seen = snapshot(app, "executor", steps_of=ids["greet"])
         assert [name for _, name in seen["steps"]] == ["shout", "count_letters"]
-        assert seen["queues"]["catalog-queue"] == 2 and seen["schedules"] == {
-            "dp-nightly": ("nightly", "0 0 0 1 1 *", "ACTIVE")}
-        assert {wid: seen["workflows"][wid][1] for wid in done} == done
+        assert seen["queues"]["catalog-queue"]["workerConcurrency"] == 2
+        assert seen["schedules"]["dp-nightly"]["cronExpression"] == "0 0 0 1 1 *"
+        assert {wid: seen["workflows"][wid]["status"] for wid in done} == done
 
         first.kill()  # (SIGTERM waits for its PENDING waiters: DBOS.destroy)
-        reads_from_database(app, seen, ids["greet"], "HELLO RELAY")
+        reads_from_database(app, seen, ids["greet"], "relay", "HELLO RELAY")
         cancel_through_database(app, ids["waiter0"], ids["waiter1"])
 
         again.start()
