@@ -119,6 +119,9 @@ class ApplicationActor(pykka.ThreadingActor):
     def change_settings(self, changes: dict[str, Any], by: str = "relay") -> App:
         return self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock(), by)
 
+    def configure_data_plane(self, config: dict[str, Any] | None, by: str = "relay") -> App:
+        return self.ctx.log.configure_data_plane(self.org, self.app, config, self.ctx.clock(), by)
+
     def create_alerting_rule(
         self, rule_type: str, metadata: Any, receiving_app: str | None, min_interval_secs: Any, by: str = "relay"
     ) -> AlertingRule:

@@ -16,6 +16,7 @@ from relay.actors import alerting, metrics, pykka_gevent, retention
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
+from relay.actors.dataplane import DataPlanes
 from relay.actors.delivery import WebhookConfig
 from relay.actors.directory import Directory
 from relay.actors.forwarder import Forwarder
@@ -61,6 +62,8 @@ class Runtime:
         self.log.save_observers.append(metrics.observe_append)
         self.directory = Directory(self._start_application)
         self.auth = Authenticator(admin_token, self.views.applications)
+        # Each application's client on its system database, when its data plane is configured (issue 15).
+        self.data_planes = DataPlanes()
         self.instance: pykka.ActorRef[Any] | None = None
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
@@ -214,6 +217,7 @@ class Runtime:
         if self.instance is not None:
             self.instance.stop(timeout=10)
         pykka.ActorRegistry.stop_all(timeout=10)
+        self.data_planes.close()
         self.runner.stop()
         self.table.close()
         self.views.close()

@@ -8,6 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from relay.events.data_plane import check_data_plane
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.ids import app_id
 from relay.events.names import check_app_name, check_org_name
@@ -40,7 +41,10 @@ def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
-@versioned({"Registered": 1, "Reregistered": 1, "SettingsChanged": 1, "Deleted": 1})
+@versioned({
+    "Registered": 1, "Reregistered": 1, "SettingsChanged": 1, "Deleted": 1, "DataPlaneConfigured": 1,
+    "DataPlaneRemoved": 1,
+})
 class App(Aggregate):
     """A registered application. Deleted apps keep their history and can be registered again."""
 
@@ -56,6 +60,7 @@ class App(Aggregate):
         self.updated_at = at
         self.deleted = False
         self.settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
+        self.data_plane: dict[str, Any] | None = None
 
     @classmethod
     def register(cls, org: str, name: str, at: datetime, by: str = "relay") -> App:
@@ -71,6 +76,7 @@ class App(Aggregate):
     def _reregistered(self, at: datetime, by: str) -> None:
         self.deleted = False
         self.settings = dict(DEFAULT_SETTINGS)
+        self.data_plane = None
         self.updated_at = at
 
     def change_settings(self, changes: dict[str, Any], at: datetime, by: str = "relay") -> None:
@@ -83,6 +89,28 @@ class App(Aggregate):
     @event("SettingsChanged")
     def _settings_changed(self, changes: dict[str, Any], at: datetime, by: str) -> None:
         self.settings.update(changes)
+        self.updated_at = at
+
+    def configure_data_plane(self, config: dict[str, Any], at: datetime, by: str = "relay") -> None:
+        """Where the app's system database is (by reference, never the URL) and what Relay may do there."""
+        self._check_live("configure its data plane")
+        checked = check_data_plane(config)
+        if checked != getattr(self, "data_plane", None):
+            self._data_plane_configured(config=checked, at=at, by=by)
+
+    @event("DataPlaneConfigured")
+    def _data_plane_configured(self, config: dict[str, Any], at: datetime, by: str) -> None:
+        self.data_plane = dict(config)
+        self.updated_at = at
+
+    def remove_data_plane(self, at: datetime, by: str = "relay") -> None:
+        self._check_live("remove its data plane")
+        if getattr(self, "data_plane", None) is not None:
+            self._data_plane_removed(at=at, by=by)
+
+    @event("DataPlaneRemoved")
+    def _data_plane_removed(self, at: datetime, by: str) -> None:
+        self.data_plane = None
         self.updated_at = at
 
     def delete(self, at: datetime, by: str = "relay") -> None:

@@ -151,6 +151,21 @@ class RelayLog(Application[UUID]):
 
         return self._update(app_id(org, name), App, change)
 
+    def configure_data_plane(
+        self, org: str, name: str, config: dict[str, Any] | None, at: datetime, by: str = "relay"
+    ) -> App:
+        """Set (``config``) or remove (None) an application's data plane."""
+        def change(found: App | None) -> App:
+            if found is None or found.deleted:
+                raise NotFoundError(f"no application '{name}' in '{org}'")
+            if config is None:
+                found.remove_data_plane(at, by)
+            else:
+                found.configure_data_plane(config, at, by)
+            return found
+
+        return self._update(app_id(org, name), App, change)
+
     def delete_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
         def change(found: App | None) -> App:
             if found is None or found.deleted:

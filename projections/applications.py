@@ -53,6 +53,8 @@ class ApplicationsProjection(ViewProjection):
             "App.Registered": self.app_registered,
             "App.Reregistered": self.app_reregistered,
             "App.SettingsChanged": self.settings_changed,
+            "App.DataPlaneConfigured": self.data_plane_configured,
+            "App.DataPlaneRemoved": self.data_plane_removed,
             "App.Deleted": self.app_deleted,
         }
 
@@ -101,6 +103,24 @@ class ApplicationsProjection(ViewProjection):
         assert row is not None, "SettingsChanged for an application the view never saw"
         settings = json.loads(row["settings"])
         settings.update(e.changes)
+        sql.write(
+            "UPDATE {s}relay_apps SET settings = ?, updated_at = ? WHERE id = ?",
+            (to_json(settings), iso(e.at), str(e.originator_id)),
+        )
+
+    # The data plane's settings (a reference to the system database URL, never the URL) ride in the settings
+    # document under "dataPlane": the API's Application shows only Conductor's settings (web/views_to_api.py).
+    def data_plane_configured(self, sql: Sql, e: Any, _: int) -> None:
+        self._set_data_plane(sql, e, dict(e.config))
+
+    def data_plane_removed(self, sql: Sql, e: Any, _: int) -> None:
+        self._set_data_plane(sql, e, None)
+
+    def _set_data_plane(self, sql: Sql, e: Any, config: dict[str, Any] | None) -> None:
+        row = sql.one("SELECT settings FROM {s}relay_apps WHERE id = ?", (str(e.originator_id),))
+        assert row is not None, "a data plane change for an application the view never saw"
+        settings = json.loads(row["settings"])
+        settings["dataPlane"] = config
         sql.write(
             "UPDATE {s}relay_apps SET settings = ?, updated_at = ? WHERE id = ?",
             (to_json(settings), iso(e.at), str(e.originator_id)),

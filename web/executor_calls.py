@@ -12,6 +12,10 @@
 - an executor with RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: the next candidate; none left: 429;
 - no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, 504.
 
+The data plane (issue 15), when the application has one: with no executor of the application connected
+anywhere, or none supporting the request's type, the system database answers instead (actors/dataplane.py);
+`g.relay_served_from` says which path answered (the `X-Relay-Served-From` header, the console's badge).
+
 HA: when no executor connected to this instance can take the request, the HEALTHY executors of the
 application on other live instances are the candidates (actors/cluster.py), reached through their instance
 (actors/forwarder.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
@@ -29,10 +33,12 @@ import re
 from typing import Any
 
 import pykka
+from flask import g
 
-from relay.actors import routing
+from relay.actors import dataplane_answers, routing
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
+from relay.actors.dataplane import DataPlane, DataPlaneError
 from relay.actors.executor import ask_request, tell_forget
 from relay.actors.forwarder import ForwardError
 from relay.web import executor_errors
@@ -111,14 +117,39 @@ def snapshot(org: str, app: str) -> tuple[list[LiveExecutor], str | None]:
         raise ApiError(504, f"application '{app}' did not answer Relay in time") from None
 
 
+def data_plane(org: str, app: str) -> DataPlane | None:
+    """The application's data plane on this instance, None when it has none configured."""
+    row = runtime().views.applications.app(org, app)
+    config = (row or {}).get("settings", {}).get("dataPlane")
+    return runtime().data_planes.get(org, app, config)
+
+
+def from_database(plane: DataPlane, request: Any) -> Any:
+    """The system database's answer, with the API's errors for its failures (never the URL)."""
+    try:
+        response = dataplane_answers.answer(plane, request)
+    except DataPlaneError as error:
+        raise ApiError(error.status, error.detail, title="Data Plane Error" if error.status >= 500 else None) \
+            from None
+    g.relay_served_from = "database"
+    return response
+
+
 def call(org: str, app: str, request: protocol.Request) -> Any:
-    """Send ``request`` to the best executor of the application and return its (successful) response."""
+    """Send ``request`` to the best executor of the application and return its (successful) response; the
+    system database answers when no executor can and the application has a data plane."""
     message_type = str(request.type.value)
-    route = _route(org, app, message_type)
+    plane = data_plane(org, app)
+    try:
+        route = _route(org, app, message_type)
+    except NoExecutorError:
+        if plane is None:
+            raise
+        return from_database(plane, request)
     lacking = list(route.lacking)
     gone = 0
     busy: InFlightLimitError | None = None
-    refusal: str | None = None
+    refusal: ApiError | None = None
     for executor in route.candidates:
         try:
             response = _send_all(org, app, executor, request)
@@ -131,6 +162,7 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
         except MalformedAnswerError as error:
             raise _malformed(executor, message_type, error) from None
         if response.error_message is None:
+            g.relay_served_from = "executor"
             return response
         if protocol.is_unknown_type_error(response):
             _mark_unsupported(org, app, executor, message_type)
@@ -140,19 +172,27 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
             refusal = _failed(executor, message_type, response.error_message)
             continue
         raise _failed(executor, message_type, response.error_message)
+    if plane is not None and refusal is None and busy is None and not gone and dataplane_answers.serves(message_type):
+        return from_database(plane, request)  # the connected executors lack the type; the database has it
+    raise _unanswered(app, message_type, refusal, busy, gone, lacking)
+
+
+def _unanswered(app: str, message_type: str, refusal: ApiError | None, busy: InFlightLimitError | None, gone: int,
+                lacking: list[LiveExecutor]) -> ApiError:
+    """Why no candidate answered, most telling reason first."""
     if refusal is not None:
-        raise refusal
+        return refusal
     if busy is not None:
-        raise _busy(app, busy.limit)
+        return _busy(app, busy.limit)
     if gone and not lacking:
-        raise ApiError(502, f"every executor of application '{app}' disconnected before answering")
+        return ApiError(502, f"every executor of application '{app}' disconnected before answering")
     if gone:
-        raise ApiError(
+        return ApiError(
             502,
             f"executors of application '{app}' disconnected before answering '{message_type}'; the others "
             f"lack it ({routing.describe_lacking(lacking)})",
         )
-    raise ApiError(
+    return ApiError(
         501,
         f"no connected executor of application '{app}' supports '{message_type}': "
         f"{routing.describe_lacking(lacking)} lack it; upgrade the DBOS SDK",

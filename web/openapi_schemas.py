@@ -129,6 +129,19 @@ COMPONENTS: dict[str, Schema] = {
         "outcome": _t("string", enum=["pending", "failed", "acknowledged"]), "reason": NSTR, "finishedAt": NTIME,
     }),
     "RelayRecoveryList": _all_required({"recoveries": array_of("RelayRecovery")}),
+    "DataPlaneInput": _obj({
+        "systemDatabaseUrlFrom": _t("string", pattern="^(env:[A-Za-z_][A-Za-z0-9_]*|file:/.+)$"),
+        "mode": _t("string", enum=["read", "read-write"]), "statementTimeoutMs": INT32, "poolSize": INT32,
+        "schema": STR,
+    }, ["systemDatabaseUrlFrom"]),
+    "DataPlaneState": _all_required({
+        "status": _t("string", enum=["ready", "refused", "unreachable", "unresolved", "unavailable", "unchecked"]),
+        "detail": STR, "schemaVersion": _null("integer", "int64"),
+    }),
+    "DataPlane": _all_required({
+        "systemDatabaseUrlFrom": STR, "mode": _t("string", enum=["read", "read-write"]),
+        "statementTimeoutMs": INT32, "poolSize": INT32, "schema": STR, "state": ref("DataPlaneState"),
+    }),
     "RawRequestBody": _obj({"type": STR}, ["type"], closed=False),
     "RawResponse": _obj({"type": STR, "request_id": STR, "error_message": NSTR},
                         ["type", "request_id", "error_message"], closed=False),

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Response, request
+from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from relay.web import api_alerting as alerting_api
@@ -14,6 +14,7 @@ from relay.web import (
     api_applications,
     api_audit,
     api_catalog,
+    api_dataplane,
     api_raw,
     api_relay,
     api_workflows,
@@ -49,6 +50,14 @@ def _no_type_without_content(response: Response) -> Response:
     return response
 
 
+def _served_from(response: Response) -> Response:
+    """Which path answered a workflow, queue, schedule or version request: `executor` or `database` (issue 15)."""
+    served = g.get("relay_served_from")
+    if served is not None:
+        response.headers["X-Relay-Served-From"] = served
+    return response
+
+
 def create_app(rt: Runtime) -> Flask:
     # Paths given, not searched: Flask's search fails on the `relay` namespace package, and Relay keeps no
     # instance folder (its state is the event log).
@@ -64,12 +73,14 @@ def create_app(rt: Runtime) -> Flask:
     # Alerting rules and alerts, retention runs, the Prometheus scrape (issue 7); they configure the actors.
     for blueprint in (alerting_api.bp, metrics_api.bp):
         app.register_blueprint(blueprint)
+    app.register_blueprint(api_dataplane.bp)  # an application's data plane settings (issue 15)
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
     audit_trail.install(app)  # every action, API or console, recorded as an Operation event
 
     app.before_request(openapi.reject_undeclared_query)
     app.after_request(_no_type_without_content)
+    app.after_request(_served_from)
 
     @app.errorhandler(ApiError)
     def _api_error(error: ApiError) -> Response:

@@ -101,6 +101,7 @@ from relay.wire.responses import (
     Response,
     SuccessResponse,
     TriggerScheduleResponse,
+    response_for,
 )
 from relay.wire.support import (
     supported_types,
@@ -209,6 +210,7 @@ __all__ = [
     "is_metadata_only_refusal",
     "is_unknown_type_error",
     "new_request_id",
+    "response_for",
     "string_list",
     "string_or_list",
     "supported_types",

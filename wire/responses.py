@@ -154,3 +154,9 @@ RESPONSE_OF_TYPE: dict[str, str] = {
     MessageType.ALERT.value: _SUCCESS,
 }
 _RESPONSE_CLASSES: dict[str, type[Response]] = {kind: _CLASSES[name] for kind, name in RESPONSE_OF_TYPE.items()}
+
+
+def response_for(message_type: str, request_id: str, fields: dict[str, Any]) -> Response:
+    """The response class of a message type, built from its fields (an answer not read from a frame: the data
+    plane's, issue 15). Unknown fields are a programming error: TypeError."""
+    return _RESPONSE_CLASSES[message_type](type=message_type, request_id=request_id, **fields)

@@ -1,0 +1,276 @@
+"""The data plane (issue 15): an application's workflows, queues, schedules and versions read and managed
+through its DBOS system database with the SDK's own public client (``dbos.DBOSClient``), for when no executor of
+the application is connected, or its SDK release has no open conductor client.
+
+One `DataPlane` per configured application and instance, built on first use: the system database URL is read
+then from where the configuration points (an environment variable or a file of this server), never stored;
+the schema version is checked before the client is made (actors/dataplane_schema.py) and a database Relay does
+not support is refused before anything touches it. Errors name the application and what went wrong, never the
+URL (`scrub`). Answers are the executors' own response types (actors/dataplane_answers.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from relay.actors import dataplane_schema
+from relay.events.data_plane import READ_WRITE, reference_kind
+
+log = logging.getLogger("relay.dataplane")
+
+RETRY_AFTER_FAILURE_S = 5.0  # a database that could not be opened is tried again after this long
+_CREDENTIALS = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^@/\s]*@")
+_PASSWORD_PARAM = re.compile(r"(?i)(password=)[^&\s]*")
+
+
+class DataPlaneError(Exception):
+    """Why the data plane cannot answer: an HTTP status and a detail without the URL."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class State:
+    """What GET .../data-plane reports: ready, refused (schema), unreachable, unresolved (reference)."""
+
+    status: str
+    detail: str
+    schema_version: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "detail": self.detail, "schemaVersion": self.schema_version}
+
+
+def scrub(text: str, url: str | None) -> str:
+    """An error text without the URL, its password or any credentials of a URL in it."""
+    if url:
+        text = text.replace(url, "<system database>")
+        password = _password_of(url)
+        if password:
+            text = text.replace(password, "***")
+    return _PASSWORD_PARAM.sub(r"\1***", _CREDENTIALS.sub(r"\1***@", text))
+
+
+def _password_of(url: str) -> str | None:
+    head, at, _ = url.partition("@")
+    if not at or "://" not in head:
+        return None
+    _, _, userinfo = head.partition("://")
+    _, colon, password = userinfo.partition(":")
+    return password if colon and password else None
+
+
+def resolve_url(reference: str, environ: Mapping[str, str]) -> str:
+    """The URL a reference points at; DataPlaneError(503) naming the reference (not a secret) when it is unset."""
+    kind, target = reference_kind(reference)
+    if kind == "env":
+        value = environ.get(target, "").strip()
+        if not value:
+            raise DataPlaneError(503, f"environment variable {target} of the Relay server is not set")
+        return value
+    try:
+        value = Path(target).read_text(encoding="utf-8").strip()
+    except OSError as error:
+        raise DataPlaneError(503, f"cannot read {target}: {error.strerror or type(error).__name__}") from None
+    if not value:
+        raise DataPlaneError(503, f"{target} is empty")
+    return value
+
+
+def _engine(url: str, config: Mapping[str, Any]) -> Any:
+    """A SQLAlchemy engine on the SDK's own driver (psycopg 3), with the configured pool and statement timeout."""
+    import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)
+
+    parsed = sa.engine.make_url(url)
+    timeout_ms = int(config["statementTimeoutMs"])
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database in ("", ":memory:") or not Path(database).is_file():
+            raise DataPlaneError(503, "no SQLite system database at the configured path (Relay creates none)")
+        return sa.create_engine(parsed, connect_args={"timeout": timeout_ms / 1000})
+    if parsed.get_backend_name() not in ("postgresql", "postgres"):
+        raise DataPlaneError(422, f"a system database is PostgreSQL or SQLite, not {parsed.get_backend_name()}")
+    parsed = parsed.set(drivername="postgresql+psycopg")
+    return sa.create_engine(
+        parsed,
+        pool_size=int(config["poolSize"]),
+        max_overflow=0,
+        pool_timeout=max(1.0, timeout_ms / 1000),
+        pool_pre_ping=True,
+        connect_args={
+            "connect_timeout": 5,
+            "application_name": "relay-data-plane",
+            "options": f"-c statement_timeout={timeout_ms}",
+        },
+    )
+
+
+class DataPlane:
+    """One application's client on its system database, made when first needed."""
+
+    def __init__(self, org: str, app: str, config: Mapping[str, Any],
+                 environ: Mapping[str, str] | None = None, clock: Callable[[], float] | None = None) -> None:
+        self.org = org
+        self.app = app
+        self.config = dict(config)
+        self._environ = environ if environ is not None else os.environ
+        self._clock = clock or _monotonic
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._engine: Any = None
+        self._state = State("unchecked", "not opened yet")
+        self._failed_at: float | None = None
+        self._failure: DataPlaneError | None = None
+
+    @property
+    def writable(self) -> bool:
+        return self.config["mode"] == READ_WRITE
+
+    def state(self) -> State:
+        """Open the database if not yet done (or if the last try failed long enough ago) and say how it went."""
+        with contextlib.suppress(DataPlaneError):
+            self.client()
+        return self._state
+
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            if self._failure is not None and self._failed_at is not None \
+                    and self._clock() - self._failed_at < RETRY_AFTER_FAILURE_S:
+                raise self._failure
+            try:
+                self._client = self._open()
+                self._failure = None
+                return self._client
+            except DataPlaneError as error:
+                self._failure, self._failed_at = error, self._clock()
+                raise
+
+    def _open(self) -> Any:
+        try:
+            url = resolve_url(self.config["systemDatabaseUrlFrom"], self._environ)
+        except DataPlaneError as error:
+            self._state = State("unresolved", error.detail)
+            raise
+        try:
+            from dbos import DBOSClient  # noqa: PLC0415 (the optional extra)
+
+            from relay.actors import dataplane_values  # noqa: PLC0415 (imports dbos)
+        except ImportError:
+            self._state = State("unavailable", "the DBOS client is not installed: pip install 'relay[dataplane]'")
+            raise DataPlaneError(503, self._state.detail) from None
+        engine = None
+        try:
+            engine = _engine(url, self.config)
+            checked = dataplane_schema.check(engine, self.config["schema"])
+            if not checked.ok:
+                self._state = State("refused", checked.detail, checked.version)
+                raise DataPlaneError(422, f"the system database of application '{self.app}' is not one Relay "
+                                          f"reads: {checked.detail}")
+            client = DBOSClient(
+                system_database_engine=engine,
+                dbos_system_schema=self.config["schema"],
+                serializer=dataplane_values.install(),
+                retry_connection_errors=False,
+                observability_query_timeout_sec=int(self.config["statementTimeoutMs"]) / 1000,
+            )
+        except DataPlaneError as error:
+            if engine is not None:
+                engine.dispose()
+            if self._state.status != "refused":
+                self._state = State("unreachable", error.detail)
+            raise
+        except Exception as error:
+            if engine is not None:
+                engine.dispose()
+            detail = scrub(f"{type(error).__name__}: {_first_line(error)}", url)
+            self._state = State("unreachable", detail)
+            log.warning("data plane of %s/%s: cannot open the system database: %s", self.org, self.app, detail)
+            raise DataPlaneError(503, f"the system database of application '{self.app}' cannot be reached: "
+                                      f"{detail}") from None
+        self._engine = engine
+        self._state = State("ready", checked.detail, checked.version)
+        log.info("data plane of %s/%s: system database opened (%s, %s)", self.org, self.app,
+                 self.config["mode"], checked.detail)
+        return client
+
+    def failure(self, error: Exception) -> DataPlaneError:
+        """A client call's exception as the API reports it (503 when the database went away, else 502)."""
+        detail = scrub(f"{type(error).__name__}: {_first_line(error)}", None)
+        if _is_connection_error(error):
+            with self._lock:  # the next call opens a fresh client
+                self._discard()
+            return DataPlaneError(503, f"the system database of application '{self.app}' cannot be reached: "
+                                       f"{detail}")
+        return DataPlaneError(502, f"the system database of application '{self.app}' answered with an error: "
+                                   f"{detail}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._discard()
+
+    def _discard(self) -> None:
+        client, self._client = self._client, None
+        engine, self._engine = self._engine, None
+        try:
+            if client is not None:
+                client.destroy()
+            if engine is not None:
+                engine.dispose()
+        except Exception:
+            log.debug("data plane of %s/%s: closing the client failed", self.org, self.app, exc_info=True)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:500] if text else ""
+
+
+def _is_connection_error(error: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(error).__mro__}
+    return bool(names & {"OperationalError", "InterfaceError", "DisconnectionError", "TimeoutError"})
+
+
+def _monotonic() -> float:
+    import time  # noqa: PLC0415
+
+    return time.monotonic()
+
+
+class DataPlanes:
+    """This instance's data planes, one per configured application, remade when its configuration changes."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        self._environ = environ
+        self._lock = threading.Lock()
+        self._planes: dict[tuple[str, str], DataPlane] = {}
+
+    def get(self, org: str, app: str, config: Mapping[str, Any] | None) -> DataPlane | None:
+        key = (org, app)
+        with self._lock:
+            plane = self._planes.get(key)
+            if plane is not None and (config is None or plane.config != dict(config)):
+                self._planes.pop(key)
+                plane.close()
+                plane = None
+            if plane is None and config is not None:
+                plane = DataPlane(org, app, config, self._environ)
+                self._planes[key] = plane
+            return plane
+
+    def close(self) -> None:
+        with self._lock:
+            planes, self._planes = list(self._planes.values()), {}
+        for plane in planes:
+            plane.close()

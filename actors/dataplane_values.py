@@ -1,0 +1,114 @@
+"""Values in an application's system database, read without running its code (issue 15).
+
+The Python SDK stores workflow inputs, outputs, errors and step outputs as pickles (``py_pickle``), and its
+client unpickles every such value it loads, whichever serializer it is given. An unpickle runs whatever the
+pickle names: a system database is the application's, and Relay's process holds every application's keys, so
+Relay loads only plain data: builtin containers and scalars, dates, decimals, UUIDs and builtin exceptions.
+Anything else stays the stored text. `install()` puts this loader in place of the SDK's pickle loader (the
+Relay process runs no DBOS application, so nothing else there needs the SDK's own)."""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import datetime
+import decimal
+import io
+import json
+import pickle
+import uuid
+from collections import OrderedDict
+from typing import Any
+
+PICKLE_FORMAT = "py_pickle"  # the name the Python SDK stores beside a pickled value
+
+_ALLOWED: dict[tuple[str, str], Any] = {
+    ("datetime", "datetime"): datetime.datetime, ("datetime", "date"): datetime.date,
+    ("datetime", "time"): datetime.time, ("datetime", "timedelta"): datetime.timedelta,
+    ("datetime", "timezone"): datetime.timezone, ("decimal", "Decimal"): decimal.Decimal,
+    ("uuid", "UUID"): uuid.UUID, ("collections", "OrderedDict"): OrderedDict,
+    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "bytearray"): bytearray,
+    ("builtins", "complex"): complex,
+}  # fmt: skip
+
+
+class RefusedGlobalError(pickle.UnpicklingError):
+    """The pickle names code Relay does not load."""
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        allowed = _ALLOWED.get((module, name))
+        if allowed is not None:
+            return allowed
+        found = getattr(builtins, name, None) if module == "builtins" else None
+        if isinstance(found, type) and issubclass(found, BaseException):
+            return found
+        raise RefusedGlobalError(f"{module}.{name} is not plain data; Relay does not load it")
+
+
+def load_plain_pickle(encoded: str) -> Any:
+    """A base64 pickle of plain data; RefusedGlobalError when it names anything else."""
+    return _PlainDataUnpickler(io.BytesIO(base64.b64decode(encoded))).load()
+
+
+def dump_pickle(value: Any) -> str:
+    """What the SDK stores for a value it pickles (the client writes some: a triggered schedule's inputs)."""
+    return base64.b64encode(pickle.dumps(value)).decode("ascii")
+
+
+def make_serializer() -> Any:
+    """The SDK's Serializer interface over `load_plain_pickle` (built here so dbos is imported only when a data
+    plane is configured)."""
+    from dbos._serialization import Serializer  # noqa: PLC0415 (the optional extra)
+
+    class PlainDataPickle(Serializer):
+        def serialize(self, data: Any) -> str:
+            return dump_pickle(data)
+
+        def deserialize(self, serialized_data: str) -> Any:
+            return load_plain_pickle(serialized_data)
+
+        def name(self) -> str:
+            return PICKLE_FORMAT
+
+    return PlainDataPickle()
+
+
+_installed: Any = None
+
+
+def install() -> Any:
+    """Replace the SDK's pickle loader with the plain-data one, once per process; returns the serializer."""
+    global _installed  # noqa: PLW0603 (one per process, like the SDK's own)
+    if _installed is None:
+        import dbos._serialization as sdk_serialization  # noqa: PLC0415
+
+        _installed = make_serializer()
+        sdk_serialization.DBOSDefaultSerializer = _installed
+    return _installed
+
+
+def as_text(value: Any) -> str | None:
+    """A loaded value as the API shows it: JSON when it is JSON-like, else its repr; a value the SDK could not
+    load arrives as the stored text and stays so."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    try:
+        return json.dumps(value, default=_jsonable, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return str(value)
