@@ -78,6 +78,10 @@ def db(relay: RelayProcess, method: str, path: str, expect: int, **kwargs: Any) 
     if not response.content:
         return None
     body = response.json()
+    if response.status_code >= 400:
+        assert response.headers["Content-Type"].startswith("application/problem+json"), response.headers
+        assert not check(reference(), {"$ref": "#/components/schemas/ErrorModel"}, body), body
+        return body
     assert not bad_times(body), f"{method} {path}: times not in the API's format: {bad_times(body)[:5]}"
     template = next((t for pattern, t in TEMPLATES if pattern.match(BASE + path.split("?", 1)[0])
                      and method.lower() in reference()["paths"][t]), None)  # fmt: skip
