@@ -6,12 +6,13 @@ read back in the app itself (its control server reports what ran there and what 
 stays readable. In "read" mode a write is refused (503) and nothing changes; a ``file:`` reference works like an
 ``env:`` one.
 
-Relay never unpickles: Python inputs and outputs come back as the stored text, so what ran is checked in the app,
-not decoded here.
+Relay loads no Python code from a pickle (an output of the app's own class comes back as the stored text), so
+what ran is checked in the app, not decoded here.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import secrets
@@ -200,8 +201,26 @@ def test_read_mode_reads_and_refuses_writes(world: World) -> None:
         assert w.seen("gate-stopped", held) == []
 
 
-def test_a_file_reference_works_and_the_url_is_never_shown(world: World, tmp_path: Path) -> None:
+def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_path: Path, pg_server: str) -> None:
     w = world
+    # The URL itself is refused (and not echoed); a reference that points nowhere is configured but unresolved.
+    given = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": w.database})
+    assert given.status_code == 422 and w.database not in given.text, given.text
+    unset = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": "env:PYAPP_NOT_SET"})
+    assert unset.status_code == 200 and unset.json()["state"]["status"] == "unresolved", unset.text
+    refused = w.relay.api("GET", f"{BASE}/workflows")
+    assert refused.status_code == 503 and "PYAPP_NOT_SET" in refused.json()["detail"], refused.text
+    # A database that is not a DBOS system database is refused, not written to.
+    empty = pg.create_database(pg_server)
+    try:
+        (tmp_path / "empty-url").write_text(empty)
+        state = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": f"file:{tmp_path / 'empty-url'}"})
+        assert state.status_code == 200 and state.json()["state"]["status"] == "refused", state.text
+        assert empty not in state.text
+    finally:
+        w.relay.api("DELETE", DATA_PLANE)
+        pg.drop_database(empty)
+
     url_file = tmp_path / "system-database-url"
     url_file.write_text(w.database + "\n")  # as `echo "$URL" > file` writes it
     url_file.chmod(0o600)
@@ -244,6 +263,11 @@ def test_the_app_is_managed_through_its_system_database(world: World) -> None:
         (1, "shout"), (2, "exclaim")]
     flaky_steps = db(w.relay, "GET", f"/workflows/{flaky}/steps", 200)
     assert [s["stepName"] for s in flaky_steps] == ["first", "fragile"] and flaky_steps[1]["error"]
+    # An instance of the app's own class: handed back as the stored text (a string), never loaded by Relay.
+    receipt = db(w.relay, "GET", f"/workflows/{w.ids['receipt']}", 200)
+    assert receipt["status"] == "SUCCESS", receipt
+    stored = base64.b64decode(receipt["output"], validate=True)  # the SDK's pickle, base64 as stored
+    assert stored.startswith(b"\x80") and b"Receipt" in stored, receipt["output"]
     db(w.relay, "GET", f"/workflows/{run}-no-such", 404)
 
     # Queues: the app's queue, and a workflow it ran from it.

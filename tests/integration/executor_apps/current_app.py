@@ -13,8 +13,8 @@ Configuration comes from the environment:
 
 Otherwise it registers the queue ``current_queue``, the schedules ``yearly`` (``tick`` on new year's midnight
 UTC, context ``"ctx"``: it never fires during a test) and ``pulse`` (``pulse`` every second, paused at once),
-runs the scenario (``greet`` completes with two steps, ``flaky`` fails in its second step, ``gate`` labelled
-``held`` waits for a gate nobody opens), and prints one line
+runs the scenario (``greet`` completes with two steps, ``flaky`` fails in its second step, ``receipt`` returns
+an instance of a class of this app, ``gate`` labelled ``held`` waits for a gate nobody opens), and prints one line
 ``READY {"executor_id", "app_version", "dbos_version", "control_port", "workflows": {name: id}}``.
 
 The control server (loopback, ``control_port``): ``POST /start {"workflow", "args", "workflowId"?, "queue"?}``
@@ -31,6 +31,7 @@ import json
 import os
 import signal
 import threading
+from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import version
@@ -92,6 +93,19 @@ def fragile(label: str) -> str:
 def flaky(label: str) -> str:
     first(label)
     return fragile(label)
+
+
+@dataclass
+class Receipt:
+    """An output only this app's code can unpickle: Relay must hand it back as stored, never load it."""
+
+    label: str
+    total: int
+
+
+@DBOS.workflow()
+def receipt(label: str) -> Receipt:
+    return Receipt(label, len(label))
 
 
 @DBOS.step()
@@ -189,9 +203,11 @@ class Control(BaseHTTPRequestHandler):
 
 
 def run_scenario() -> dict[str, str]:
-    ids = {"greet": "scenario-greet", "flaky": "scenario-flaky", "held": "scenario-held"}
+    ids = {name: f"scenario-{name}" for name in ("greet", "flaky", "receipt", "held")}
     with SetWorkflowID(ids["greet"]):
         greet("relay")
+    with SetWorkflowID(ids["receipt"]):
+        receipt("relay")
     with SetWorkflowID(ids["flaky"]), contextlib.suppress(RuntimeError):  # it fails in its second step
         flaky("relay")
     with SetWorkflowID(ids["held"]):
