@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import requests
 
@@ -217,6 +218,10 @@ def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_p
         state = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": f"file:{tmp_path / 'empty-url'}"})
         assert state.status_code == 200 and state.json()["state"]["status"] == "refused", state.text
         assert empty not in state.text
+        with psycopg.connect(empty, autocommit=True) as conn:
+            tables = conn.execute("SELECT table_schema, table_name FROM information_schema.tables"
+                                  " WHERE table_schema NOT IN ('pg_catalog', 'information_schema')").fetchall()
+        assert tables == [], tables
     finally:
         w.relay.api("DELETE", DATA_PLANE)
         pg.drop_database(empty)
