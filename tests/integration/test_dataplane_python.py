@@ -181,22 +181,33 @@ def world(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_read_mode_reads_and_refuses_writes(world: World) -> None:
     w = world
     configure(w.relay, f"env:{URL_ENV}", "read")
-    held = w.ids["held"]
+    greet, flaky, held = w.ids["greet"], w.ids["flaky"], w.ids["held"]
     assert db(w.relay, "GET", f"/workflows/{held}", 200)["status"] == "PENDING"
-    listed = {wf["workflowId"]: wf["status"] for wf in db(w.relay, "GET", "/workflows", 200)}
-    assert listed[w.ids["greet"]] == "SUCCESS" and listed[w.ids["flaky"]] == "ERROR"
+    before = {wf["workflowId"]: wf["status"] for wf in db(w.relay, "GET", "/workflows", 200)}
+    assert before[greet] == "SUCCESS" and before[flaky] == "ERROR"
     assert db(w.relay, "GET", "/schedules/yearly", 200)["status"] == "ACTIVE"
+    versions = db(w.relay, "GET", "/versions", 200)
 
-    for path in (f"/workflows/{held}/cancel", "/schedules/yearly/pause"):
-        response = w.relay.api("POST", BASE + path, json={})
-        assert response.status_code == 503, f"POST {path}: {response.status_code} {response.text}"
+    writes: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("POST", f"/workflows/{held}/cancel", {}), ("POST", f"/workflows/{flaky}/resume", {}),
+        ("POST", f"/workflows/{greet}/fork", {}), ("DELETE", f"/workflows/{flaky}", None),
+        ("POST", "/workflows/bulk-cancel", {"workflowIds": [held]}), ("POST", "/schedules/yearly/pause", None),
+        ("POST", "/schedules/yearly/trigger", None),
+        ("POST", "/schedules/yearly/backfill",
+         {"startTime": "2020-01-01T00:00:00Z", "endTime": "2022-01-02T00:00:00Z"}),
+        ("PATCH", "/versions/latest", {"versionName": "v0"}),
+    ]  # fmt: skip
+    for method, path, body in writes:
+        response = w.relay.api(method, BASE + path, json=body)
+        assert response.status_code == 503, f"{method} {path}: {response.status_code} {response.text}"
         assert response.headers["Content-Type"].startswith("application/problem+json")
         detail = response.json()["detail"]
         assert "read" in detail.lower() and "Traceback" not in detail, detail
 
     # Nothing changed, in the database or in the app (still waiting at its gate, not stopped).
-    assert db(w.relay, "GET", f"/workflows/{held}", 200)["status"] == "PENDING"
+    assert {wf["workflowId"]: wf["status"] for wf in db(w.relay, "GET", "/workflows", 200)} == before
     assert db(w.relay, "GET", "/schedules/yearly", 200)["status"] == "ACTIVE"
+    assert db(w.relay, "GET", "/versions", 200) == versions
     if w.app.running:
         assert w.app_view(f"/status/{held}") == {"status": "PENDING"}
         assert w.seen("gate-stopped", held) == []
