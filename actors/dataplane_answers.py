@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from relay.actors.dataplane import DataPlane, DataPlaneError
+from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.actors.dataplane_values import as_text
 from relay.wire import client_records as records
 from relay.wire import protocol
@@ -41,6 +42,41 @@ def _list_workflows(client: Any, request: Any) -> dict[str, Any]:
              "application_name": body.application_name, "queues_only": bool(body.queues_only)}
     filters.update({k: v for k, v in extra.items() if v not in (None, False)})
     return {"output": [records.workflow(s, as_text) for s in client.list_workflows(**filters)]}
+
+
+# Aggregating in Relay reads every matching workflow's status (never its inputs or outputs), page by page, up to
+# this many: past it the request is refused (narrow the time window) rather than holding the database for long.
+AGGREGATE_PAGE = 5_000
+MAX_AGGREGATED_WORKFLOWS = 200_000
+
+
+def _workflow_aggregates(client: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    filters = {
+        "status": body.status, "name": body.name, "app_version": body.app_version, "executor_id": body.executor_id,
+        "queue_name": body.queue_name, "workflow_id_prefix": body.workflow_id_prefix, "workflow_ids": body.workflow_ids,
+        "forked_from": body.forked_from, "parent_workflow_id": body.parent_workflow_id, "user": body.user,
+        "schedule_name": body.schedule_name, "application_name": body.application_name,
+        "start_time": body.start_time, "end_time": body.end_time, "completed_after": body.completed_after,
+        "completed_before": body.completed_before, "dequeued_after": body.dequeued_after,
+        "dequeued_before": body.dequeued_before, "was_forked_from": body.was_forked_from,
+        "has_parent": body.has_parent, "attributes": body.attributes,
+    }
+    filters = {k: v for k, v in filters.items() if v is not None}
+    statuses: list[Any] = []
+    while True:
+        page = client.list_workflows(**filters, load_input=False, load_output=False, limit=AGGREGATE_PAGE,
+                                     offset=len(statuses))
+        statuses.extend(page)
+        if len(statuses) > MAX_AGGREGATED_WORKFLOWS:
+            raise DataPlaneError(422, f"more than {MAX_AGGREGATED_WORKFLOWS} workflows match: narrow the time "
+                                      "window (startTime, endTime) to aggregate them from the system database")
+        if len(page) < AGGREGATE_PAGE:
+            break
+    try:
+        return {"output": aggregate(statuses, body)}
+    except AggregateRequestError as error:
+        raise DataPlaneError(422, str(error)) from None
 
 
 def _list_queued(client: Any, request: Any) -> dict[str, Any]:
@@ -162,6 +198,7 @@ ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
     M.LIST_QUEUED_WORKFLOWS: (_list_queued, False),
     M.GET_WORKFLOW: (_get_workflow, False),
     M.LIST_STEPS: (_list_steps, False),
+    M.GET_WORKFLOW_AGGREGATES: (_workflow_aggregates, False),
     M.CANCEL: (_cancel, True),
     M.RESUME: (_resume, True),
     M.DELETE: (_delete, True),
@@ -177,6 +214,15 @@ ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
     M.LIST_APPLICATION_VERSIONS: (_list_versions, False),
     M.SET_LATEST_APPLICATION_VERSION: (_set_latest, True),
 }
+
+
+# Heavy reads the database answers even when an executor is connected: aggregating every workflow of a window
+# would hold up the application's own executor (the routing rule, README "Data plane").
+PREFER_DATABASE = frozenset({M.GET_WORKFLOW_AGGREGATES.value})
+
+
+def prefers_database(message_type: str) -> bool:
+    return message_type in PREFER_DATABASE
 
 
 def serves(message_type: str) -> bool:

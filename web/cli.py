@@ -142,6 +142,33 @@ def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_plane(settings: Settings, args: argparse.Namespace) -> int:
+    org = args.org or settings.default_org
+    target = Target(settings, args.url, args.cacert)
+    path = f"/relay/v1/orgs/{org}/apps/{args.name}/data-plane"
+    if args.action == "remove":
+        _api(target, settings, "DELETE", path)
+        print(f"data plane of {org}/{args.name} removed")
+        return 0
+    if args.action == "set":
+        if not args.url_from:
+            print("relay: data-plane set needs --url-from env:NAME or file:/absolute/path", file=sys.stderr)
+            return 2
+        body = {"systemDatabaseUrlFrom": args.url_from, "mode": args.mode,
+                "statementTimeoutMs": args.statement_timeout_ms, "poolSize": args.pool_size, "schema": args.schema}
+        plane = _api(target, settings, "PUT", path, {k: v for k, v in body.items() if v is not None})
+    else:
+        plane = _api(target, settings, "GET", path)
+    if args.output == "json":
+        print(json.dumps(plane, indent=2))
+    else:
+        state = plane["state"]
+        for key in ("systemDatabaseUrlFrom", "mode", "statementTimeoutMs", "poolSize", "schema"):
+            print(f"{key}\t{plane[key]}")
+        print(f"state\t{state['status']}: {state['detail']}")
+    return 0
+
+
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     org = args.org or settings.default_org
     target = Target(settings, args.url, args.cacert)
@@ -340,7 +367,8 @@ def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
     return serve(settings)
 
 
-COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "replay": cmd_replay, "events": cmd_events}
+COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane, "replay": cmd_replay,
+            "events": cmd_events}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,24 @@ def build_parser() -> argparse.ArgumentParser:
     keys.add_argument("--permission", action="append", choices=PERMISSIONS, metavar="PERMISSION",
                       help="create: grant this permission (repeatable); one of " + ", ".join(PERMISSIONS)
                            + "; default: " + ", ".join(DEFAULT_KEY_PERMISSIONS))
-    for command in (apps, keys):
+    plane = sub.add_parser(
+        "data-plane", help="an application's data plane: answer from its DBOS system database (via the running "
+                           "server)",
+        description="Set, show or remove an application's data plane: when no executor of it is connected, Relay "
+                    "reads and manages its workflows through its system database with the DBOS client. The "
+                    "database URL is never given to Relay: name where the server reads it.")
+    plane.add_argument("action", choices=["set", "show", "remove"], help="what to do with the data plane")
+    plane.add_argument("name", help="the application's name")
+    plane.add_argument("--url-from", metavar="REF",
+                       help="set: where the server reads the system database URL: env:NAME (its environment) or "
+                            "file:/absolute/path")
+    plane.add_argument("--mode", choices=["read", "read-write"],
+                       help="set: read (default) or read-write (cancel, resume, fork, schedules, versions)")
+    plane.add_argument("--statement-timeout-ms", type=int, metavar="MS",
+                       help="set: each query's statement timeout (default 10000)")
+    plane.add_argument("--pool-size", type=int, metavar="N", help="set: connections to the database (default 2)")
+    plane.add_argument("--schema", help="set: the DBOS system schema on PostgreSQL (default dbos)")
+    for command in (apps, keys, plane):
         command.add_argument("--org", help="the organization (default RELAY_DEFAULT_ORG, else local)")
         command.add_argument("--output", choices=["text", "json"], default="text", help="list: " + output_help)
         command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"

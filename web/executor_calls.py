@@ -140,12 +140,33 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
     system database answers when no executor can and the application has a data plane."""
     message_type = str(request.type.value)
     plane = data_plane(org, app)
+    if plane is not None and dataplane_answers.prefers_database(message_type):
+        answered = _database_first(plane, request)
+        if answered is not None:
+            return answered
     try:
         route = _route(org, app, message_type)
     except NoExecutorError:
         if plane is None:
             raise
         return from_database(plane, request)
+    return _ask_executors(org, app, request, route, plane)
+
+
+def _database_first(plane: DataPlane, request: Any) -> Any:
+    """A heavy read from the database; None when the database cannot be reached (the executors then answer)."""
+    try:
+        return from_database(plane, request)
+    except ApiError as error:
+        if error.status != 503:
+            raise
+        return None
+
+
+def _ask_executors(org: str, app: str, request: protocol.Request, route: routing.Route,
+                   plane: DataPlane | None) -> Any:
+    """The candidates in order; the database when none supports the type (and the application has one)."""
+    message_type = str(request.type.value)
     lacking = list(route.lacking)
     gone = 0
     busy: InFlightLimitError | None = None

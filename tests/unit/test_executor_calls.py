@@ -10,10 +10,12 @@ from typing import Any
 
 import pykka
 import pytest
-from flask import Flask
+from flask import Flask, g
 
+from relay.actors import dataplane_answers
 from relay.actors.application import LiveExecutor
 from relay.actors.context import Limits
+from relay.actors.dataplane import DataPlanes
 from relay.actors.directory import Directory
 from relay.web.executor_calls import call, summarize_error
 from relay.web.problems import ApiError
@@ -76,8 +78,11 @@ class ScriptedExecutor(pykka.ThreadingActor):
 def world() -> Iterator[SimpleNamespace]:
     directory = Directory(lambda org, app: FakeApplication.start())
     flask_app = Flask("calls-test")
+    settings: dict[str, Any] = {}  # the application's settings row, as the applications view keeps it
     flask_app.extensions["relay"] = SimpleNamespace(
-        directory=directory, settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3))
+        directory=directory, settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)),
+        views=SimpleNamespace(applications=SimpleNamespace(app=lambda org, app: {"settings": settings})),
+        data_planes=DataPlanes(environ={}),
     )
     executors: dict[str, pykka.ActorRef[Any]] = {}
 
@@ -98,7 +103,7 @@ def world() -> Iterator[SimpleNamespace]:
         return next(e.unsupported for e in live if e.executor_id == executor_id)
 
     with flask_app.app_context():
-        yield SimpleNamespace(add=add, seen=seen, unsupported=unsupported)
+        yield SimpleNamespace(add=add, seen=seen, unsupported=unsupported, settings=settings)
     pykka.ActorRegistry.stop_all()
 
 
@@ -310,3 +315,60 @@ def test_an_executor_ignoring_the_id_filter_cannot_fail_the_check(world: SimpleN
 
     world.add("old", lambda r: {"output": [{"WorkflowUUID": "other"}]})
     require_workflows(ORG, APP, ["a"])  # it cannot tell: the action itself will
+
+
+# -- the routing rule between executors and the data plane (issue 15) ---------------------------------------------
+PLANE = {"systemDatabaseUrlFrom": "env:SYSDB", "mode": "read-write", "statementTimeoutMs": 1000, "poolSize": 1,
+         "schema": "dbos"}
+
+
+@pytest.fixture
+def database(world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The application gets a data plane whose answers are recorded (the client itself is tested against real
+    system databases in tests/integration/test_dataplane_*.py)."""
+    world.settings["dataPlane"] = dict(PLANE)
+    asked: list[Any] = []
+
+    def answer(plane: Any, request: Any) -> Any:
+        asked.append(request)
+        return protocol.response_for(request.type.value, request.request_id, {"output": {"WorkflowUUID": "db"}})
+
+    monkeypatch.setattr(dataplane_answers, "answer", answer)
+    return asked
+
+
+def test_with_no_executor_the_database_answers(world: SimpleNamespace, database: list[Any]) -> None:
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "db"}
+    assert g.relay_served_from == "database"
+    assert [r.type for r in database] == [GET.type]
+
+
+def test_a_connected_executor_answers_before_the_database(world: SimpleNamespace, database: list[Any]) -> None:
+    world.add("one", lambda r: OK)
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
+    assert g.relay_served_from == "executor"
+    assert database == []
+
+
+def test_the_database_answers_what_the_connected_executors_lack(world: SimpleNamespace, database: list[Any]) -> None:
+    world.add("old", lambda r: UNKNOWN)
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "db"}
+    assert g.relay_served_from == "database"
+
+
+def test_what_only_an_executor_does_says_so_with_no_executor(world: SimpleNamespace) -> None:
+    world.settings["dataPlane"] = dict(PLANE)
+    detail = failure(protocol.GetWorkflowEventsRequest(workflow_id="wf"), 503).detail
+    assert "needs a connected executor" in detail
+
+
+def test_a_read_only_data_plane_refuses_changes(world: SimpleNamespace) -> None:
+    world.settings["dataPlane"] = {**PLANE, "mode": "read"}
+    detail = failure(protocol.CancelRequest(workflow_id="wf"), 503).detail
+    assert "read-only" in detail
+
+
+def test_an_unset_reference_is_503_naming_it(world: SimpleNamespace) -> None:
+    world.settings["dataPlane"] = dict(PLANE)
+    detail = failure(GET, 503).detail
+    assert "SYSDB" in detail and "not set" in detail

@@ -30,6 +30,7 @@ from werkzeug.serving import make_server
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.context import Limits
+from relay.actors.dataplane import DataPlanes
 from relay.actors.directory import Directory
 from relay.actors.forwarder import Forwarder
 from relay.actors.settings import ConfigError, Settings
@@ -215,7 +216,8 @@ def caller(peer: SimpleNamespace) -> Iterator[Callable[..., Any]]:
     cluster = SimpleNamespace(me="relay-1", remote_executors=lambda org, app: list(remotes))
     forwarder = Forwarder(cluster, Apps(), SECRET, poll_s=1.0, max_bytes=1 << 20)  # type: ignore[arg-type]
     rt = SimpleNamespace(directory=Directory(lambda org, app: FakeApplication.start()),
-                         settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)), forwarder=forwarder)
+                         settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)), forwarder=forwarder,
+                         views=SimpleNamespace(applications=Apps()), data_planes=DataPlanes(environ={}))
     app = flask_app("caller", rt)
 
     def run(request: Any, *, to: list[RemoteExecutor]) -> Any:

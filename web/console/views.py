@@ -9,11 +9,14 @@ from typing import Any
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 
 from relay.events.application import DEFAULT_SETTINGS
+from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
+from relay.events.data_plane import check_data_plane
+from relay.events.errors import InvalidValueError
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
-from relay.web import audit_trail
+from relay.web import audit_trail, executor_calls
 from relay.web.api_values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
@@ -194,7 +197,8 @@ def app_settings(org: str, app: str) -> Any:
     row = check_app(org, app)
     if request.method == "GET":
         return render_template("console/settings.html", org=org, app=app, settings=row["settings"],
-                               defaults=DEFAULT_SETTINGS, tab="settings")
+                               defaults=DEFAULT_SETTINGS, tab="settings", data_plane=row["settings"].get("dataPlane"),
+                               data_plane_state=_data_plane_state(org, app), data_plane_defaults=DATA_PLANE_DEFAULTS)
     who = require("application.write", org, app)
     try:
         changes = _parse_settings(request.form, row["settings"])
@@ -216,6 +220,53 @@ def app_settings(org: str, app: str) -> Any:
         audit_trail.note("updateApp", [app], failed=error.detail, status=error.status)
         flash(f"Settings not saved: {error.detail}", "error")
     return redirect(url_for("console.app_settings", org=org, app=app))
+
+
+# -- data plane (issue 15): the system database by reference, its mode and limits ------------------------------------
+def _data_plane_state(org: str, app: str) -> dict[str, Any] | None:
+    plane = executor_calls.data_plane(org, app)
+    return plane.state().to_json() if plane is not None else None
+
+
+@bp.post("/orgs/<org>/apps/<app>/data-plane")
+def app_data_plane(org: str, app: str) -> Any:
+    row = check_app(org, app)
+    who = require("application.write", org, app)
+    back = url_for("console.app_settings", org=org, app=app)
+    removing = request.form.get("remove") == "1"
+    config: dict[str, Any] | None = None
+    if not removing:
+        try:
+            config = check_data_plane({
+                "systemDatabaseUrlFrom": (request.form.get("systemDatabaseUrlFrom") or "").strip(),
+                "mode": request.form.get("mode") or "read",
+                "statementTimeoutMs": int(request.form.get("statementTimeoutMs") or 10_000),
+                "poolSize": int(request.form.get("poolSize") or 2),
+            })
+        except (InvalidValueError, ValueError) as error:
+            flash(f"Data plane not saved: {error}", "error")
+            return redirect(back)
+    current = row["settings"].get("dataPlane")
+    if (config or None) == (current or None):
+        flash("Nothing changed.", "info")
+        return redirect(back)
+    if not confirmed():
+        if config is None:
+            return confirm_page(f"Remove the data plane of {app}?", "With no executor connected, its pages will "
+                                "be empty again.", "Remove data plane", back=back, keep="Keep it", danger=True)
+        described = f"system database from {config['systemDatabaseUrlFrom']}, mode {config['mode']}, statement " \
+                    f"timeout {config['statementTimeoutMs']} ms, pool {config['poolSize']}"
+        return confirm_page(f"Set the data plane of {app}?", described, "Save data plane", back=back,
+                            keep="Don't change")
+    operation = "deleteDataPlane" if config is None else "putDataPlane"
+    try:
+        ask(lambda: runtime().directory.application(org, app).proxy().configure_data_plane(config, by=who.display))
+        audit_trail.note(operation, [app])
+        flash("Data plane removed." if config is None else "Data plane saved.", "ok")
+    except ApiError as error:
+        audit_trail.note(operation, [app], failed=error.detail, status=error.status)
+        flash(f"Data plane not saved: {error.detail}", "error")
+    return redirect(back)
 
 
 # -- recoveries (alerts: web/console/alerts.py) ------------------------------------------------------------------------

@@ -1,0 +1,187 @@
+"""The data plane's own logic (issue 15): its settings as events, references, the schema rule, scrubbing,
+and values loaded without running an application's code. The client itself runs against real system databases
+in tests/integration/test_dataplane_*.py."""
+
+from __future__ import annotations
+
+import base64
+import pickle
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from relay.actors.dataplane import DataPlane, DataPlaneError, resolve_url, scrub
+from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
+from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION, judge
+from relay.actors.dataplane_values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
+from relay.events.application import App
+from relay.events.data_plane import check_data_plane
+from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.wire import client_records
+
+AT = datetime(2026, 12, 4, tzinfo=UTC)
+URL = "postgresql://app_user:s3cr3t-pw@db.internal:5432/app_sys"
+
+
+# -- settings, as events -------------------------------------------------------------------------------------------
+def test_defaults_are_filled_in_and_a_reference_is_required() -> None:
+    assert check_data_plane({"systemDatabaseUrlFrom": "env:APP_DB"}) == {
+        "systemDatabaseUrlFrom": "env:APP_DB", "mode": "read", "statementTimeoutMs": 10_000, "poolSize": 2,
+        "schema": "dbos",
+    }
+    with pytest.raises(InvalidValueError, match="required"):
+        check_data_plane({"mode": "read"})
+
+
+@pytest.mark.parametrize("body", [
+    {"systemDatabaseUrlFrom": "env:1BAD"}, {"systemDatabaseUrlFrom": "file:relative/path"},
+    {"systemDatabaseUrlFrom": "env:A", "mode": "write"}, {"systemDatabaseUrlFrom": "env:A", "poolSize": 0},
+    {"systemDatabaseUrlFrom": "env:A", "statementTimeoutMs": True}, {"systemDatabaseUrlFrom": "env:A", "x": 1},
+    {"systemDatabaseUrlFrom": "env:A", "schema": "a;drop"},
+])
+def test_bad_settings_are_refused_naming_the_field(body: dict) -> None:
+    with pytest.raises(InvalidValueError):
+        check_data_plane(body)
+
+
+def test_a_url_given_instead_of_a_reference_is_refused_without_repeating_it() -> None:
+    with pytest.raises(InvalidValueError) as refused:
+        check_data_plane({"systemDatabaseUrlFrom": URL})
+    assert "s3cr3t" not in str(refused.value) and "db.internal" not in str(refused.value)
+    assert "env:NAME" in str(refused.value)
+
+
+def test_the_app_records_a_change_once_and_a_removal() -> None:
+    app = App.register("local", "dp-app", AT)
+    app.configure_data_plane({"systemDatabaseUrlFrom": "file:/run/secrets/db"}, AT, by="admin")
+    app.configure_data_plane({"systemDatabaseUrlFrom": "file:/run/secrets/db"}, AT, by="admin")  # no change
+    app.remove_data_plane(AT, by="admin")
+    app.remove_data_plane(AT, by="admin")  # nothing to remove
+    kinds = [type(e).__name__ for e in app.collect_events()]
+    assert kinds == ["Registered", "DataPlaneConfigured", "DataPlaneRemoved"]
+    assert app.data_plane is None
+
+
+def test_a_deleted_app_takes_no_data_plane() -> None:
+    app = App.register("local", "dp-app", AT)
+    app.delete(AT)
+    with pytest.raises(IllegalTransitionError):
+        app.configure_data_plane({"systemDatabaseUrlFrom": "env:A"}, AT)
+
+
+# -- the URL: resolved late, never shown -------------------------------------------------------------------------
+def test_a_reference_resolves_from_the_environment_or_a_file(tmp_path: Path) -> None:
+    assert resolve_url("env:APP_DB", {"APP_DB": f" {URL}\n"}) == URL
+    secret = tmp_path / "db-url"
+    secret.write_text(URL + "\n")
+    assert resolve_url(f"file:{secret}", {}) == URL
+    with pytest.raises(DataPlaneError, match="APP_DB of the Relay server is not set"):
+        resolve_url("env:APP_DB", {})
+    with pytest.raises(DataPlaneError, match="cannot read"):
+        resolve_url(f"file:{tmp_path / 'missing'}", {})
+
+
+def test_scrub_removes_the_url_its_password_and_any_credentials() -> None:
+    text = f'connection to "{URL}" failed: password "s3cr3t-pw" rejected; retry postgresql://u:p@h/db password=x'
+    cleaned = scrub(text, URL)
+    assert "s3cr3t" not in cleaned and URL not in cleaned and "u:p@" not in cleaned and "password=x" not in cleaned
+
+
+def test_an_unset_reference_is_reported_as_unresolved_and_retried_later() -> None:
+    now = [0.0]
+    environ: dict[str, str] = {}
+    plane = DataPlane("local", "dp-app", check_data_plane({"systemDatabaseUrlFrom": "env:APP_DB"}), environ,
+                      clock=lambda: now[0])
+    state = plane.state()
+    assert (state.status, state.schema_version) == ("unresolved", None)
+    environ["APP_DB"] = "sqlite:////nonexistent/dir/sys.sqlite"
+    assert plane.state().status == "unresolved"  # not retried before RETRY_AFTER_FAILURE_S
+    now[0] = 60.0
+    with pytest.raises(DataPlaneError) as failed:
+        plane.client()
+    assert failed.value.status == 503 and "Relay creates none" in failed.value.detail
+    assert not Path("/nonexistent/dir/sys.sqlite").exists()
+
+
+# -- the schema rule ---------------------------------------------------------------------------------------------
+def test_the_schema_rule() -> None:
+    assert judge(MIN_SCHEMA_VERSION, 125, "3.4.0").ok
+    assert judge(125, 125, "3.4.0").ok
+    older = judge(MIN_SCHEMA_VERSION - 1, 125, "3.4.0")
+    assert not older.ok and "dbos migrate" in older.detail and "never migrates" in older.detail
+    newer = judge(126, 125, "3.4.0")
+    assert not newer.ok and "upgrade Relay" in newer.detail and "3.4.0" in newer.detail
+    assert not judge(0, 125, "3.4.0").ok
+
+
+# -- values: plain data loads, code does not ---------------------------------------------------------------------
+class Boom:
+    def __reduce__(self) -> tuple:
+        return (print, ("pwned",))
+
+
+def test_plain_data_loads_and_code_is_refused() -> None:
+    value = {"args": (1, "x", datetime(2026, 1, 1, tzinfo=UTC)), "kwargs": {"n": {1, 2}}}
+    assert load_plain_pickle(dump_pickle(value)) == value
+    assert isinstance(load_plain_pickle(dump_pickle(ValueError("bad"))), ValueError)
+    with pytest.raises(RefusedGlobalError, match=r"builtins\.print"):
+        load_plain_pickle(base64.b64encode(pickle.dumps(Boom())).decode())
+    with pytest.raises(RefusedGlobalError, match=r"builtins\.eval"):
+        load_plain_pickle(base64.b64encode(b"cbuiltins\neval\n(S'1+1'\ntR.").decode())
+
+
+def test_values_as_the_api_shows_them() -> None:
+    assert as_text({"args": (20,), "kwargs": {}}) == '{"args": [20], "kwargs": {}}'
+    assert as_text(41) == "41"
+    assert as_text("stored text") == "stored text"
+    assert as_text(ValueError("bad")) == "ValueError: bad"
+    assert as_text(None) is None
+
+
+def test_client_records_are_the_executors_wire_records() -> None:
+    status = SimpleNamespace(
+        workflow_id="wf", status="SUCCESS", name="greet", class_name=None, config_name=None, authenticated_user=None,
+        assumed_role=None, authenticated_roles=["a"], input={"args": (1,), "kwargs": {}}, output=2, error=None,
+        created_at=1764806400000, updated_at=1764806400500, queue_name="q", app_version="v1", executor_id="e1",
+        workflow_timeout_ms=None, workflow_deadline_epoch_ms=None, deduplication_id=None, priority=0,
+        queue_partition_key=None, forked_from=None, was_forked_from=True, parent_workflow_id=None, dequeued_at=None,
+        delay_until_epoch_ms=None, completed_at=1764806400500, attributes={"k": 1}, schedule_name=None,
+        application_name="dp-app",
+    )
+    record = client_records.workflow(status, as_text)
+    assert record["WorkflowUUID"] == "wf" and record["CreatedAt"] == "1764806400000"
+    assert record["Input"] == '{"args": [1], "kwargs": {}}' and record["Output"] == "2"
+    assert record["AuthenticatedRoles"] == '["a"]' and record["Attributes"] == '{"k": 1}'
+    assert record["WasForkedFrom"] is True
+    info = {"function_id": 1, "function_name": "s", "output": 3, "error": None, "child_workflow_id": None,
+            "started_at_epoch_ms": 5, "completed_at_epoch_ms": 6}
+    step = client_records.step(info, as_text)
+    assert step == {"function_id": 1, "function_name": "s", "output": "3", "error": None, "child_workflow_id": None,
+                    "started_at_epoch_ms": "5", "completed_at_epoch_ms": "6"}
+
+
+# -- aggregates folded from the workflow list ---------------------------------------------------------------------
+def _wf(status: str, name: str, created: int, dequeued: int | None = None, completed: int | None = None) -> object:
+    return SimpleNamespace(status=status, name=name, queue_name=None, executor_id="e", app_version="v1",
+                           application_name="a", created_at=created, dequeued_at=dequeued, completed_at=completed)
+
+
+def test_workflow_aggregates_group_and_measure_like_an_executor() -> None:
+    rows = [_wf("SUCCESS", "a", 1_000, 1_010, 1_100), _wf("SUCCESS", "a", 2_500, None, 2_600),
+            _wf("ERROR", "a", 3_000), _wf("SUCCESS", "b", 500, 700, 900)]
+    body = SimpleNamespace(group_by_status=True, group_by_name=True, time_bucket_size_ms=None, select_count=True,
+                           select_min_created_at=True, select_max_queue_wait_ms=True,
+                           select_max_total_latency_ms=True)
+    out = {tuple(r["group"].values()): r for r in aggregate(rows, body)}
+    assert out[("SUCCESS", "a")] == {"group": {"status": "SUCCESS", "name": "a"}, "count": 2, "min_created_at": 1_000,
+                                     "max_queue_wait_ms": 10, "max_total_latency_ms": 100}
+    assert out[("ERROR", "a")]["max_total_latency_ms"] is None
+    bucketed = SimpleNamespace(group_by_status=False, time_bucket_size_ms=1_000, select_count=True)
+    counts = {r["group"]["time_bucket"]: r["count"] for r in aggregate(rows, bucketed)}
+    assert counts == {"1000": 1, "2000": 1, "3000": 1, "0": 1}
+    with pytest.raises(AggregateRequestError):
+        aggregate(rows, SimpleNamespace(time_bucket_size_ms=None, select_count=True))
+    with pytest.raises(AggregateRequestError):
+        aggregate(rows, SimpleNamespace(group_by_status=True, time_bucket_size_ms=None))
