@@ -293,6 +293,15 @@ def test_the_app_is_managed_through_its_system_database(world: World) -> None:
     queued = w.control("POST", "/start", {"workflow": "greet", "args": ["queue"], "workflowId": f"{run}-queued",
                                           "queue": QUEUE})["workflowId"]  # fmt: skip
     assert wait_status(w.relay, queued, "SUCCESS")["queueName"] == QUEUE
+    found = db(w.relay, "POST", "/workflows/search", 200, json={"workflowIdPrefix": [run], "queueName": [QUEUE]})
+    assert [wf["workflowId"] for wf in found] == [queued]
+    rows = db(w.relay, "POST", "/workflows/aggregates", 200,
+              json={"groupByStatus": True, "selectCount": True, "workflowIdPrefix": ["scenario-"]})
+    assert {r["group"]["status"]: r["count"] for r in rows} == {"SUCCESS": 2, "ERROR": 1, "PENDING": 1}
+    # Delete: gone from the database, so gone for the app's SDK too.
+    db(w.relay, "DELETE", f"/workflows/{queued}", 204)
+    db(w.relay, "GET", f"/workflows/{queued}", 404)
+    assert w.app_view(f"/status/{queued}") == {"status": None}
 
     # Cancel: the app's run stops at its next step and the app sees its workflow CANCELLED.
     gated = w.control("POST", "/start", {"workflow": "gate", "args": [run], "workflowId": f"{run}-gate"})["workflowId"]
