@@ -240,7 +240,7 @@ def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_p
     url_file = tmp_path / "system-database-url"
     url_file.write_text(w.database + "\n")  # as `echo "$URL" > file` writes it
     url_file.chmod(0o600)
-    answer = configure(w.relay, f"file:{url_file}", "read", statementTimeoutMs=5000, poolSize=1)
+    answer = configure(w.relay, f"file:{url_file}", statementTimeoutMs=5000, poolSize=1)  # mode: "read" by default
     assert (answer["statementTimeoutMs"], answer["poolSize"]) == (5000, 1)
     got = w.relay.api("GET", DATA_PLANE)
     assert got.status_code == 200 and got.json()["systemDatabaseUrlFrom"] == f"file:{url_file}", got.text
