@@ -262,6 +262,48 @@ def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_p
             assert w.database.encode() not in path.read_bytes(), f"the system database URL is stored in {path}"
 
 
+def _console(relay: RelayProcess) -> tuple[requests.Session, str]:
+    """A console session of the admin, and its CSRF token."""
+    browser = requests.Session()
+    token = re.search(r'name="csrf_token" value="([^"]+)"', browser.get(f"{relay.base_url}/login", timeout=10).text)
+    assert token, "the login page carries no CSRF token"
+    assert browser.post(f"{relay.base_url}/login", data={"token": relay.admin_token, "csrf_token": token.group(1)},
+                        timeout=10).status_code == 200
+    page = browser.get(f"{relay.base_url}/orgs/{ORG}/apps/{APP}/settings", timeout=10).text
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+    assert csrf and 'id="data-plane"' in page
+    return browser, csrf.group(1)
+
+
+def test_the_console_shows_and_manages_the_app_through_its_system_database(world: World) -> None:
+    w = world
+    configure(w.relay, f"env:{URL_ENV}", "read-write")
+    browser, csrf = _console(w.relay)
+    console = f"{w.relay.base_url}/orgs/{ORG}/apps/{APP}"
+    settings = browser.get(f"{console}/settings", timeout=10).text
+    assert f"env:{URL_ENV}" in settings and "ready" in settings and w.database not in settings
+    # Every page says where its answer came from.
+    listed = browser.get(f"{console}/workflows", timeout=10).text
+    assert 'data-served-from="database"' in listed and w.ids["greet"] in listed
+    page = browser.get(f"{console}/workflows/{w.ids['greet']}", timeout=10).text
+    assert 'data-served-from="database"' in page and "shout" in page and "exclaim" in page
+    schedules = browser.get(f"{console}/schedules", timeout=10).text
+    assert 'data-served-from="database"' in schedules and "yearly" in schedules
+    versions = browser.get(f"{console}/versions", timeout=10).text
+    assert 'data-served-from="database"' in versions and "v1" in versions
+    # A cancel through the console's own form and its confirmation: the app sees it stop.
+    run = f"c{secrets.token_hex(3)}"
+    gated = w.control("POST", "/start", {"workflow": "gate", "args": [run], "workflowId": f"{run}-gate"})["workflowId"]
+    w.wait_seen("gate-started", gated)
+    form = {"workflow_id": gated, "csrf_token": csrf}
+    asked = browser.post(f"{console}/workflow-actions/cancel", data=form, timeout=10)
+    assert asked.status_code == 200 and "Cancel workflow" in asked.text  # the confirmation step
+    done = browser.post(f"{console}/workflow-actions/cancel", data={**form, "confirmed": "yes"}, timeout=10)
+    assert done.status_code == 200, done.text[:300]
+    w.wait_seen("gate-stopped", gated)
+    assert w.app_view(f"/status/{gated}") == {"status": "CANCELLED"}
+
+
 def test_the_app_is_managed_through_its_system_database(world: World) -> None:
     w = world
     configure(w.relay, f"env:{URL_ENV}", "read-write", statementTimeoutMs=10000, poolSize=2)
