@@ -63,12 +63,14 @@ ifneq ($(SYSTEM_PACKAGES),)
 endif
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our
-# dependencies): an older DBOS Python release (version skew), dbos-mcp (a real Conductor API v2 client),
-# and the DBOS TypeScript, Go and Java SDKs. Pins: tests/integration/requirements/*.txt,
+# dependencies): an older DBOS Python release (version skew), the current one (whose conductor client is no
+# longer open source: the data plane's test app), dbos-mcp (a real Conductor API v2 client), and the DBOS
+# TypeScript, Go and Java SDKs. Pins: tests/integration/requirements/*.txt,
 # ts_app/package-lock.json, go_app/go.mod+go.sum, java_app/pom.xml.
 # Stamps and build outputs make a second run a no-op; editing a pin file rebuilds only that client.
 REQS := tests/integration/requirements
 VENV_DBOS2 := .venv-dbos2
+VENV_DBOS_CURRENT := .venv-dbos-current
 VENV_MCP := .venv-mcp
 TS_APP := tests/integration/ts_app
 GO_APP := tests/integration/go_app
@@ -76,17 +78,24 @@ GO_APP_BIN := $(GO_APP)/bin/relay-go-app
 JAVA_APP := tests/integration/java_app
 JAVA_APP_JAR := $(JAVA_APP)/target/relay-java-app.jar
 
-test-deps: $(VENV_DBOS2)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed \
+test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed \
 	$(GO_APP_BIN) $(JAVA_APP_JAR)
 
 $(VENV_DBOS2)/bin/python:
 	$(PYTHON) -m venv $(VENV_DBOS2)
+
+$(VENV_DBOS_CURRENT)/bin/python:
+	$(PYTHON) -m venv $(VENV_DBOS_CURRENT)
 
 $(VENV_MCP)/bin/python:
 	$(PYTHON) -m venv $(VENV_MCP)
 
 $(VENV_DBOS2)/.installed: $(REQS)/dbos2.txt | $(VENV_DBOS2)/bin/python
 	$(VENV_DBOS2)/bin/python -m pip install --disable-pip-version-check -q -r $<
+	touch $@
+
+$(VENV_DBOS_CURRENT)/.installed: $(REQS)/dbos-current.txt | $(VENV_DBOS_CURRENT)/bin/python
+	$(VENV_DBOS_CURRENT)/bin/python -m pip install --disable-pip-version-check -q -r $<
 	touch $@
 
 $(VENV_MCP)/.installed: $(REQS)/mcp.txt | $(VENV_MCP)/bin/python
@@ -140,4 +149,4 @@ clean:
 		-o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target
+	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target

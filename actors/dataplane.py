@@ -28,6 +28,24 @@ log = logging.getLogger("relay.dataplane")
 RETRY_AFTER_FAILURE_S = 5.0  # a database that could not be opened is tried again after this long
 _CREDENTIALS = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^@/\s]*@")
 _PASSWORD_PARAM = re.compile(r"(?i)(password=)[^&\s]*")
+_ANY_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://\S+")
+
+
+class _SdkLogFilter(logging.Filter):
+    """The DBOS SDK logs its system database URL when a client opens it (password masked, host and database
+    not): in Relay's log only its warnings and errors, with any URL cut out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return False
+        record.msg, record.args = _ANY_URL.sub("<url>", record.getMessage()), None
+        return True
+
+
+def quiet_sdk_logger() -> None:
+    sdk = logging.getLogger("dbos")
+    if not any(isinstance(f, _SdkLogFilter) for f in sdk.filters):
+        sdk.addFilter(_SdkLogFilter())
 
 
 class DataPlaneError(Exception):
@@ -170,6 +188,7 @@ class DataPlane:
         except ImportError:
             self._state = State("unavailable", "the DBOS client is not installed: pip install 'relay[dataplane]'")
             raise DataPlaneError(503, self._state.detail) from None
+        quiet_sdk_logger()
         engine = None
         try:
             engine = _engine(url, self.config)

@@ -125,13 +125,14 @@ def data_plane(org: str, app: str) -> DataPlane | None:
 
 
 def from_database(plane: DataPlane, request: Any) -> Any:
-    """The system database's answer, with the API's errors for its failures (never the URL)."""
+    """The system database's answer, with the API's errors for its failures (never the URL). Its refusals carry
+    the header too: the database path is the one that answered."""
+    g.relay_served_from = "database"
     try:
         response = dataplane_answers.answer(plane, request)
     except DataPlaneError as error:
         raise ApiError(error.status, error.detail, title="Data Plane Error" if error.status >= 500 else None) \
             from None
-    g.relay_served_from = "database"
     return response
 
 
