@@ -199,8 +199,9 @@ def refused_when_gone(app: SdkApp, sdk: Sdk) -> None:
         return [response] if response.status_code != 200 else []
 
     [response] = wait_until(refusal, DEADLINE_S, interval=0.1, message="the executor never went away")
-    assert response.status_code == 422, response.text
+    assert (response.status_code, response.headers.get(SERVED_FROM)) == (422, "database"), response.text
     assert f"schema version {SCHEMA_VERSION[sdk.key]}" in response.json()["detail"], response.text
+    assert "upgrade the application's DBOS SDK" in response.json()["detail"], response.text
     assert app.relay.api("DELETE", data_plane_path(app)).status_code == 204
     assert_unavailable(app)
 
