@@ -155,11 +155,12 @@ def call(org: str, app: str, request: protocol.Request) -> Any:
 
 
 def _database_first(plane: DataPlane, request: Any) -> Any:
-    """A heavy read from the database; None when the database cannot be reached (the executors then answer)."""
+    """A heavy read from the database; None when the database cannot be reached or is refused (the executors then
+    answer)."""
     try:
         return from_database(plane, request)
     except ApiError as error:
-        if error.status != 503:
+        if error.status not in (422, 503):
             raise
         return None
 
