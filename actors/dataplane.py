@@ -227,6 +227,10 @@ class DataPlane:
     def failure(self, error: Exception) -> DataPlaneError:
         """A client call's exception as the API reports it (503 when the database went away, else 502)."""
         detail = scrub(f"{type(error).__name__}: {_first_line(error)}", None)
+        names = {cls.__name__ for cls in type(error).__mro__}
+        if names & {"QueryCanceled", "DBOSQueryTimeoutError"}:
+            return DataPlaneError(504, f"the system database of application '{self.app}' did not answer within "
+                                       f"{self.config['statementTimeoutMs']} ms (statementTimeoutMs)")
         if _is_connection_error(error):
             with self._lock:  # the next call opens a fresh client
                 self._discard()

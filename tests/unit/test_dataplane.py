@@ -185,3 +185,20 @@ def test_workflow_aggregates_group_and_measure_like_an_executor() -> None:
         aggregate(rows, SimpleNamespace(time_bucket_size_ms=None, select_count=True))
     with pytest.raises(AggregateRequestError):
         aggregate(rows, SimpleNamespace(group_by_status=True, time_bucket_size_ms=None))
+
+
+def test_client_failures_map_to_the_api() -> None:
+    plane = DataPlane("local", "dp-app", check_data_plane({"systemDatabaseUrlFrom": "env:A"}), {})
+
+    class OperationalError(Exception):
+        pass
+
+    class QueryCanceled(OperationalError):
+        pass
+
+    timed_out = plane.failure(QueryCanceled("canceling statement due to statement timeout"))
+    assert timed_out.status == 504 and "10000 ms" in timed_out.detail
+    gone = plane.failure(OperationalError(f"connection to {URL} failed: server closed the connection"))
+    assert gone.status == 503 and "s3cr3t" not in gone.detail and "cannot be reached" in gone.detail
+    other = plane.failure(RuntimeError("something else"))
+    assert other.status == 502
