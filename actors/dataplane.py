@@ -88,16 +88,20 @@ def _password_of(url: str) -> str | None:
     return password if colon and password else None
 
 
-def resolve_url(reference: str, environ: Mapping[str, str]) -> str:
-    """The URL a reference points at; DataPlaneError(503) naming the reference (not a secret) when it is unset."""
+def resolve_url(reference: str, environ: Mapping[str, str], private: tuple[Path, ...] = ()) -> str:
+    """The URL a reference points at; DataPlaneError(503) naming the reference (not a secret) when it is unset.
+    A file in one of Relay's `private` directories (its data directory: the admin token) is never read."""
     kind, target = reference_kind(reference)
     if kind == "env":
         value = environ.get(target, "").strip()
         if not value:
             raise DataPlaneError(503, f"environment variable {target} of the Relay server is not set")
         return value
+    resolved = Path(target).resolve()
+    if any(resolved.is_relative_to(folder.resolve()) for folder in private):
+        raise DataPlaneError(422, f"{target} is in Relay's own data directory: not a system database URL")
     try:
-        value = Path(target).read_text(encoding="utf-8").strip()
+        value = resolved.read_text(encoding="utf-8").strip()
     except OSError as error:
         raise DataPlaneError(503, f"cannot read {target}: {error.strerror or type(error).__name__}") from None
     if not value:
@@ -137,11 +141,13 @@ class DataPlane:
     """One application's client on its system database, made when first needed."""
 
     def __init__(self, org: str, app: str, config: Mapping[str, Any],
-                 environ: Mapping[str, str] | None = None, clock: Callable[[], float] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None, clock: Callable[[], float] | None = None,
+                 private: tuple[Path, ...] = ()) -> None:
         self.org = org
         self.app = app
         self.config = dict(config)
         self._environ = environ if environ is not None else os.environ
+        self._private = private
         self._clock = clock or _monotonic
         self._lock = threading.Lock()
         self._client: Any = None
@@ -177,7 +183,7 @@ class DataPlane:
 
     def _open(self) -> Any:
         try:
-            url = resolve_url(self.config["systemDatabaseUrlFrom"], self._environ)
+            url = resolve_url(self.config["systemDatabaseUrlFrom"], self._environ, self._private)
         except DataPlaneError as error:
             self._state = State("unresolved", error.detail)
             raise
@@ -274,8 +280,9 @@ def _monotonic() -> float:
 class DataPlanes:
     """This instance's data planes, one per configured application, remade when its configuration changes."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None, private: tuple[Path, ...] = ()) -> None:
         self._environ = environ
+        self._private = private
         self._lock = threading.Lock()
         self._planes: dict[tuple[str, str], DataPlane] = {}
 
@@ -288,7 +295,7 @@ class DataPlanes:
                 plane.close()
                 plane = None
             if plane is None and config is not None:
-                plane = DataPlane(org, app, config, self._environ)
+                plane = DataPlane(org, app, config, self._environ, private=self._private)
                 self._planes[key] = plane
             return plane
 

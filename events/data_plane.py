@@ -25,6 +25,8 @@ def reference_kind(reference: str) -> tuple[str, str]:
     repeats a value that is not a reference: it may be the URL itself, pasted by mistake."""
     kind, sep, target = reference.partition(":")
     if sep and kind == "env" and _ENV_NAME.fullmatch(target):
+        if target.upper().startswith("RELAY_"):  # Relay's own settings (its admin token, its secrets)
+            raise InvalidValueError("systemDatabaseUrlFrom cannot name Relay's own RELAY_* settings")
         return kind, target
     if sep and kind == "file" and target.startswith("/") and "\x00" not in target and len(target) <= 4096:
         return kind, target

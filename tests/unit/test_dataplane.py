@@ -81,6 +81,13 @@ def test_a_reference_resolves_from_the_environment_or_a_file(tmp_path: Path) -> 
         resolve_url("env:APP_DB", {})
     with pytest.raises(DataPlaneError, match="cannot read"):
         resolve_url(f"file:{tmp_path / 'missing'}", {})
+    # Relay's own secrets are not a reference's to read: its settings, its data directory (the admin token).
+    with pytest.raises(InvalidValueError, match="RELAY_"):
+        resolve_url("env:RELAY_ADMIN_TOKEN", {"RELAY_ADMIN_TOKEN": "t"})
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "admin_token").write_text("t")
+    with pytest.raises(DataPlaneError, match="data directory"):
+        resolve_url(f"file:{tmp_path / 'data' / '..' / 'data' / 'admin_token'}", {}, (tmp_path / "data",))
 
 
 def test_scrub_removes_the_url_its_password_and_any_credentials() -> None:
