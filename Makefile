@@ -64,9 +64,10 @@ endif
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our
 # dependencies): an older DBOS Python release (version skew), the current one (whose conductor client is no
-# longer open source: the data plane's test app), dbos-mcp (a real Conductor API v2 client), and the DBOS
-# TypeScript, Go and Java SDKs. Pins: tests/integration/requirements/*.txt,
-# ts_app/package-lock.json, go_app/go.mod+go.sum, java_app/pom.xml.
+# longer open source: the data plane's test app), dbos-mcp (a real Conductor API v2 client), the DBOS
+# TypeScript, Go and Java SDKs, and the current TypeScript and Go releases (no open conductor client either: the
+# data plane's other test apps). Pins: tests/integration/requirements/*.txt, ts_app/package-lock.json,
+# go_app/go.mod+go.sum, java_app/pom.xml, ts_current_app/package-lock.json, go_current_app/go.mod+go.sum.
 # Stamps and build outputs make a second run a no-op; editing a pin file rebuilds only that client.
 REQS := tests/integration/requirements
 VENV_DBOS2 := .venv-dbos2
@@ -77,9 +78,12 @@ GO_APP := tests/integration/go_app
 GO_APP_BIN := $(GO_APP)/bin/relay-go-app
 JAVA_APP := tests/integration/java_app
 JAVA_APP_JAR := $(JAVA_APP)/target/relay-java-app.jar
+TS_CURRENT_APP := tests/integration/ts_current_app
+GO_CURRENT_APP := tests/integration/go_current_app
+GO_CURRENT_APP_BIN := $(GO_CURRENT_APP)/bin/relay-go-current-app
 
 test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed \
-	$(GO_APP_BIN) $(JAVA_APP_JAR)
+	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN)
 
 $(VENV_DBOS2)/bin/python:
 	$(PYTHON) -m venv $(VENV_DBOS2)
@@ -110,6 +114,13 @@ $(TS_APP)/node_modules/.installed: $(TS_APP)/package.json $(TS_APP)/package-lock
 # The Go executor, built once per change of its source or pins (go.sum verifies every module it downloads).
 $(GO_APP_BIN): $(GO_APP)/main.go $(GO_APP)/go.mod $(GO_APP)/go.sum
 	cd $(GO_APP) && go build -mod=readonly -trimpath -o bin/relay-go-app .
+
+$(TS_CURRENT_APP)/node_modules/.installed: $(TS_CURRENT_APP)/package.json $(TS_CURRENT_APP)/package-lock.json
+	cd $(TS_CURRENT_APP) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(GO_CURRENT_APP_BIN): $(GO_CURRENT_APP)/main.go $(GO_CURRENT_APP)/go.mod $(GO_CURRENT_APP)/go.sum
+	cd $(GO_CURRENT_APP) && go build -mod=readonly -trimpath -o bin/relay-go-current-app .
 
 # The Java executor: one jar with its dependencies beside it (target/lib), every plugin pinned in pom.xml.
 $(JAVA_APP_JAR): $(JAVA_APP)/pom.xml $(shell find $(JAVA_APP)/src -type f 2>/dev/null)
@@ -149,4 +160,5 @@ clean:
 		-o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target
+	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target \
+		$(TS_CURRENT_APP)/node_modules $(GO_CURRENT_APP)/bin
