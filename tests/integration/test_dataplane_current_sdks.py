@@ -11,9 +11,10 @@ against the version the release is measured to write:
   workflows, gets one and its steps, lists its queue and versions, and cancels the waiting gate; the app's own SDK
   then reads it CANCELLED and its run stops. A resume runs it again in the app (opened, it finishes there) and a
   fork of ``greet`` runs in the app too.
-* Go v1.9.0 writes schema 130 (migrations 126-130: a suspend key, indexes, a new send_message function), newer
-  than dbos 3.4.0 (the newest Python release) knows (125): the data plane refuses the database up front, reads
-  and writes alike (422, "upgrade Relay"), and the app keeps running untouched (its gate is still PENDING).
+* Go v1.9.0 writes schema 130 (migrations 126-130 add a SUSPENDED workflow status: a suspend key, its indexes,
+  a send_message that wakes it), newer than dbos 3.4.0 (the newest Python release) knows (125), and neither it nor
+  the v2 API knows that status: the data plane refuses the database up front, reads and writes alike (422,
+  "upgrade Relay"), and the app keeps running untouched (its gate is still PENDING).
 """
 
 from __future__ import annotations
