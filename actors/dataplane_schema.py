@@ -36,7 +36,8 @@ def judge(version: int, newest_known: int, client_release: str) -> SchemaCheck:
     if version > newest_known:
         return SchemaCheck(version, newest_known, False,
                            f"schema version {version} is newer than the newest the DBOS client of this Relay "
-                           f"knows ({newest_known}, dbos {client_release}): upgrade Relay")
+                           f"knows ({newest_known}, dbos {client_release}): upgrade Relay to a release whose "
+                           "`dataplane` extra reads it (a newer schema may record what this client cannot show)")
     return SchemaCheck(version, newest_known, True, f"schema version {version} (this Relay reads "
                        f"{MIN_SCHEMA_VERSION} to {newest_known})")
 
