@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,7 +149,7 @@ class DataPlane:
         self.config = dict(config)
         self._environ = environ if environ is not None else os.environ
         self._private = private
-        self._clock = clock or _monotonic
+        self._clock = clock or time.monotonic
         self._lock = threading.Lock()
         self._client: Any = None
         self._engine: Any = None
@@ -269,12 +270,6 @@ def _first_line(error: BaseException) -> str:
 def _is_connection_error(error: BaseException) -> bool:
     names = {cls.__name__ for cls in type(error).__mro__}
     return bool(names & {"OperationalError", "InterfaceError", "DisconnectionError", "TimeoutError"})
-
-
-def _monotonic() -> float:
-    import time  # noqa: PLC0415
-
-    return time.monotonic()
 
 
 class DataPlanes:

@@ -225,12 +225,11 @@ def prefers_database(message_type: str) -> bool:
     return message_type in PREFER_DATABASE
 
 
+_SERVED = frozenset(kind.value for kind in ANSWERS)
+
+
 def serves(message_type: str) -> bool:
-    return any(kind.value == message_type for kind in ANSWERS)
-
-
-def writes(message_type: str) -> bool:
-    return any(kind.value == message_type and changes for kind, (_, changes) in ANSWERS.items())
+    return message_type in _SERVED
 
 
 def answer(plane: DataPlane, request: Any) -> Any:

@@ -95,7 +95,7 @@ class App(Aggregate):
         """Where the app's system database is (by reference, never the URL) and what Relay may do there."""
         self._check_live("configure its data plane")
         checked = check_data_plane(config)
-        if checked != getattr(self, "data_plane", None):
+        if checked != self.data_plane:
             self._data_plane_configured(config=checked, at=at, by=by)
 
     @event("DataPlaneConfigured")
@@ -105,7 +105,7 @@ class App(Aggregate):
 
     def remove_data_plane(self, at: datetime, by: str = "relay") -> None:
         self._check_live("remove its data plane")
-        if getattr(self, "data_plane", None) is not None:
+        if self.data_plane is not None:
             self._data_plane_removed(at=at, by=by)
 
     @event("DataPlaneRemoved")

@@ -99,28 +99,21 @@ class ApplicationsProjection(ViewProjection):
         )
 
     def settings_changed(self, sql: Sql, e: Any, _: int) -> None:
-        row = sql.one("SELECT settings FROM {s}relay_apps WHERE id = ?", (str(e.originator_id),))
-        assert row is not None, "SettingsChanged for an application the view never saw"
-        settings = json.loads(row["settings"])
-        settings.update(e.changes)
-        sql.write(
-            "UPDATE {s}relay_apps SET settings = ?, updated_at = ? WHERE id = ?",
-            (to_json(settings), iso(e.at), str(e.originator_id)),
-        )
+        self._merge_settings(sql, e, e.changes)
 
     # The data plane's settings (a reference to the system database URL, never the URL) ride in the settings
     # document under "dataPlane": the API's Application shows only Conductor's settings (web/views_to_api.py).
     def data_plane_configured(self, sql: Sql, e: Any, _: int) -> None:
-        self._set_data_plane(sql, e, dict(e.config))
+        self._merge_settings(sql, e, {"dataPlane": dict(e.config)})
 
     def data_plane_removed(self, sql: Sql, e: Any, _: int) -> None:
-        self._set_data_plane(sql, e, None)
+        self._merge_settings(sql, e, {"dataPlane": None})
 
-    def _set_data_plane(self, sql: Sql, e: Any, config: dict[str, Any] | None) -> None:
+    def _merge_settings(self, sql: Sql, e: Any, changes: dict[str, Any]) -> None:
         row = sql.one("SELECT settings FROM {s}relay_apps WHERE id = ?", (str(e.originator_id),))
-        assert row is not None, "a data plane change for an application the view never saw"
+        assert row is not None, f"{event_name(e)} for an application the view never saw"
         settings = json.loads(row["settings"])
-        settings["dataPlane"] = config
+        settings.update(changes)
         sql.write(
             "UPDATE {s}relay_apps SET settings = ?, updated_at = ? WHERE id = ?",
             (to_json(settings), iso(e.at), str(e.originator_id)),

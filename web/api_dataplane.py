@@ -11,7 +11,6 @@ from relay.actors.dataplane import State
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.web.context import ask, authorize, require_app, runtime
-from relay.web.executor_calls import data_plane
 from relay.web.openapi import operation
 from relay.web.problems import invalid, not_found
 from relay.web.requests_ import json_body
@@ -26,7 +25,7 @@ def _view(org: str, app: str) -> dict:
     config = require_app(org, app)["settings"].get("dataPlane")
     if config is None:
         raise not_found(f"application '{app}' has no data plane")
-    plane = data_plane(org, app)
+    plane = runtime().data_planes.get(org, app, config)
     try:
         with gevent.Timeout(STATE_TIMEOUT_S):
             state = plane.state() if plane is not None else State("unchecked", "")

@@ -12,6 +12,8 @@ tick) exist in all three, so one test body drives any of them.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -226,3 +228,13 @@ def new_app(relay: RelayProcess, sdk: Sdk | None, name: str, db_url: str, workdi
     created = relay.api("POST", f"/v2/orgs/{ORG}/tokens/{name}-key", json={"appNames": [name]})
     assert created.status_code == 201, created.text
     return SdkApp(sdk, relay, name, created.json()["token"], db_url, workdir)
+
+
+def readable(text: str | None) -> str:
+    """A value as an SDK stored it and, when it is base64 (Go's DBOS_JSON, Python's pickles), what that decodes to:
+    the data plane shows stored text (never unpickled), which tests compare loosely."""
+    try:
+        decoded = base64.b64decode(text or "", validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        decoded = ""
+    return f"{text or ''}\n{decoded}"

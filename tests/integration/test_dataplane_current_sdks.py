@@ -19,8 +19,6 @@ against the version the release is measured to write:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Iterator
@@ -31,8 +29,8 @@ from typing import Any
 import pytest
 import requests
 
-from actors.dataplane_schema import MIN_SCHEMA_VERSION
-from tests.integration.sdk_apps import ORG, ready_info
+from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION
+from tests.integration.sdk_apps import ORG, readable, ready_info
 from tests.support import pg
 from tests.support.ports import wait_until
 from tests.support.procs import ManagedProcess, RelayProcess, clean_env
@@ -153,27 +151,12 @@ class World:
         return wait_until(reached, DEADLINE_S, interval=0.1, message=f"{workflow_id} never {status} in the database")
 
 
-def readable(text: str | None) -> str:
-    """Stored text and, when it is base64 (Go's encoding), what it decodes to."""
-    try:
-        decoded = base64.b64decode(text or "", validate=True).decode("utf-8", "replace")
-    except (binascii.Error, ValueError):
-        decoded = ""
-    return f"{text or ''}\n{decoded}"
-
-
 @pytest.fixture(scope="module")
 def databases(pg_server: str) -> Iterator[dict[str, str]]:
     """One fresh system database per SDK, made before Relay starts (it reads `env:` references from its own
     environment)."""
-    urls: dict[str, str] = {}
-    try:
-        for sdk in SDKS:
-            urls[sdk.key] = pg.create_database(pg_server)
+    with pg.fresh_databases(pg_server, [sdk.key for sdk in SDKS]) as urls:
         yield urls
-    finally:
-        for url in urls.values():
-            pg.drop_database(url)
 
 
 @pytest.fixture(scope="module")

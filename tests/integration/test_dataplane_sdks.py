@@ -15,8 +15,6 @@ Inputs and outputs are the SDK's raw serialized text (Relay never unpickles), so
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from tests.integration.sdk_apps import ORG, SDKS, Sdk, SdkApp, new_app, ready_info
+from tests.integration.sdk_apps import ORG, SDKS, Sdk, SdkApp, new_app, readable, ready_info
 from tests.support import pg
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
@@ -49,20 +47,16 @@ def env_name(sdk: Sdk) -> str:
 def databases(pg_server: str) -> Iterator[dict[str, str]]:
     """One fresh system database per SDK, made before Relay starts: `env:` references are read from the
     environment `relay serve` was started with."""
-    urls: dict[str, str] = {}
-    try:
-        for sdk in SDKS:
-            urls[sdk.key] = pg.create_database(pg_server)
+    with pg.fresh_databases(pg_server, [sdk.key for sdk in SDKS]) as urls:
         yield urls
-    finally:
-        for url in urls.values():
-            pg.drop_database(url)
 
 
 @pytest.fixture(scope="module")
 def relay(databases: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
     env = {env_name(sdk): databases[sdk.key] for sdk in SDKS}
     with RelayProcess(tmp_path_factory.mktemp("relay-dataplane"), env=env) as server:
+        for url in databases.values():
+            server.remember_secret(url, "system database URL")  # never in its log
         yield server
 
 
@@ -81,15 +75,6 @@ def answer(app: SdkApp, method: str, path: str, source: str, status: int = 200, 
     assert response.status_code == status, f"{method} {path}: {response.status_code} {response.text[:800]}"
     assert response.headers.get(SERVED_FROM) == source, (method, path, response.headers.get(SERVED_FROM))
     return response.json() if response.content else None
-
-
-def readable(text: str | None) -> str:
-    """Stored text and, when it is base64 (Go's DBOS_JSON, Python's pickles), what it decodes to."""
-    try:
-        decoded = base64.b64decode(text or "", validate=True).decode("utf-8", "replace")
-    except (binascii.Error, ValueError):
-        decoded = ""
-    return f"{text or ''}\n{decoded}"
 
 
 def data_plane_path(app: SdkApp) -> str:

@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -381,3 +382,16 @@ def acquire_server(force: bool | None = None) -> PgServer:
             return PgServer(url=env_url, source="env")
     cluster = ThrowawayCluster()
     return PgServer(url=cluster.start(), source="throwaway", cluster=cluster)
+
+
+@contextlib.contextmanager
+def fresh_databases(server_url: str, keys: list[str]) -> Iterator[dict[str, str]]:
+    """One fresh database per key on ``server_url``, dropped afterwards (those made, if making one failed)."""
+    urls: dict[str, str] = {}
+    try:
+        for key in keys:
+            urls[key] = create_database(server_url)
+        yield urls
+    finally:
+        for url in urls.values():
+            drop_database(url)

@@ -16,7 +16,7 @@ from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
-from relay.web import audit_trail, executor_calls
+from relay.web import audit_trail
 from relay.web.api_values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
@@ -196,9 +196,11 @@ def _parse_settings(form: Any, current_settings: dict[str, Any]) -> dict[str, An
 def app_settings(org: str, app: str) -> Any:
     row = check_app(org, app)
     if request.method == "GET":
+        plane = row["settings"].get("dataPlane")
         return render_template("console/settings.html", org=org, app=app, settings=row["settings"],
-                               defaults=DEFAULT_SETTINGS, tab="settings", data_plane=row["settings"].get("dataPlane"),
-                               data_plane_state=_data_plane_state(org, app), data_plane_defaults=DATA_PLANE_DEFAULTS)
+                               defaults=DEFAULT_SETTINGS, tab="settings", data_plane=plane,
+                               data_plane_state=_data_plane_state(org, app, plane),
+                               data_plane_defaults=DATA_PLANE_DEFAULTS)
     who = require("application.write", org, app)
     try:
         changes = _parse_settings(request.form, row["settings"])
@@ -223,8 +225,8 @@ def app_settings(org: str, app: str) -> Any:
 
 
 # -- data plane (issue 15): the system database by reference, its mode and limits ------------------------------------
-def _data_plane_state(org: str, app: str) -> dict[str, Any] | None:
-    plane = executor_calls.data_plane(org, app)
+def _data_plane_state(org: str, app: str, config: dict[str, Any] | None) -> dict[str, Any] | None:
+    plane = runtime().data_planes.get(org, app, config)
     return plane.state().to_json() if plane is not None else None
 
 
