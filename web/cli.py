@@ -29,10 +29,32 @@ class CliError(Exception):
     pass
 
 
+class _Formatter(logging.Formatter):
+    """logging's formatter, with asctime's date and time made once a second rather than per line (every HTTP
+    request logs one)."""
+
+    _second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        known = self._second
+        if known[0] != second:
+            known = self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
+        return self.default_msec_format % (known[1], record.msecs)
+
+
 def _setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    # What the format below never shows, not gathered for every record (the logging HOWTO's "Optimization"):
+    # the calling frame's file and function, thread, process and multiprocessing names.
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 # -- talking to a running server ------------------------------------------------------------------

@@ -11,6 +11,7 @@ import socket
 import ssl
 import sys
 import time
+from datetime import datetime
 from typing import Any
 
 import gevent
@@ -22,6 +23,7 @@ from geventwebsocket.handler import WebSocketHandler
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import ConfigError, Settings
+from relay.web.http_parsing import environ_headers, parse_headers
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import RelayWebSocket
@@ -49,6 +51,9 @@ def _handshakes_busy(environ: dict[str, Any], start_response: Any) -> list[bytes
                                                ("Content-Length", str(len(_BUSY_BODY))), ("Retry-After", "1")])
     return [_BUSY_BODY]
 
+# A response up to this size goes out with its headers in one send (pywsgi sends them apart: two syscalls).
+COALESCE_BYTES = 64 * 1024
+
 # The handler builds its sockets from this module-level name: ours adds the frame limit, locked
 # sends and pong tracking (WebSocket has __slots__, so the class cannot be swapped afterwards).
 geventwebsocket.handler.WebSocket = RelayWebSocket  # type: ignore[misc]
@@ -56,6 +61,8 @@ geventwebsocket.handler.WebSocket = RelayWebSocket  # type: ignore[misc]
 
 class RelayHandler(WebSocketHandler):
     """Checks the executor handshake before upgrading, installs RelayWebSocket, redacts access logs."""
+
+    _request_timer: gevent.Timeout | None = None
 
     def __init__(self, sock: Any, address: Any, server: Any, rfile: Any = None) -> None:
         # No Nagle: pywsgi writes a response's headers and body in two sends, and the body then waited for the
@@ -95,8 +102,13 @@ class RelayHandler(WebSocketHandler):
         super().log_request()
 
     def format_request(self) -> str:
-        # The raw request line, however malformed: redacted as a whole (not only a path that parsed).
-        return redact_path(super().format_request())
+        # pywsgi's line (its timestamp made once a second, not per request); the raw request line, however
+        # malformed, redacted as a whole (not only a path that parsed).
+        length = self.response_length or "-"
+        delta = "%.6f" % (self.time_finish - self.time_start) if self.time_finish else "-"
+        client = self.client_address[0] if isinstance(self.client_address, tuple) else self.client_address
+        status = (self._orig_status or self.status or "000").split()[0]
+        return redact_path(f'{client or "-"} - - [{_log_time()}] "{self.requestline or ""}" {status} {length} {delta}')
 
     def log_error(self, msg: str, *args: Any) -> None:
         # gevent logs the request line on errors too (an invalid one quoted as sent): never with a key in it.
@@ -105,30 +117,75 @@ class RelayHandler(WebSocketHandler):
 
     def handle_one_request(self) -> Any:
         # The request line and headers must arrive within RELAY_HANDSHAKE_TIMEOUT_S, in total: an idle or
-        # trickling connection holds nothing for longer. run_application lifts the deadline for the request.
+        # trickling connection holds nothing for longer. One timer per connection, started for each request's
+        # line and headers (read_requestline) and stopped once they are in (read_request); run_application lifts
+        # the socket's own deadline for the request.
         timeout = self.server.relay.settings.limits.handshake_timeout_s
-        self._request_deadline = time.monotonic() + timeout
         if self.socket is not None:
             self.socket.settimeout(timeout)
-        return super().handle_one_request()
-
-    def _remaining(self) -> float:
-        return max(0.001, getattr(self, "_request_deadline", time.monotonic()) - time.monotonic())
+        try:
+            return super().handle_one_request()
+        finally:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
 
     def read_requestline(self) -> str:
-        with gevent.Timeout(self._remaining(), TimeoutError):
+        timer = self._request_timer
+        if timer is None:
+            timer = self._request_timer = gevent.Timeout(self.server.relay.settings.limits.handshake_timeout_s,
+                                                         TimeoutError)
+        timer.cancel()
+        timer.start()
+        try:
             return super().read_requestline()
+        except BaseException:
+            timer.cancel()
+            raise
 
     def read_request(self, raw_requestline: str) -> Any:
-        with gevent.Timeout(self._remaining(), TimeoutError):
+        try:
             return super().read_request(raw_requestline)
+        finally:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
 
-    def _handle_client_error(self, ex: Exception) -> Any:
-        if isinstance(ex, TimeoutError):  # headers not received in time: no traceback for that
-            self.log_error("(from %s) request not received within %g s; closing", self.client_address[0],
-                           self.server.relay.settings.limits.handshake_timeout_s)
-            return ("400", b"")
-        return super()._handle_client_error(ex)
+    def MessageClass(self, fp: Any, *args: Any) -> Any:
+        return parse_headers(fp)
+
+    def _headers(self) -> Any:
+        return environ_headers(self.headers)
+
+    def _write_with_headers(self, data: Any) -> None:
+        # pywsgi's, with a small body in the same send as the status line and headers (pywsgi sends them apart).
+        self.headers_sent = True
+        self.finalize_headers()
+        towrite = bytearray(b"HTTP/1.1 ")
+        towrite += self.status
+        towrite += b"\r\n"
+        for header, value in self.response_headers:
+            towrite += header
+            towrite += b": "
+            towrite += value
+            towrite += b"\r\n"
+        towrite += b"\r\n"
+        if self.response_use_chunked or not isinstance(data, bytes) or len(data) > COALESCE_BYTES:
+            self._sendall(towrite)
+            self._write(data)  # as pywsgi does (nothing for an empty body, chunk framing...)
+            return
+        towrite += data
+        self._sendall(towrite)
+
+
+
+_log_second: list[Any] = [None, ""]
+
+
+def _log_time() -> str:
+    """pywsgi's access-log timestamp (`datetime.now().replace(microsecond=0)`), made once per second."""
+    now = int(time.time())
+    if _log_second[0] != now:
+        _log_second[:] = [now, str(datetime.fromtimestamp(now))]
+    return str(_log_second[1])
 
 
 class RelayServer(WSGIServer):
@@ -163,7 +220,7 @@ class SecretFilter(logging.Filter):
     def clean(self, text: str) -> str:
         for literal in self.literals:
             text = text.replace(literal, "<redacted>")
-        return self.API_KEY.sub("dbos_<redacted>", text)
+        return self.API_KEY.sub("dbos_<redacted>", text) if "dbos_" in text else text
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -237,6 +294,9 @@ def serve(settings: Settings) -> int:
         backlog=LISTEN_BACKLOG, **tls,
     )
     server.relay = rt  # type: ignore[attr-defined]
+    # gevent-websocket's access-log logger without the do-nothing handler it would add (it emits only in its
+    # debug mode): the lines propagate to the root handler as they did, one handler pass fewer each.
+    server.logger = logging.getLogger("geventwebsocket.handler")  # type: ignore[attr-defined]
     server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
     server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
     stopping = Event()
