@@ -72,7 +72,12 @@ def _api_note() -> Note | None:
     name = described.operation_id
     if name in READ_ONLY or (request.method == "GET" and name not in AUDITED_READS):
         return None
-    body = request.get_json(silent=True) if request.is_json else None
+    if not request.is_json:
+        body = None
+    elif "relay_json_body" in g:  # the view parsed it already (web/requests_.py json_body)
+        body = g.relay_json_body
+    else:
+        body = request.get_json(silent=True)
     body = body if isinstance(body, dict) else {}
     if name == RAW and is_read_frame(body.get("type")):
         return None

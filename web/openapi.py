@@ -121,6 +121,8 @@ def reject_undeclared_query() -> None:
     """Before every request: a query parameter the matched operation does not declare is a 400 naming it, not
     silently ignored (a misspelt filter would otherwise list everything). Pages without an operation (the
     console) and the executor WebSocket (SDKs own its URL) are left alone."""
+    if not request.environ.get("QUERY_STRING"):
+        return  # most calls: no query at all
     view = current_app.view_functions.get(request.endpoint or "")
     op = operation_of(view) if view is not None else None
     if op is None or op.status == 101 or not request.args:

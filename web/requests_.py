@@ -6,10 +6,11 @@ import json
 import math
 from typing import Any
 
-from flask import request
+from flask import g, request
 
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.problems import ApiError, bad_request, invalid
+from relay.wire.codec import json_loads_with
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
@@ -25,6 +26,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_STRICT_BODY = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dict[str, Any]:
     """The request's JSON object body ({} when absent and not required)."""
     raw = request.get_data(cache=True)
@@ -37,12 +41,13 @@ def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dic
     try:
         # Strict JSON: NaN, Infinity and -Infinity (which Python's parser admits) are not JSON, and would
         # reach executors and the log as values no other client can read.
-        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        body = json_loads_with(_STRICT_BODY, raw)
     except (ValueError, UnicodeDecodeError):
         raise bad_request("body", "not valid JSON") from None
     if not isinstance(body, dict):
         raise invalid("body", "must be a JSON object", None)
     body.pop("$schema", None)
+    g.relay_json_body = dict(body)  # the audit trail reads the same body (web/audit_trail.py), without parsing it again
     if allowed is not None:
         unknown = sorted(set(body) - allowed)
         if unknown:

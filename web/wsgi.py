@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, g, request
+from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
 from relay.web import api_alerting as alerting_api
@@ -33,7 +35,35 @@ if TYPE_CHECKING:
 log = logging.getLogger("relay.web")
 
 
+class RelayJSONProvider(DefaultJSONProvider):
+    """Flask's JSON, keys in the order given, with one encoder per set of options instead of one per call
+    (`json.dumps` builds a new encoder whenever an option differs from its defaults, as Flask's always do)."""
+
+    sort_keys = False
+
+    def __init__(self, app: Flask) -> None:
+        super().__init__(app)
+        self._encoders: dict[tuple[tuple[str, Any], ...], json.JSONEncoder] = {}
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        kwargs.setdefault("default", self.default)
+        kwargs.setdefault("ensure_ascii", self.ensure_ascii)
+        kwargs.setdefault("sort_keys", self.sort_keys)
+        if "cls" in kwargs:
+            return json.dumps(obj, **kwargs)
+        options = tuple(sorted(kwargs.items()))
+        try:
+            encoder = self._encoders.get(options)
+        except TypeError:  # an unhashable option: as json.dumps would, without keeping the encoder
+            return json.JSONEncoder(**kwargs).encode(obj)
+        if encoder is None:
+            encoder = self._encoders[options] = json.JSONEncoder(**kwargs)
+        return encoder.encode(obj)
+
+
 class RelayFlask(Flask):
+    json_provider_class = RelayJSONProvider
+
     def log_exception(self, exc_info: Any) -> None:
         # Flask's default names request.path, which for /websocket/... carries the key.
         log.error("unhandled error on %s %s", request.method, websocket.redact_path(request.path),
@@ -64,7 +94,6 @@ def create_app(rt: Runtime) -> Flask:
     here = str(Path(__file__).resolve().parent)
     app = RelayFlask("relay.web", root_path=here, instance_path=here)
     app.extensions["relay"] = rt
-    app.json.sort_keys = False  # type: ignore[attr-defined]
     for blueprint in (api_relay.bp, api_applications.bp, api_audit.bp, websocket.bp):
         app.register_blueprint(blueprint)
     # Executor-served operations (issue 3) and the generated OpenAPI document.

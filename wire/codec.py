@@ -64,6 +64,21 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def json_loads_with(decoder: json.JSONDecoder, data: str | bytes | bytearray) -> Any:
+    """`json.loads(data, ...)` through a decoder built once with those options (json.loads builds one per call
+    whenever an option is given): the same handling of bytes (their UTF encoding detected) and of a BOM."""
+    if isinstance(data, bytes | bytearray):
+        data = data.decode(json.detect_encoding(data), "surrogatepass")
+    elif not isinstance(data, str):
+        raise TypeError(f"the JSON object must be str, bytes or bytearray, not {data.__class__.__name__}")
+    if data.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+    return decoder.decode(data)
+
+
+_STRICT_FRAME = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
 def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
     if isinstance(frame, bytearray | memoryview):
         frame = bytes(frame)
@@ -79,7 +94,7 @@ def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
             raise ProtocolError("frame is not valid UTF-8") from None
     try:
         # json's C parser guards its own recursion (RecursionError, at the interpreter's limit).
-        data = json.loads(frame, parse_constant=_refuse_constant, parse_float=_finite_float)
+        data = json_loads_with(_STRICT_FRAME, frame)
     except RecursionError:
         raise ProtocolError("frame nests too deeply") from None
     except _NonFiniteNumberError:

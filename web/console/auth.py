@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from flask import (
     Flask,
+    Request,
     Response,
     abort,
     flash,
@@ -27,6 +28,7 @@ from flask import (
     session,
     url_for,
 )
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
 from relay.projections.identity import Principal, hash_key
 from relay.web.console import bp
@@ -34,6 +36,7 @@ from relay.web.context import runtime
 
 if TYPE_CHECKING:
     from flask.blueprints import BlueprintSetupState
+    from itsdangerous import URLSafeTimedSerializer
 
 SESSION_COOKIE = "relay_console"
 SESSION_MAX_AGE_S = 12 * 3600
@@ -45,12 +48,43 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
 _OPEN_ENDPOINTS = frozenset({"console.login", "console.static"})
 
 
+class SessionCookies(SecureCookieSessionInterface):
+    """Flask's signed-cookie sessions, with the signing serializer built once per secret rather than on every
+    request, and not at all for a request without a session cookie (API calls carry a bearer token)."""
+
+    def __init__(self) -> None:
+        self._serializer: tuple[tuple[Any, ...], URLSafeTimedSerializer | None] | None = None
+
+    def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
+        # Rebuilt when the secret or a fallback is another object than the one it was built with.
+        current = (app.secret_key, *(app.config["SECRET_KEY_FALLBACKS"] or ()))
+        cached = self._serializer
+        if cached is None or len(cached[0]) != len(current) or any(
+                a is not b for a, b in zip(cached[0], current, strict=True)):
+            cached = self._serializer = (current, super().get_signing_serializer(app))
+        return cached[1]
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        # No Cookie header at all (werkzeug reads cookies from it only): no need to parse any. Either way, no
+        # session cookie gets what Flask answers for none, without building its serializer.
+        if app.secret_key and (not request.environ.get("HTTP_COOKIE")
+                               or not request.cookies.get(self.get_cookie_name(app))):
+            return self.session_class()
+        return super().open_session(app, request)
+
+    def save_session(self, app: Flask, session: Any, response: Response) -> None:
+        if not session and not session.modified and not session.accessed:
+            return  # nothing for Flask to do (no Vary, no cookie to set or delete): skip its cookie settings
+        super().save_session(app, session, response)
+
+
 @bp.record_once
 def _configure(state: BlueprintSetupState) -> None:
     app: Flask = state.app
     rt = app.extensions["relay"]
     token = rt.settings.admin_token or secrets.token_urlsafe(32)
     app.secret_key = hmac.new(token.encode(), b"relay console session v1", hashlib.sha256).hexdigest()
+    app.session_interface = SessionCookies()
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,
         SESSION_COOKIE_HTTPONLY=True,
