@@ -11,10 +11,11 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import pykka
 
@@ -42,6 +43,39 @@ class LiveExecutor:
     unsupported: set[str] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class Publication:
+    """What routing reads of an application at one moment: its live executors, the latest version, and the
+    routes ranked from them so far (actors/routing.py rank_cached), by message type."""
+
+    executors: tuple[LiveExecutor, ...]
+    latest_version: str | None
+    routes: dict[str, Any] = field(default_factory=dict)
+
+
+class RoutingBoard:
+    """An ApplicationActor's live executors as routing reads them, without a message to the actor per HTTP
+    request. The actor is the only writer: it publishes after each change of its executors, their marks or
+    the latest version, swapping in a new Publication whole; readers take the current one. A reader sees what
+    the actor had done when it read, as an answer to an ask would have shown."""
+
+    _by_actor: ClassVar[weakref.WeakValueDictionary[str, RoutingBoard]] = weakref.WeakValueDictionary()
+
+    def __init__(self, actor_urn: str, stopped: threading.Event) -> None:
+        self.stopped = stopped
+        self.current = Publication((), None)
+        RoutingBoard._by_actor[actor_urn] = self
+
+    def publish(self, live: Iterable[LiveExecutor], latest_version: str | None) -> None:
+        self.current = Publication(tuple(live), latest_version)
+
+    @staticmethod
+    def of(ref: pykka.ActorRef[Any]) -> RoutingBoard | None:
+        """The board of a running ApplicationActor (None for another actor, or one that stopped)."""
+        board = RoutingBoard._by_actor.get(ref.actor_urn)
+        return board if board is not None and not board.stopped.is_set() else None
+
+
 class RemotePeers(Protocol):
     """Executors of the application on other instances (HA), and a way to send them a request: Runtime
     passes actors/forwarder.py's Forwarder. `send` blocks until the peer instance answers; it raises
@@ -65,6 +99,7 @@ class ApplicationActor(pykka.ThreadingActor):
         # The application version executors reported as latest (list_application_versions);
         # routing prefers executors running it. None until an executor has told us.
         self.latest_version: str | None = None
+        self.board = RoutingBoard(self.actor_urn, self.actor_stopped)
         self.lifecycle = AppLifecycle(
             org,
             app,
@@ -144,6 +179,7 @@ class ApplicationActor(pykka.ThreadingActor):
         """Make `executor` the current connection for its id; return the one it replaces."""
         previous = self.live.get(executor.executor_id)
         self.live[executor.executor_id] = executor
+        self._publish()
         self.lifecycle.returned(executor.executor_id)  # back within its grace period, or after it
         return previous.ref if previous is not None and previous.ref != executor.ref else None
 
@@ -153,18 +189,25 @@ class ApplicationActor(pykka.ThreadingActor):
         if current is None or current.ref != ref:
             return False
         del self.live[executor_id]
+        self._publish()
         return True
 
     def mark_unsupported(self, executor_id: str, message_type: str) -> None:
         current = self.live.get(executor_id)
         if current is not None:
             current.unsupported.add(message_type)
+            self._publish()
 
     def live_executors(self) -> list[LiveExecutor]:
         return list(self.live.values())
 
     def note_latest_version(self, version: str | None) -> None:
-        self.latest_version = version
+        if version != self.latest_version:
+            self.latest_version = version
+            self._publish()
+
+    def _publish(self) -> None:
+        self.board.publish(self.live.values(), self.latest_version)
 
     def routing_snapshot(self) -> tuple[list[LiveExecutor], str | None]:
         """What routing needs, read in one message: the live executors and the latest version."""

@@ -67,7 +67,7 @@ def _call(method: str, *args: Any) -> ProxyCall:
     return ProxyCall(attr_path=(method,), args=args, kwargs={})
 
 
-def ask_request(ref: pykka.ActorRef[Any], request: Any) -> pykka.Future[pykka.ThreadingFuture[Any]]:
+def ask_request(ref: pykka.ActorRef[Any], request: Any) -> pykka.Future[pykka.Future[Any]]:
     """`ref.proxy().request(request)` without the proxy: a future of the future of the answer."""
     return ref.ask(_call("request", request), block=False)
 
@@ -83,7 +83,7 @@ def tell_request_then(ref: pykka.ActorRef[Any], request: Any, on_answer: Callabl
     ref.tell(_call("request_then", request, on_answer))
 
 
-def _fail(future: pykka.ThreadingFuture[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
+def _fail(future: pykka.Future[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
     """Fail a future (pykka wants an exc_info triple, not an exception)."""
     error = kind(message)
     future.set_exception((kind, error, None))
@@ -92,7 +92,7 @@ def _fail(future: pykka.ThreadingFuture[Any], message: str, kind: type[Exception
 @dataclass
 class Pending:
     type: str
-    future: pykka.ThreadingFuture[Any]
+    future: pykka.Future[Any]
     on_reply: Callable[[Any], None] | None = None
     on_gone: Callable[[Any], None] | None = None
 
@@ -221,10 +221,10 @@ class ExecutorActor(DrainedActor):
             self._close(1011, reason)
 
     # -- requests ---------------------------------------------------------------------------------
-    def _send(self, request: Any, on_reply: Callable[[Any], None] | None = None) -> pykka.ThreadingFuture[Any]:
+    def _send(self, request: Any, on_reply: Callable[[Any], None] | None = None) -> pykka.Future[Any]:
         """Send a request. Its answer resolves the returned future, or is handed to `on_reply`
         inside this actor (used for the actor's own requests, like executor_info)."""
-        future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+        future: pykka.Future[Any] = self._create_future()
         if self.closed:
             _fail(future, "executor disconnected")
             return future
@@ -237,12 +237,12 @@ class ExecutorActor(DrainedActor):
             _fail(future, "executor socket failed while sending")
         return future
 
-    def request(self, request: Any) -> pykka.ThreadingFuture[Any]:
+    def request(self, request: Any) -> pykka.Future[Any]:
         """Send a request; the returned future gets the decoded response (or ExecutorGoneError,
         MalformedAnswerError; InFlightLimitError, unsent, when RELAY_MAX_INFLIGHT_PER_EXECUTOR are pending)."""
         limit = self.ctx.limits.max_inflight_per_executor
         if len(self.pending) >= limit:
-            future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
+            future: pykka.Future[Any] = self._create_future()
             future.set_exception((InFlightLimitError, InFlightLimitError(limit), None))
             return future
         return self._send(request)

@@ -18,6 +18,8 @@ never a key, a workflow input, or an executor's error text.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
@@ -77,9 +79,23 @@ APP_STEPS = Counter(
 )
 
 
+# The labelled children of the request series, by label values: `labels()` validates and locks on every call,
+# and every request to an executor is counted (nothing here ever removes a child).
+_REQUEST_COUNTERS: dict[tuple[str, str, str, str], Any] = {}
+_REQUEST_TIMERS: dict[tuple[str, str, str], Any] = {}
+
+
 def observe_request(org: str, app: str, message_type: str, outcome: str, seconds: float) -> None:
-    EXECUTOR_REQUESTS.labels(org, app, message_type, outcome).inc()
-    EXECUTOR_REQUEST_SECONDS.labels(org, app, message_type).observe(max(0.0, seconds))
+    counted = (org, app, message_type, outcome)
+    counter = _REQUEST_COUNTERS.get(counted)
+    if counter is None:
+        counter = _REQUEST_COUNTERS[counted] = EXECUTOR_REQUESTS.labels(*counted)
+    timed = (org, app, message_type)
+    timer = _REQUEST_TIMERS.get(timed)
+    if timer is None:
+        timer = _REQUEST_TIMERS[timed] = EXECUTOR_REQUEST_SECONDS.labels(*timed)
+    counter.inc()
+    timer.observe(max(0.0, seconds))
 
 
 def outcome_of(response: protocol.Response) -> str:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+import queue
 import sys
 from collections import deque
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import gevent
 import gevent.event
@@ -75,6 +76,62 @@ class _DrainedInbox:
         return len(self.items)
 
 
+T = TypeVar("T")
+
+
+class GeventFuture(pykka.Future[T]):
+    """pykka's ThreadingFuture for an actor drained by greenlets: the same contract (set once, `get` with a
+    timeout raising pykka.Timeout, exceptions as exc_info triples, get hooks), on a gevent Event rather than a
+    Condition, its re-entrant lock and a waiter lock per `get`. Used only under gevent's monkey-patching, where
+    whoever sets or waits on it is a greenlet of the one thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._result: tuple[Any, Any] | None = None  # (value, exc_info)
+        self._ready = gevent.event.Event()
+
+    def get(self, *, timeout: float | None = None) -> Any:
+        try:
+            return super().get(timeout=timeout)  # a get hook, when one is set
+        except NotImplementedError:
+            pass
+        if self._result is None:
+            if not self._ready.wait(timeout):
+                raise pykka.Timeout(f"{timeout} seconds")
+            if self._result is None:  # woken by a get hook set meanwhile
+                return super().get(timeout=timeout)
+        value, exc_info = self._result
+        if exc_info is not None:
+            exc_type, exc_value, exc_traceback = exc_info
+            if exc_value is None:
+                exc_value = exc_type()
+            if exc_value.__traceback__ is not exc_traceback:
+                raise exc_value.with_traceback(exc_traceback)
+            raise exc_value
+        return value
+
+    def set(self, value: Any | None = None) -> None:
+        if self._result is not None or self._get_hook is not None:
+            raise queue.Full
+        self._result = (value, None)
+        self._ready.set()
+
+    def set_exception(self, exc_info: Any | None = None) -> None:
+        assert exc_info is None or len(exc_info) == 3
+        if exc_info is None:
+            exc_info = sys.exc_info()
+        if self._result is not None or self._get_hook is not None:
+            raise queue.Full
+        self._result = (None, exc_info)
+        self._ready.set()
+
+    def set_get_hook(self, func: Any) -> None:
+        if self._result is not None:
+            raise queue.Full
+        super().set_get_hook(func)
+        self._ready.set()
+
+
 def _under_gevent() -> bool:
     return gevent.monkey.is_module_patched("threading")
 
@@ -87,6 +144,11 @@ class DrainedActor(pykka.ThreadingActor):
     @staticmethod
     def _create_actor_inbox() -> Any:
         return _DrainedInbox() if DrainedActor.drain_with_greenlets else pykka.ThreadingActor._create_actor_inbox()
+
+    @staticmethod
+    def _create_future() -> Any:
+        """The future of an ask (pykka calls this), and of an answer the actor resolves later (actors/executor.py)."""
+        return GeventFuture() if DrainedActor.drain_with_greenlets else pykka.ThreadingFuture()
 
     def _start_actor_loop(self) -> None:
         inbox = self.actor_inbox

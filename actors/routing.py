@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from relay.actors.application import LiveExecutor
+from relay.actors.application import LiveExecutor, Publication
 from relay.actors.ranking import order, supports
 
-__all__ = ["Route", "describe_lacking", "rank", "supports"]
+__all__ = ["Route", "describe_lacking", "rank", "rank_cached", "supports"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,16 @@ def rank(
     lacking = [e for e in alive if not supports(e, message_type)]
     lacking.sort(key=lambda e: e.executor_id)
     return Route(candidates=order(candidates, latest=latest_version), lacking=lacking)
+
+
+def rank_cached(publication: Publication, message_type: str) -> Route:
+    """`rank` of a published snapshot (actors/application.py RoutingBoard), computed once per message type for
+    as long as that publication is current. The Route is shared: read it, never change it."""
+    route = publication.routes.get(message_type)
+    if route is None:
+        route = publication.routes[message_type] = rank(publication.executors, message_type,
+                                                        publication.latest_version)
+    return route
 
 
 def describe_lacking(executors: Sequence[LiveExecutor]) -> str:

@@ -237,11 +237,34 @@ class ApplicationsQueries:
             row = sql.one("SELECT * FROM {s}relay_apps WHERE org = ? AND name = ? AND deleted = 0", (org, name))
         return _app_row(row) if row else None
 
+    def app_exists(self, org: str, name: str) -> bool:
+        """`app(org, name) is not None`, without copying the row (every API call asks it)."""
+        snapshot = self.cache.get(self._load)
+        if snapshot is not None and (org, name) in snapshot.apps:
+            return True
+        return self.app(org, name) is not None
+
+    def app_setting(self, org: str, name: str, setting: str) -> Any:
+        """A copy of one of the app's settings (None when unset or no such app): the whole row is not copied."""
+        snapshot = self.cache.get(self._load)
+        row = snapshot.apps.get((org, name)) if snapshot is not None else None
+        if row is None:
+            row = self.app(org, name)
+        value = (row or {}).get("settings", {}).get(setting)
+        return copy.deepcopy(value) if isinstance(value, dict | list) else value
+
     def key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
-        """The active key with this hash. The caller compares hashes again in constant time."""
+        """The active key with this hash (the caller's to change). The caller compares hashes again in
+        constant time."""
+        row = self.shared_key_by_hash(key_hash)
+        return copy.deepcopy(row) if row is not None else None
+
+    def shared_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+        """`key_by_hash`, not copied: the cached row itself when the snapshot has it (read it, never change it).
+        The same object for as long as the snapshot lives, so a caller may memoize on its identity."""
         snapshot = self.cache.get(self._load)
         if snapshot is not None and (row := snapshot.keys.get(key_hash)) is not None:
-            return copy.deepcopy(row)
+            return row
         with self.store.transaction(commit=False) as sql:
             row = sql.one(
                 "SELECT * FROM {s}relay_api_keys WHERE key_hash = ? AND revoked_at IS NULL", (key_hash,)

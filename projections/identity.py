@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
+from typing import Any
 
 from relay.events.organization import PERMISSIONS
 from relay.projections.applications import ApplicationsQueries
@@ -47,6 +48,9 @@ class Principal:
 ADMIN = Principal(admin=True, permissions=frozenset(PERMISSIONS))
 
 
+_MAX_PRINCIPALS = 10_000
+
+
 class Authenticator:
     """The one token -> principal check, for the API (bearer tokens), the console (the session keeps the
     token's hash) and the executors' WebSocket keys."""
@@ -54,6 +58,9 @@ class Authenticator:
     def __init__(self, admin_token: str, applications: ApplicationsQueries) -> None:
         self._admin_hash = hash_key(admin_token)
         self.applications = applications
+        # An API key's principal, by hash, with the cached row it was made from: valid while the applications
+        # snapshot still holds that very row (a revoke or re-issue replaces the snapshot, and the row with it).
+        self._principals: dict[str, tuple[dict[str, Any], Principal]] = {}
 
     def principal_for(self, token: str) -> Principal | None:
         """The principal a token stands for, or None. Comparisons are constant-time on hashes."""
@@ -68,13 +75,20 @@ class Authenticator:
         """The principal of a token known by its hash (a console session keeps only the hash)."""
         if hmac.compare_digest(token_hash, self._admin_hash):
             return ADMIN
-        row = self.applications.key_by_hash(token_hash)
+        row = self.applications.shared_key_by_hash(token_hash)
         if row is None or not hmac.compare_digest(str(row["key_hash"]), token_hash):
             return None
-        return Principal(
+        known = self._principals.get(token_hash)
+        if known is not None and known[0] is row:
+            return known[1]
+        principal = Principal(
             admin=False,
             org=row["org"],
             key_name=row["name"],
             apps=tuple(row["apps"]),
             permissions=frozenset(row["permissions"]),
         )
+        if len(self._principals) >= _MAX_PRINCIPALS:
+            self._principals.clear()
+        self._principals[token_hash] = (row, principal)
+        return principal

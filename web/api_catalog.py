@@ -12,7 +12,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import translate
-from relay.web.context import runtime
+from relay.web.context import require_app, runtime
 from relay.web.executor_calls import NoExecutorError, authorize_app, call
 from relay.web.metrics import recovery_metrics
 from relay.web.openapi import operation, query
@@ -182,7 +182,8 @@ def set_latest_version(org: str, app: str) -> Response:
            returns="Metric[]", query=(query("startTime", "string", "date-time", required=True),
                                       query("endTime", "string", "date-time", required=True)))
 def list_metrics(org: str, app: str) -> Response:
-    row = authorize_app("metric.read", org, app)
+    authorize_app("metric.read", org, app)
+    row = require_app(org, app)
     window = translate.metrics_window(request.args)
     relay_rows = recovery_metrics(org, app, row["id"], window)  # Relay's own: recovery_count by outcome
     try:

@@ -30,13 +30,14 @@ import contextlib
 import dataclasses
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pykka
 from flask import g
 
 from relay.actors import dataplane_answers, routing
-from relay.actors.application import LiveExecutor
+from relay.actors.application import LiveExecutor, Publication, RoutingBoard
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.dataplane import DataPlane, DataPlaneError
 from relay.actors.executor import ask_request, tell_forget
@@ -108,8 +109,11 @@ def summarize_error(message: str) -> str:
     return message if len(message) <= MAX_DETAIL_CHARS else message[: MAX_DETAIL_CHARS - 1] + "…"
 
 
-def snapshot(org: str, app: str) -> tuple[list[LiveExecutor], str | None]:
+def snapshot(org: str, app: str) -> tuple[Sequence[LiveExecutor], str | None]:
     """The application's live executors and latest version, as its actor knows them."""
+    publication = _published(org, app)
+    if publication is not None:
+        return publication.executors, publication.latest_version
     actor = runtime().directory.application_proxy(org, app)
     try:
         return actor.routing_snapshot().get(timeout=ASK_TIMEOUT_S)
@@ -117,10 +121,16 @@ def snapshot(org: str, app: str) -> tuple[list[LiveExecutor], str | None]:
         raise ApiError(504, f"application '{app}' did not answer Relay in time") from None
 
 
+def _published(org: str, app: str) -> Publication | None:
+    """What the application's actor (started on first use) last published for routing, read without asking it
+    (actors/application.py RoutingBoard); None for an actor that publishes nothing (test stand-ins)."""
+    board = RoutingBoard.of(runtime().directory.application(org, app))
+    return board.current if board is not None else None
+
+
 def data_plane(org: str, app: str) -> DataPlane | None:
     """The application's data plane on this instance, None when it has none configured."""
-    row = runtime().views.applications.app(org, app)
-    config = (row or {}).get("settings", {}).get("dataPlane")
+    config = runtime().views.applications.app_setting(org, app, "dataPlane")
     return runtime().data_planes.get(org, app, config)
 
 
@@ -226,8 +236,12 @@ def _unanswered(app: str, message_type: str, refusal: ApiError | None, busy: InF
 def _route(org: str, app: str, message_type: str) -> routing.Route:
     """The candidates for a request: the executors connected here; when none of them can take it, those on
     other live instances (HA). 503 when the application has no executor anywhere."""
-    executors, latest = snapshot(org, app)
-    route = routing.rank(executors, message_type, latest)
+    publication = _published(org, app)
+    if publication is not None:
+        route, latest = routing.rank_cached(publication, message_type), publication.latest_version
+    else:
+        executors, latest = snapshot(org, app)
+        route = routing.rank(executors, message_type, latest)
     if not route.candidates:
         remote = routing.rank(remote_executors(org, app), message_type, latest)  # type: ignore[arg-type]
         route = routing.Route(candidates=remote.candidates, lacking=[*route.lacking, *remote.lacking])
@@ -344,13 +358,17 @@ def _mark_unsupported(org: str, app: str, executor: LiveExecutor, message_type: 
         "executor %s/%s/%s (%s %s) does not support %s",
         org, app, executor.executor_id, executor.language, executor.dbos_version, message_type,
     )
-    runtime().directory.application_proxy(org, app).mark_unsupported(executor.executor_id, message_type)
+    marked = runtime().directory.application_proxy(org, app).mark_unsupported(executor.executor_id, message_type)
+    # Waited for: routing reads what the actor publishes (RoutingBoard), and the next request must see the mark.
+    with contextlib.suppress(pykka.Timeout, pykka.ActorDeadError):
+        marked.get(timeout=ASK_TIMEOUT_S)
 
 
-def authorize_app(permission: str, org: str, app: str) -> dict[str, Any]:
+def authorize_app(permission: str, org: str, app: str) -> None:
     """Authenticate, check the permission, and find the application (401/403/404/422), before any frame."""
     authorize(permission, org, app)
-    return require_app(org, app)
+    if not runtime().views.applications.app_exists(org, app):
+        require_app(org, app)  # its 404
 
 
 def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:

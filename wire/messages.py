@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from enum import StrEnum
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -60,6 +60,24 @@ class MessageType(StrEnum):
 
 
 
+# Request ids made ahead, from one read of the OS's random source per batch rather than one per id (every
+# request sent to an executor needs one). list.pop() hands each out once, even across threads.
+_ID_BATCH = 256
+_ready_ids: list[str] = []
+os.register_at_fork(after_in_child=_ready_ids.clear)  # a forked child makes its own
+
+
+def _uuid4_hex(raw: bytes) -> str:
+    """`uuid.UUID(bytes=raw, version=4).hex`: the version and variant bits set, the other 122 random."""
+    value = (int.from_bytes(raw, "big") & ~(0xF000 << 64) & ~(0xC000 << 48)) | (0x4000 << 64) | (0x8000 << 48)
+    return f"{value:032x}"
+
+
 def new_request_id() -> str:
     """A fresh request id (uuid4, hex)."""
-    return uuid.uuid4().hex
+    try:
+        return _ready_ids.pop()
+    except IndexError:
+        pool = os.urandom(16 * _ID_BATCH)
+        _ready_ids.extend(_uuid4_hex(pool[i:i + 16]) for i in range(16, len(pool), 16))
+        return _uuid4_hex(pool[:16])

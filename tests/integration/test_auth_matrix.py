@@ -300,7 +300,7 @@ def test_presented_secrets_are_compared_in_constant_time(monkeypatch: pytest.Mon
     key = auth.new_api_key()
 
     class Applications:
-        def key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+        def shared_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
             if key_hash != auth.hash_key(key):  # a fake store's index lookup
                 return None
             return {"key_hash": key_hash, "org": "local", "name": "k", "apps": [], "permissions": ["application.read"]}

@@ -81,7 +81,8 @@ def world() -> Iterator[SimpleNamespace]:
     settings: dict[str, Any] = {}  # the application's settings row, as the applications view keeps it
     flask_app.extensions["relay"] = SimpleNamespace(
         directory=directory, settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)),
-        views=SimpleNamespace(applications=SimpleNamespace(app=lambda org, app: {"settings": settings})),
+        views=SimpleNamespace(applications=SimpleNamespace(app=lambda org, app: {"settings": settings},
+                                                           app_setting=lambda org, app, name: settings.get(name))),
         data_planes=DataPlanes(environ={}),
     )
     executors: dict[str, pykka.ActorRef[Any]] = {}

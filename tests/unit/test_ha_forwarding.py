@@ -92,6 +92,9 @@ class Apps:
     def app(self, org: str, app: str) -> dict[str, Any] | None:
         return {"id": APP_ID, "org": org, "name": app} if (org, app) == (ORG, APP) else None
 
+    def app_setting(self, org: str, app: str, name: str) -> Any:
+        return None  # no settings: no data plane
+
 
 def flask_app(name: str, rt: Any) -> Flask:
     app = Flask(name)
