@@ -18,7 +18,7 @@ import gevent
 import geventwebsocket.handler
 from flask import Flask, Response
 from gevent.event import Event
-from gevent.pywsgi import WSGIServer
+from gevent.pywsgi import WSGIServer, format_date_time
 from geventwebsocket.handler import WebSocketHandler
 
 from relay.actors.runtime import Runtime
@@ -118,11 +118,9 @@ class RelayHandler(WebSocketHandler):
     def handle_one_request(self) -> Any:
         # The request line and headers must arrive within RELAY_HANDSHAKE_TIMEOUT_S, in total: an idle or
         # trickling connection holds nothing for longer. One timer per connection, started for each request's
-        # line and headers (read_requestline) and stopped once they are in (read_request); run_application lifts
-        # the socket's own deadline for the request.
-        timeout = self.server.relay.settings.limits.handshake_timeout_s
-        if self.socket is not None:
-            self.socket.settimeout(timeout)
+        # line and headers (read_requestline) and stopped once they are in (read_request). The socket itself has
+        # no deadline (run_application lifts the TLS handshake's): the timer bounds the reads, and a socket
+        # timeout would cost a timer of its own on every read.
         try:
             return super().handle_one_request()
         finally:
@@ -155,6 +153,12 @@ class RelayHandler(WebSocketHandler):
     def _headers(self) -> Any:
         return environ_headers(self.headers)
 
+    def finalize_headers(self) -> None:
+        if self.provided_date is None:  # pywsgi's Date header, its text made once a second
+            self.response_headers.append((b"Date", _http_date()))
+            self.provided_date = "relay"
+        super().finalize_headers()
+
     def _write_with_headers(self, data: Any) -> None:
         # pywsgi's, with a small body in the same send as the status line and headers (pywsgi sends them apart).
         self.headers_sent = True
@@ -177,15 +181,29 @@ class RelayHandler(WebSocketHandler):
 
 
 
-_log_second: list[Any] = [None, ""]
+# (second, its text): replaced whole, so a reader never pairs one second with another's text.
+_date_second: tuple[int, bytes] = (-1, b"")
+_log_second: tuple[int, str] = (-1, "")
+
+
+def _http_date() -> bytes:
+    """`gevent.pywsgi.format_date_time(time.time())`, made once per second."""
+    global _date_second  # noqa: PLW0603
+    now = int(time.time())
+    known = _date_second
+    if known[0] != now:
+        known = _date_second = (now, format_date_time(now))
+    return known[1]
 
 
 def _log_time() -> str:
     """pywsgi's access-log timestamp (`datetime.now().replace(microsecond=0)`), made once per second."""
+    global _log_second  # noqa: PLW0603
     now = int(time.time())
-    if _log_second[0] != now:
-        _log_second[:] = [now, str(datetime.fromtimestamp(now))]
-    return str(_log_second[1])
+    known = _log_second
+    if known[0] != now:
+        known = _log_second = (now, str(datetime.fromtimestamp(now)))
+    return known[1]
 
 
 class RelayServer(WSGIServer):
