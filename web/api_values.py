@@ -4,6 +4,7 @@ numbers or numeric strings, and a few ISO 8601 strings), integers, and the limit
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,11 +29,45 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# Epoch milliseconds formatted from integers (the SDKs' usual times), below 2**31 seconds (2038): there the
+# float division of the general path is exact to the microsecond, so both give the same text
+# (tests/unit/test_translate.py compares them).
+_FAST_MS_LIMIT = 2**31 * 1000
+_FAST_MS_DIGITS = len(str(_FAST_MS_LIMIT)) - 1
+
+
+def _plain_ms(value: Any) -> int | None:
+    """The value as epoch milliseconds when it is a plain one the fast path takes (an int, or a string of
+    digits, in range), else None."""
+    if type(value) is int:
+        return value if 0 <= value < _FAST_MS_LIMIT else None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit() and text.isascii() and len(text) <= _FAST_MS_DIGITS and int(text) < _FAST_MS_LIMIT:
+            return int(text)
+    return None
+
+
+def _ms_text(ms: int) -> str:
+    """`format_time(datetime.fromtimestamp(ms / 1000, UTC))` for 0 <= ms < _FAST_MS_LIMIT."""
+    seconds, millis = divmod(ms, 1000)
+    t = time.gmtime(seconds)
+    return (f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}"
+            f".{millis:03d}Z")
+
+
 def time_from_wire(value: Any) -> str | None:
     """An SDK time (epoch ms as int, float or numeric string; or an ISO 8601 string) as RFC 3339; None
     for null or anything unreadable (a wrong time is not worth failing a whole listing for)."""
     if value is None or isinstance(value, bool):
         return None
+    if (ms := _plain_ms(value)) is not None:
+        return _ms_text(ms)
+    return _time_text(value)
+
+
+def _time_text(value: Any) -> str | None:
+    """time_from_wire's general path."""
     try:
         if isinstance(value, int | float):
             return format_time(datetime.fromtimestamp(float(value) / 1000, UTC))

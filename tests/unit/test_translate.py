@@ -459,3 +459,20 @@ def test_record_shapes_are_declared_once_for_translation_and_the_document() -> N
                         "ApplicationVersion": wire_to_api.APPLICATION_VERSION}.items():
         assert COMPONENTS[name] == shape.schema(), name
         assert list(shape.read({})) == list(COMPONENTS[name]["properties"]) == COMPONENTS[name]["required"]
+
+
+def test_epoch_milliseconds_read_fast_as_the_general_path_reads_them() -> None:
+    """time_from_wire formats plain epoch milliseconds (ints, digit strings) without datetime: the same text."""
+    import random
+
+    from relay.web import api_values
+
+    def general(ms: int) -> str:
+        return api_values.format_time(datetime.fromtimestamp(float(ms) / 1000, UTC))
+
+    picks = random.Random(16)
+    limit = api_values._FAST_MS_LIMIT
+    for ms in [0, 1, 999, 1000, 1_700_000_000_123, limit - 1, limit, 10**13,
+               *(picks.randrange(limit) for _ in range(20_000))]:
+        assert api_values.time_from_wire(ms) == api_values.time_from_wire(str(ms)) == general(ms)
+        assert api_values.time_from_wire(f" {ms} ") == general(ms)
