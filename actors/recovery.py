@@ -153,11 +153,17 @@ class AppLifecycle(RecoveryDispatch):
         peers' free slots allow; the others queue)."""
         self._wake(everyone=True)
 
-    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON) -> None:
+    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON,
+              down_at: datetime | None = None) -> None:
         """Rebuild timers from registry rows after a restart (or an adoption from a silent instance): HEALTHY
         ones get a full grace period from `started_at` (then, if that very connection never came back, they
         are recorded disconnected for `reason` and declared dead), DISCONNECTED ones the rest of theirs, DEAD
-        ones their recovery (again)."""
+        ones their recovery (again).
+
+        `down_at` (a restart): when the previous run stopped accepting executors. The downtime does not count
+        against a DISCONNECTED record's grace: nobody could reconnect then. It gets what was left of its grace
+        at `down_at`, from `started_at`. Without it (an adoption: the executors could reconnect to a live
+        instance meanwhile) the grace runs from the disconnection."""
         live = {p.executor_id for p in self.peers()}
         for row in rows:
             executor_id = row["executor_id"]
@@ -170,7 +176,13 @@ class AppLifecycle(RecoveryDispatch):
                                 connection=connection, reason=reason)
             elif row["status"] == DISCONNECTED:
                 at = _parse_time(row.get("disconnected_at")) or started_at
-                self.disconnected(executor_id, at)
+                if down_at is None:
+                    self.disconnected(executor_id, at)
+                    continue
+                grace = self.grace_secs()
+                used = max(0.0, (down_at - at).total_seconds())  # while the previous run was up
+                remaining = grace - used - (self.clock() - started_at).total_seconds()
+                self._arm_grace(executor_id, remaining, grace, since=at)
             elif row["status"] == DEAD:
                 self.watch_dead(executor_id, interrupted=True)
 

@@ -394,6 +394,40 @@ def test_restart_disconnected_records_keep_the_rest_of_their_grace(h: Harness) -
     assert h.record("a").status == DEAD
 
 
+def test_restart_disconnected_records_do_not_count_the_downtime(h: Harness) -> None:
+    """A restart says when the previous run ended: the time Relay was down (nobody could reconnect) does not
+    count against the grace period, however long it was."""
+    h.connect("a")
+    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", h.clock.wall()))
+    h.advance(10)  # 10 s of its grace went by while Relay still ran
+    down_at = h.clock.wall()
+    h.advance(GRACE * 5)  # Relay was down for five grace periods
+    h.lifecycle.adopt([row(h, "a")], h.clock.wall(), down_at=down_at)
+    assert h.clock.pending() == [GRACE - 10]
+    h.advance(GRACE - 11)
+    h.connect("a")  # it came back within what was left of its grace
+    h.lifecycle.returned("a")
+    h.advance(GRACE)
+    assert h.record("a").status == HEALTHY
+    assert "DeclaredDead" not in h.names("a")
+
+
+def test_restart_disconnected_record_that_never_returns_is_dead_after_the_rest_of_its_grace(h: Harness) -> None:
+    h.connect("a")
+    disconnected = h.clock.wall()
+    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", disconnected))
+    h.advance(GRACE - 5)
+    down_at = h.clock.wall()
+    h.advance(3600)
+    started = h.clock.wall()
+    h.lifecycle.adopt([row(h, "a")], started, down_at=down_at)
+    h.advance(4)
+    assert h.record("a").status == DISCONNECTED
+    h.advance(1)
+    assert h.record("a").status == DEAD
+    assert h.record("a").dead_at == started + timedelta(seconds=5)
+
+
 def test_restart_dispatched_but_unacknowledged_is_dispatched_again(h: Harness) -> None:
     h.connect("a")
     at = h.clock.wall()
