@@ -102,7 +102,6 @@ def bench_restart(work: Path, count: int, *, store: str = "sqlite", database_url
         # -- the stop ----------------------------------------------------------------------------------
         stopped_at = datetime.now(UTC)
         stop_s = relay.terminate(sig)
-        stopped = lg.status()
         old_pid = relay.pid
         # -- the start: same port, same data directory -------------------------------------------------
         launched = time.monotonic()
@@ -110,6 +109,7 @@ def bench_restart(work: Path, count: int, *, store: str = "sqlite", database_url
         if not relay.wait_listening(timeout=300):
             raise RuntimeError("relay did not listen again within 300 s")
         listening = time.monotonic()
+        stopped = lg.status()  # the downtime's attempts end here
         done = on_listening(relay) if on_listening is not None else None
         meter = CpuMeter({"relay": relay.pid, "loadgen": lg.pid})
         identified_s = None
@@ -200,7 +200,7 @@ def details(r: dict[str, Any], key: str, add: Any, fmt: Any) -> None:
         f"end: {s['registry']}. Events since the stop: {s['events']} (DeclaredDead {s['dead']}, RecoveryDispatched "
         f"{s['recoveries']}; grace {s['grace_s']} s). Executors reconnect {s['backoff_max_s']:g} s after a failure "
         f"(the Python and TypeScript SDKs' fixed 1 s).")
-    add(f"Connection attempts while Relay was down: {fmt(s['attempts_during_stop'])} "
+    add(f"Connection attempts while Relay was down (stop and start): {fmt(s['attempts_during_stop'])} "
         f"({s['errors_during_stop'] or 'none'}); "
         f"after it listened: {fmt(s['attempts'])}, errors {s['connect_errors'] or 'none'}; closes seen by the "
         f"executors: {s['closes'] or 'none'}; none gave up: {s['given_up'] == 0}. CPU (% of one core, listening → "
