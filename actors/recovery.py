@@ -61,6 +61,9 @@ __all__ = ["ADOPTED_REASON", "MESSAGE_KEY", "RESTART_REASON", "AppLifecycle", "P
            "rank_peers", "read_check"]
 
 DEFAULT_MAX_PER_PEER = 4  # recovery dispatches in flight on one peer at once; the rest queue
+# A record taken over at a restart (or an adoption) whose grace expires while the other executors taken over
+# are still coming back (one came back within the last STORM_QUIET_S) is looked at again STORM_QUIET_S later.
+STORM_QUIET_S = 5.0
 RESTART_REASON = "not reconnected after relay restart"
 ADOPTED_REASON = "not reconnected after its relay instance stopped"
 INTERRUPTED_REASON = "relay restarted before the peer answered"
@@ -80,6 +83,9 @@ class _Grace:
     since: datetime | None = None
     connection: datetime | None = None
     reason: str = RESTART_REASON
+    # Seconds its expiry was put off because the executors connected before the restart were still coming
+    # back (see AppLifecycle._grace_expired); at most one more grace period.
+    postponed: float = 0.0
 
 
 class AppLifecycle(RecoveryDispatch):
@@ -124,6 +130,7 @@ class AppLifecycle(RecoveryDispatch):
         self.remote_poll_s = remote_poll_s
         self.max_per_peer = max(1, int(max_per_peer))
         self._grace: dict[str, _Grace] = {}
+        self._last_comeback: float | None = None  # scheduler time an executor taken over came back
         self._dead: dict[str, _Dead] = {}  # in the order they were declared dead (the queue's order)
         self._inflight: dict[str, int] = {}  # peer executor_id -> dispatches (and checks) in flight on it
         self._freed = False  # a slot freed since the queue was last looked at
@@ -141,6 +148,8 @@ class AppLifecycle(RecoveryDispatch):
         watch = self._grace.pop(executor_id, None)
         if watch is not None:
             watch.timer.cancel()
+            if watch.restarted_at is not None:
+                self._last_comeback = self.scheduler.now()
         dead = self._dead.pop(executor_id, None)
         if dead is not None:
             self._cancel(dead)
@@ -292,8 +301,15 @@ class AppLifecycle(RecoveryDispatch):
         if watch is None or watch.token != token:
             return  # cancelled or re-armed since
         del self._grace[executor_id]
-        if executor_id in {p.executor_id for p in self.peers()}:
+        if any(p.executor_id == executor_id for p in self.peers()):
             return  # it is back
+        if self._storm_goes_on(watch):
+            # Executors taken over are still coming back (a restart under thousands of them takes a while,
+            # most of their handshakes refused with 503 meanwhile): this one may just not have got in yet.
+            self._arm_grace(executor_id, STORM_QUIET_S, watch.grace_secs, watch.restarted_at, since=watch.since,
+                            connection=watch.connection, reason=watch.reason)
+            self._grace[executor_id].postponed = watch.postponed + STORM_QUIET_S
+            return
         now = self.clock()
 
         def declare(e: Executor) -> None:
@@ -322,6 +338,13 @@ class AppLifecycle(RecoveryDispatch):
             return
         log.info("executor %s/%s/%s declared DEAD after %g s", self.org, self.app, executor_id, watch.grace_secs)
         self._declared(record)
+
+    def _storm_goes_on(self, watch: _Grace) -> bool:
+        """Whether to put off the expiry of a record taken over at a restart (or adoption): another one came
+        back within the last STORM_QUIET_S, and this one was put off for less than a grace period so far."""
+        if watch.restarted_at is None or self._last_comeback is None or watch.postponed >= watch.grace_secs:
+            return False
+        return self.scheduler.now() - self._last_comeback < STORM_QUIET_S
 
     # -- dispatch ---------------------------------------------------------------------------------
     def _declared(self, record: Executor) -> None:

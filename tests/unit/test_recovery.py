@@ -28,6 +28,7 @@ from relay.actors.recovery import (
     INTERRUPTED_REASON,
     MESSAGE_KEY,
     RESTART_REASON,
+    STORM_QUIET_S,
     AppLifecycle,
     describe_answer,
     rank_peers,
@@ -371,6 +372,48 @@ def test_restart_healthy_records_get_a_full_grace_period_from_the_start(h: Harne
     disconnected = next(p for name, p in h.events("a") if name == "Disconnected")
     assert (disconnected["reason"], disconnected["at"]) == (RESTART_REASON, started)
     assert h.record("back").status == HEALTHY
+
+
+def test_restart_expiries_wait_while_the_others_are_still_coming_back(h: Harness) -> None:
+    """A restart under thousands of executors takes a while to get them all in (most handshakes refused with
+    503 meanwhile): a record whose grace ends while others still come back is looked at again a little later,
+    and declared dead once they stop coming."""
+    h.connect("late")
+    h.connect("gone")
+    h.connect("other")
+    started = h.clock.wall()
+    h.lifecycle.adopt([row(h, n) for n in ("late", "gone", "other")], started)
+    h.advance(GRACE - 1)
+    h.connect("other")
+    h.lifecycle.returned("other")  # still coming back 1 s before the grace ends
+    h.advance(1)
+    assert h.record("late").status == HEALTHY and h.record("gone").status == HEALTHY
+    h.advance(2)
+    h.connect("late")
+    h.lifecycle.returned("late")  # got in after its grace period: not dead
+    h.advance(STORM_QUIET_S - 1)
+    assert h.record("gone").status == HEALTHY  # "late" came back within the last STORM_QUIET_S
+    h.advance(STORM_QUIET_S)
+    assert h.record("gone").status == DEAD
+    assert h.record("late").status == HEALTHY
+    assert "DeclaredDead" not in h.names("late")
+
+
+def test_restart_expiries_wait_at_most_one_more_grace_period(h: Harness) -> None:
+    peers = [f"peer-{n}" for n in range(int(3 * GRACE))]
+    for name in ["gone", *peers]:
+        h.connect(name)
+    started = h.clock.wall()
+    h.lifecycle.adopt([row(h, n) for n in ["gone", *peers]], started)
+    for name in peers:  # one comes back every second, for longer than two grace periods
+        h.connect(name)
+        h.lifecycle.returned(name)
+        h.advance(1)
+        if h.record("gone").status == DEAD:
+            break
+    dead_at = h.record("gone").dead_at
+    assert dead_at is not None
+    assert started + timedelta(seconds=2 * GRACE) <= dead_at <= started + timedelta(seconds=2 * GRACE + STORM_QUIET_S)
 
 
 def test_restart_healthy_record_that_reconnected_elsewhere_is_left_alone(h: Harness) -> None:
