@@ -75,6 +75,7 @@ class ApplicationActor(pykka.ThreadingActor):
             grace_secs=self._grace_secs,
             recovery_timeout_s=ctx.limits.recovery_timeout_s,
             peers=lambda: list(self.live.values()),
+            is_live=self.live.__contains__,
             latest_version=lambda: self.latest_version,
             send=self._send_recovery,
             forget=self._forget_request,

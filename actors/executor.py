@@ -327,16 +327,13 @@ class ExecutorActor(DrainedActor):
             if entry.on_gone is not None:
                 entry.on_gone(ExecutorGoneError("executor disconnected before answering"))
         self.pending.clear()
-        if self.executor_id is not None and reason == RELAY_STOPPING:
-            # Relay stops (we closed it, 1001): no Disconnected, the record stays HEALTHY on this instance. The
-            # next start (or the peer that adopts this instance) gives it a full grace period from then, which
-            # a Disconnected recorded now would not (its grace would count the downtime), and a stop with
-            # thousands of executors appends nothing (it used to append one event per executor, one
-            # transaction each, before it could exit). RelayInstance.Stopped records the stop.
-            with contextlib.suppress(pykka.ActorDeadError):
-                self.directory.application_proxy(self.conn.org, self.conn.app).release(self.executor_id,
-                                                                                       self.actor_ref)
-        elif self.executor_id is not None:
+        # Relay stops (we closed it, 1001): no Disconnected, the record stays HEALTHY on this instance. The next
+        # start (or the peer that adopts this instance) gives it a full grace period from then, which a
+        # Disconnected recorded now would not (its grace would count the downtime), and a stop with thousands of
+        # executors appends nothing (it used to append one event per executor, one transaction each, before it
+        # could exit). RelayInstance.Stopped records the stop. Nor is the claim released: the application actor
+        # stops next, and thousands of messages to it would only slow the stop.
+        if self.executor_id is not None and reason != RELAY_STOPPING:
             self._unrecorded_disconnect = (reason, self.ctx.clock())
             if not self._record_disconnect(first=True):
                 return  # the store failed: tried again later, and this actor stops once it is recorded

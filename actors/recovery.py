@@ -110,6 +110,7 @@ class AppLifecycle(RecoveryDispatch):
         remote_peers: Callable[[], list[Any]] | None = None,
         remote_poll_s: float = 2.0,
         max_per_peer: int = DEFAULT_MAX_PER_PEER,
+        is_live: Callable[[str], bool] | None = None,
     ) -> None:
         self.org = org
         self.app = app
@@ -129,6 +130,9 @@ class AppLifecycle(RecoveryDispatch):
         self.remote_peers = remote_peers
         self.remote_poll_s = remote_poll_s
         self.max_per_peer = max(1, int(max_per_peer))
+        # Whether an executor id is connected here now: O(1) from the application actor's live map (after a
+        # restart thousands of grace timers expire together; scanning every peer for each was O(N^2)).
+        self.is_live = is_live or (lambda executor_id: any(p.executor_id == executor_id for p in self.peers()))
         self._grace: dict[str, _Grace] = {}
         self._last_comeback: float | None = None  # scheduler time an executor taken over came back
         self._dead: dict[str, _Dead] = {}  # in the order they were declared dead (the queue's order)
@@ -301,7 +305,7 @@ class AppLifecycle(RecoveryDispatch):
         if watch is None or watch.token != token:
             return  # cancelled or re-armed since
         del self._grace[executor_id]
-        if any(p.executor_id == executor_id for p in self.peers()):
+        if self.is_live(executor_id):
             return  # it is back
         if self._storm_goes_on(watch):
             # Executors taken over are still coming back (a restart under thousands of them takes a while,

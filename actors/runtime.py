@@ -34,6 +34,7 @@ from relay.projections.views import ProjectionRunner, Views
 log = logging.getLogger("relay.runtime")
 
 VERSION = "0.1.0"
+STOP_TIMEOUT_S = 30.0  # how long `relay serve` waits for the instance actor, then for all actors, to stop
 ASK_TIMEOUT_S = 15.0  # how long alerting waits for an application actor's list of its executors
 
 
@@ -244,9 +245,17 @@ class Runtime:
         return len(self.directory.connections())
 
     def stop(self) -> None:
+        # A stop under thousands of executors keeps the hub busy closing their sockets for a while: wait for
+        # the instance's Stopped, and for the actors, but never let a slow one stop the rest of the shutdown.
         if self.instance is not None:
-            self.instance.stop(timeout=10)
-        pykka.ActorRegistry.stop_all(timeout=10)
+            try:
+                self.instance.stop(timeout=STOP_TIMEOUT_S)
+            except pykka.Timeout:
+                log.warning("this instance's stop was not recorded within %g s", STOP_TIMEOUT_S)
+        try:
+            pykka.ActorRegistry.stop_all(timeout=STOP_TIMEOUT_S)
+        except pykka.Timeout:
+            log.warning("some actors did not stop within %g s", STOP_TIMEOUT_S)
         self.data_planes.close()
         self.runner.stop()
         self.table.close()
