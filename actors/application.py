@@ -110,6 +110,7 @@ class ApplicationActor(pykka.ThreadingActor):
             grace_secs=self._grace_secs,
             recovery_timeout_s=ctx.limits.recovery_timeout_s,
             peers=lambda: list(self.live.values()),
+            is_live=self.live.__contains__,
             latest_version=lambda: self.latest_version,
             send=self._send_recovery,
             forget=self._forget_request,
@@ -228,10 +229,11 @@ class ApplicationActor(pykka.ThreadingActor):
         """A connection of this executor was refused after its claim: watch its record as it stands."""
         self.lifecycle.rewatch(executor_id)
 
-    def adopt(self, rows: list[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON) -> None:
+    def adopt(self, rows: list[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON,
+              down_at: datetime | None = None) -> None:
         """Take over registry rows (HEALTHY, DISCONNECTED, DEAD) after a restart or an adoption from a silent
         instance: see AppLifecycle.adopt."""
-        self.lifecycle.adopt(rows, started_at, reason)
+        self.lifecycle.adopt(rows, started_at, reason, down_at)
 
     def forget_lifecycle(self) -> None:
         """Drop every grace timer and dispatch (this instance was declared gone: its adopter runs them)."""

@@ -58,6 +58,8 @@ LATE_CLAIM_WAIT_S = 300.0
 # Backoff of a Disconnected the store refused: 0.5 s, 1 s, 2 s, ... at most 30 s between attempts.
 RECORD_RETRY_FIRST_S = 0.5
 RECORD_RETRY_MAX_S = 30.0
+# The close reason of the sockets Relay closes because it stops (1001).
+RELAY_STOPPING = "relay stopping"
 _REQUEST_ID = re.compile(r'"request_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
 
 
@@ -198,7 +200,7 @@ class ExecutorActor(DrainedActor):
         elif "close" in message:
             self._close(1000, str(message["close"]))
         elif "going_away" in message:  # Relay stops: 1001 tells the SDK to reconnect (here or to a peer)
-            self.close_reason = self.close_reason or "relay stopping"
+            self.close_reason = self.close_reason or RELAY_STOPPING
             self._close(1001, str(message["going_away"]))
         elif "record_disconnect" in message and self._record_disconnect(first=False):
             self.stop()
@@ -325,7 +327,13 @@ class ExecutorActor(DrainedActor):
             if entry.on_gone is not None:
                 entry.on_gone(ExecutorGoneError("executor disconnected before answering"))
         self.pending.clear()
-        if self.executor_id is not None:
+        # Relay stops (we closed it, 1001): no Disconnected, the record stays HEALTHY on this instance. The next
+        # start (or the peer that adopts this instance) gives it a full grace period from then, which a
+        # Disconnected recorded now would not (its grace would count the downtime), and a stop with thousands of
+        # executors appends nothing (it used to append one event per executor, one transaction each, before it
+        # could exit). RelayInstance.Stopped records the stop. Nor is the claim released: the application actor
+        # stops next, and thousands of messages to it would only slow the stop.
+        if self.executor_id is not None and reason != RELAY_STOPPING:
             self._unrecorded_disconnect = (reason, self.ctx.clock())
             if not self._record_disconnect(first=True):
                 return  # the store failed: tried again later, and this actor stops once it is recorded

@@ -61,6 +61,9 @@ __all__ = ["ADOPTED_REASON", "MESSAGE_KEY", "RESTART_REASON", "AppLifecycle", "P
            "rank_peers", "read_check"]
 
 DEFAULT_MAX_PER_PEER = 4  # recovery dispatches in flight on one peer at once; the rest queue
+# A record taken over at a restart (or an adoption) whose grace expires while the other executors taken over
+# are still coming back (one came back within the last STORM_QUIET_S) is looked at again STORM_QUIET_S later.
+STORM_QUIET_S = 5.0
 RESTART_REASON = "not reconnected after relay restart"
 ADOPTED_REASON = "not reconnected after its relay instance stopped"
 INTERRUPTED_REASON = "relay restarted before the peer answered"
@@ -80,6 +83,9 @@ class _Grace:
     since: datetime | None = None
     connection: datetime | None = None
     reason: str = RESTART_REASON
+    # Seconds its expiry was put off because the executors connected before the restart were still coming
+    # back (see AppLifecycle._grace_expired); at most one more grace period.
+    postponed: float = 0.0
 
 
 class AppLifecycle(RecoveryDispatch):
@@ -104,6 +110,7 @@ class AppLifecycle(RecoveryDispatch):
         remote_peers: Callable[[], list[Any]] | None = None,
         remote_poll_s: float = 2.0,
         max_per_peer: int = DEFAULT_MAX_PER_PEER,
+        is_live: Callable[[str], bool] | None = None,
     ) -> None:
         self.org = org
         self.app = app
@@ -123,7 +130,11 @@ class AppLifecycle(RecoveryDispatch):
         self.remote_peers = remote_peers
         self.remote_poll_s = remote_poll_s
         self.max_per_peer = max(1, int(max_per_peer))
+        # Whether an executor id is connected here now: O(1) from the application actor's live map (after a
+        # restart thousands of grace timers expire together; scanning every peer for each was O(N^2)).
+        self.is_live = is_live or (lambda executor_id: any(p.executor_id == executor_id for p in self.peers()))
         self._grace: dict[str, _Grace] = {}
+        self._last_comeback: float | None = None  # scheduler time an executor taken over came back
         self._dead: dict[str, _Dead] = {}  # in the order they were declared dead (the queue's order)
         self._inflight: dict[str, int] = {}  # peer executor_id -> dispatches (and checks) in flight on it
         self._freed = False  # a slot freed since the queue was last looked at
@@ -141,6 +152,8 @@ class AppLifecycle(RecoveryDispatch):
         watch = self._grace.pop(executor_id, None)
         if watch is not None:
             watch.timer.cancel()
+            if watch.restarted_at is not None:
+                self._last_comeback = self.scheduler.now()
         dead = self._dead.pop(executor_id, None)
         if dead is not None:
             self._cancel(dead)
@@ -153,11 +166,17 @@ class AppLifecycle(RecoveryDispatch):
         peers' free slots allow; the others queue)."""
         self._wake(everyone=True)
 
-    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON) -> None:
+    def adopt(self, rows: Iterable[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON,
+              down_at: datetime | None = None) -> None:
         """Rebuild timers from registry rows after a restart (or an adoption from a silent instance): HEALTHY
         ones get a full grace period from `started_at` (then, if that very connection never came back, they
         are recorded disconnected for `reason` and declared dead), DISCONNECTED ones the rest of theirs, DEAD
-        ones their recovery (again)."""
+        ones their recovery (again).
+
+        `down_at` (a restart): when the previous run stopped accepting executors. The downtime does not count
+        against a DISCONNECTED record's grace: nobody could reconnect then. It gets what was left of its grace
+        at `down_at`, from `started_at`. Without it (an adoption: the executors could reconnect to a live
+        instance meanwhile) the grace runs from the disconnection."""
         live = {p.executor_id for p in self.peers()}
         for row in rows:
             executor_id = row["executor_id"]
@@ -170,7 +189,13 @@ class AppLifecycle(RecoveryDispatch):
                                 connection=connection, reason=reason)
             elif row["status"] == DISCONNECTED:
                 at = _parse_time(row.get("disconnected_at")) or started_at
-                self.disconnected(executor_id, at)
+                if down_at is None:
+                    self.disconnected(executor_id, at)
+                    continue
+                grace = self.grace_secs()
+                used = max(0.0, (down_at - at).total_seconds())  # while the previous run was up
+                remaining = grace - used - (self.clock() - started_at).total_seconds()
+                self._arm_grace(executor_id, remaining, grace, since=at)
             elif row["status"] == DEAD:
                 self.watch_dead(executor_id, interrupted=True)
 
@@ -280,8 +305,15 @@ class AppLifecycle(RecoveryDispatch):
         if watch is None or watch.token != token:
             return  # cancelled or re-armed since
         del self._grace[executor_id]
-        if executor_id in {p.executor_id for p in self.peers()}:
+        if self.is_live(executor_id):
             return  # it is back
+        if self._storm_goes_on(watch):
+            # Executors taken over are still coming back (a restart under thousands of them takes a while,
+            # most of their handshakes refused with 503 meanwhile): this one may just not have got in yet.
+            self._arm_grace(executor_id, STORM_QUIET_S, watch.grace_secs, watch.restarted_at, since=watch.since,
+                            connection=watch.connection, reason=watch.reason)
+            self._grace[executor_id].postponed = watch.postponed + STORM_QUIET_S
+            return
         now = self.clock()
 
         def declare(e: Executor) -> None:
@@ -310,6 +342,13 @@ class AppLifecycle(RecoveryDispatch):
             return
         log.info("executor %s/%s/%s declared DEAD after %g s", self.org, self.app, executor_id, watch.grace_secs)
         self._declared(record)
+
+    def _storm_goes_on(self, watch: _Grace) -> bool:
+        """Whether to put off the expiry of a record taken over at a restart (or adoption): another one came
+        back within the last STORM_QUIET_S, and this one was put off for less than a grace period so far."""
+        if watch.restarted_at is None or self._last_comeback is None or watch.postponed >= watch.grace_secs:
+            return False
+        return self.scheduler.now() - self._last_comeback < STORM_QUIET_S
 
     # -- dispatch ---------------------------------------------------------------------------------
     def _declared(self, record: Executor) -> None:

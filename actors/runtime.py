@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import Any
 
 import pykka
@@ -22,8 +23,9 @@ from relay.actors.directory import Directory
 from relay.actors.forwarder import Forwarder
 from relay.actors.heartbeats import InstanceTable
 from relay.actors.instance import InstanceActor
-from relay.actors.recovery import ADOPTED_REASON
+from relay.actors.recovery import ADOPTED_REASON, RESTART_REASON
 from relay.actors.settings import Settings
+from relay.events.instance import RUNNING
 from relay.events.log import RelayLog
 from relay.projections import eventsourcing_recorders, pool_reconnect
 from relay.projections.identity import Authenticator
@@ -32,6 +34,7 @@ from relay.projections.views import ProjectionRunner, Views
 log = logging.getLogger("relay.runtime")
 
 VERSION = "0.1.0"
+STOP_TIMEOUT_S = 30.0  # how long `relay serve` waits for the instance actor, then for all actors, to stop
 ASK_TIMEOUT_S = 15.0  # how long alerting waits for an application actor's list of its executors
 
 
@@ -124,6 +127,7 @@ class Runtime:
         # Catch the views up before serving, so the first reads see the whole log.
         self.views.catch_up()
         self.runner.start()
+        down_at = self._previous_run_end()  # before the instance beats and records its (re)start
         self.instance = InstanceActor.start(
             self.ctx, self.directory, self.settings.advertise_address, self.settings.port, VERSION,
             self.settings.default_org, cluster=self.cluster, heartbeat_interval_s=self.settings.heartbeat_interval_s,
@@ -132,13 +136,33 @@ class Runtime:
         # thread, after start() returns; an ask is answered only after it, so the views wait for those events.
         self.instance.proxy().ensure_organization(self.settings.default_org).get(timeout=60)
         self.wait_for_views()
-        self.resume_lifecycles()
+        self.resume_lifecycles(down_at=down_at)
         self._watch_applications()
 
-    def resume_lifecycles(self, timeout: float = 120.0) -> int:
+    def _previous_run_end(self) -> datetime | None:
+        """When this instance's previous run stopped accepting executors: its Stopped (a clean stop), else its
+        last heartbeat (killed); None on a first start, or when neither is known."""
+        me = self.ctx.instance_id
+        try:
+            aggregate = self.log.instance(me)
+            if aggregate is None:
+                return None
+            if aggregate.status != RUNNING and getattr(aggregate, "stopped_at", None) is not None:
+                return aggregate.stopped_at
+            row = next((r for r in self.table.rows() if r["instance"] == me), None)
+        except Exception:
+            log.warning("could not read when this instance last ran; grace periods count from disconnections")
+            return None
+        if row is None or float(row["heartbeat_at"]) <= 0:
+            return None
+        return datetime.fromtimestamp(float(row["heartbeat_at"]), UTC)
+
+    def resume_lifecycles(self, timeout: float = 120.0, down_at: datetime | None = None) -> int:
         """Restart safety: rebuild grace timers and recoveries from the registry view, before any executor
         can connect. HEALTHY and DISCONNECTED records that do not come back are declared DEAD after their
-        grace period; DEAD ones get their recovery (again). Returns how many records were taken over."""
+        grace period (HEALTHY ones: a full one from now; DISCONNECTED ones: what was left of theirs at
+        `down_at`, the previous run's end, from now: the downtime does not count); DEAD ones get their
+        recovery (again). Returns how many records were taken over."""
         started_at = self.ctx.clock()
         by_app: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         resumable: dict[str | None, bool] = {}
@@ -149,7 +173,8 @@ class Runtime:
             if resumable[owner]:
                 by_app[(row["org"], row["app"])].append(row)
         for (org, app), rows in by_app.items():
-            self.directory.application(org, app).proxy().adopt(rows, started_at).get(timeout=timeout)
+            self.directory.application(org, app).proxy().adopt(rows, started_at, RESTART_REASON,
+                                                               down_at).get(timeout=timeout)
         count = sum(len(rows) for rows in by_app.values())
         if count:
             log.info("resumed the lifecycle of %d executor record(s) in %d application(s)", count, len(by_app))
@@ -204,19 +229,33 @@ class Runtime:
 
     def close_executors(self, timeout: float = 3.0) -> int:
         """Going away: send every executor socket of this instance a close frame (1001) and wait, at most
-        `timeout` s, for them to be closed and their disconnects recorded. Returns how many were still open."""
-        for ref in self.directory.connections():
+        `timeout` s, for them to be closed. Their records stay HEALTHY (no Disconnected per executor: see
+        ExecutorActor.on_closed): the next start, or the peer that adopts this instance, watches them from then.
+        Returns how many were still open."""
+        refs = self.directory.connections()
+        for ref in refs:
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell({"going_away": "Relay is shutting down"})
+        if refs:
+            log.info("closing %d executor socket(s) (1001); their records stay HEALTHY for the next start",
+                     len(refs))
         deadline = time.monotonic() + timeout
         while self.directory.connections() and time.monotonic() < deadline:
             time.sleep(0.05)
         return len(self.directory.connections())
 
     def stop(self) -> None:
+        # A stop under thousands of executors keeps the hub busy closing their sockets for a while: wait for
+        # the instance's Stopped, and for the actors, but never let a slow one stop the rest of the shutdown.
         if self.instance is not None:
-            self.instance.stop(timeout=10)
-        pykka.ActorRegistry.stop_all(timeout=10)
+            try:
+                self.instance.stop(timeout=STOP_TIMEOUT_S)
+            except pykka.Timeout:
+                log.warning("this instance's stop was not recorded within %g s", STOP_TIMEOUT_S)
+        try:
+            pykka.ActorRegistry.stop_all(timeout=STOP_TIMEOUT_S)
+        except pykka.Timeout:
+            log.warning("some actors did not stop within %g s", STOP_TIMEOUT_S)
         self.data_planes.close()
         self.runner.stop()
         self.table.close()

@@ -117,7 +117,9 @@ class Options:
     client_ping_timeout: float | None = 15.0
     open_timeout: float = 30.0
     # Reconnects after the server closed or refused us: 1 s, 2 s, 4 s... up to backoff_max, at most
-    # max_attempts in a row without a successful handshake.
+    # max_attempts in a row without a successful handshake. The SDKs: Python (dbos 3.2.0
+    # _conductor/conductor.py) and TypeScript (5.2.11) wait a fixed 1 s after any failure, forever; Go (v1.6.0)
+    # 1 s doubling to 30 s with jitter x0.5-1.5. backoff_max=1 is the Python/TypeScript behaviour.
     backoff_initial: float = 1.0
     backoff_max: float = 8.0
     max_attempts: int = 10
@@ -293,15 +295,17 @@ class LoadGen:
         }
 
     def kill(self, ids: list[str]) -> list[dict[str, Any]]:
-        """Abort these executors' sockets without a close frame (as SIGKILL would); they never reconnect."""
+        """Abort these executors' sockets without a close frame (as SIGKILL would); they never reconnect (one
+        not connected right now, e.g. waiting to reconnect, just stops trying)."""
         out = []
         for executor_id in ids:
             ex = self.executors.get(executor_id)
-            if ex is None or ex.ws is None or ex.killed:
+            if ex is None or ex.killed:
                 continue
             ex.killed = True
             at = time.monotonic()
-            ex.ws.transport.abort()
+            if ex.ws is not None:
+                ex.ws.transport.abort()
             out.append({"executor_id": executor_id, "at": at})
         return out
 
@@ -341,6 +345,9 @@ class LoadGen:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.opts.backoff_max)
                 continue
+            if ex.killed or self.stopping:  # killed while it was connecting: it never was
+                ws.transport.abort()
+                return
             ex.ws = ws
             ex.connects += 1
             try:
@@ -486,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-ping-interval", type=float, default=20.0, help="0: executors never ping")
     parser.add_argument("--open-timeout", type=float, default=30.0)
     parser.add_argument("--max-attempts", type=int, default=10)
+    parser.add_argument("--backoff-max", type=float, default=8.0,
+                        help="longest wait between reconnects (1: a fixed 1 s, like the Python and TypeScript SDKs)")
     parser.add_argument("--max-executors", type=int, default=DEFAULT_MAX_EXECUTORS)
     parser.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS)
     args = parser.parse_args(argv)
@@ -496,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
         client_ping_timeout=15.0 if args.client_ping_interval else None,
         open_timeout=args.open_timeout,
         max_attempts=args.max_attempts,
+        backoff_max=args.backoff_max,
     )
     gen = LoadGen(opts, max_executors=args.max_executors)
     raise_fd_limit(min(args.max_executors, 1_000_000) + 1024)

@@ -148,6 +148,11 @@ class Relay:
         return env
 
     def start(self, timeout: float = 60.0) -> Relay:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process (again: same port, same data directory) without waiting for it."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
@@ -155,6 +160,20 @@ class Relay:
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_limit_files(self.max_files),  # noqa: PLW1509 - only setrlimit, before exec
             )
+
+    def wait_listening(self, timeout: float, interval: float = 0.01) -> bool:
+        """Wait until the port accepts a TCP connection (the server listens; not yet necessarily ready)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"relay exited ({self.proc.returncode}); see {self.log_path}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+            time.sleep(interval)
+        return False
+
+    def wait_ready(self, timeout: float = 60.0) -> Relay:
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -184,6 +203,20 @@ class Relay:
 
     def set_grace(self, seconds: int) -> None:
         self.http.ok("PATCH", f"/v2/orgs/{ORG}/apps/{APP}", {"executorTimeoutSecs": seconds})
+
+    def terminate(self, sig: int = signal.SIGTERM, timeout: float = 120.0) -> float:
+        """Send `sig` and wait for the process to exit (SIGKILL after `timeout`); seconds it took."""
+        assert self.proc is not None
+        begin = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=15)
+        return time.monotonic() - begin
 
     def stop(self) -> None:
         if self.proc is None:
@@ -252,13 +285,13 @@ class LoadGen:
 
     def __init__(self, workdir: Path, name: str, *, payload_bytes: int = 1024, client_ping_interval: float = 20.0,
                  open_timeout: float = 30.0, max_attempts: int = 10, max_executors: int = 50_000,
-                 max_seconds: float = 7200.0) -> None:
+                 max_seconds: float = 7200.0, backoff_max: float = 8.0) -> None:
         self.log_path = workdir / f"{name}.log"
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "bench.loadgen", "--payload-bytes", str(payload_bytes),
              "--client-ping-interval", str(client_ping_interval), "--open-timeout", str(open_timeout),
              "--max-attempts", str(max_attempts), "--max-executors", str(max_executors),
-             "--max-seconds", str(max_seconds)],
+             "--max-seconds", str(max_seconds), "--backoff-max", str(backoff_max)],
             cwd=REPO, env=clean_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self.log_path.open("ab"), text=True, start_new_session=True,
         )

@@ -13,7 +13,10 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
    PostgreSQL);
 4. replay: `relay replay` over 1,000,000 events (SQLite, PostgreSQL);
 5. recovery: abrupt socket close → `recovery` frame at a peer, minus the grace period, 1,000 executors;
-6. profile: py-spy on the connect storm and on the request path.
+6. profile: py-spy on the connect storm and on the request path;
+7. restart (only with `--only restart`): 10,000 executors connected, Relay stopped (SIGTERM; SIGKILL) and started
+   again on the same port and data directory → time until all HEALTHY again, DEAD records, recoveries dispatched
+   (bench/restart.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -42,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import httpload, profiles
+from bench import httpload, profiles, restart
 from bench.procs import (
     APP,
     ORG,
@@ -91,6 +94,7 @@ class Config:
     profile_request_s: float = 20.0
     profile_rest_s: float = 30.0
     profile_replay_events: int = 100_000
+    restart_count: int = 10_000
 
     @classmethod
     def make(cls, quick: bool) -> Config:
@@ -101,7 +105,7 @@ class Config:
             overhead_seconds=6.0,
             storm_count=500, storm_timeout_s=180.0, replay_events=50_000, replay_timeout_s=600.0,
             recovery_executors=50, recovery_kills=20, recovery_spacing_s=0.2, profile_storm=500,
-            profile_request_s=8.0, profile_rest_s=15.0, profile_replay_events=20_000,
+            profile_request_s=8.0, profile_rest_s=15.0, profile_replay_events=20_000, restart_count=500,
         )
 
 
@@ -739,6 +743,11 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                          "PostgreSQL: pipelined, multi-row inserts): decoding and the views' Python handlers"])
         else:
             rows.append([f"replay ({store})", e, "", ""])
+    for key in RESTART_KEYS:
+        if (e := _err(r, key)) is None:
+            rows += restart.summary_rows(r, key, fmt)
+        elif key in r:
+            rows.append([key.replace("_", " "), e, "", ""])
     if (e := _err(r, "recovery")) is None:
         s = r["recovery"]
         rows.append([f"recovery latency, p95 ({fmt(s['executors'])} connected, {fmt(s['kills'])} killed)",
@@ -749,6 +758,10 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
     else:
         rows.append(["recovery", e, "", ""])
     return rows
+
+
+# Restart storms: SQLite with SIGTERM (a clean stop) and SIGKILL, PostgreSQL with SIGTERM.
+RESTART_KEYS = ("restart_sqlite", "restart_sqlite_kill", "restart_postgres")
 
 
 def _storm_limit(store: str, s: dict[str, Any]) -> str:
@@ -868,6 +881,9 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
             f"{fmt(s['mean_ms'])} ms; {s['recovered']}/{s['kills']} recovered; GET …/recoveries lists "
             f"{s['api_dispatches']} dispatches, {s['api_acknowledged']} acknowledged.")
         add("")
+    for key in RESTART_KEYS:
+        if _err(r, key) is None:
+            restart.details(r, key, add, fmt)
     if (p := r.get("profile")) is not None:
         add("### 6. Profiles (py-spy, 100 Hz, relay process)")
         add("")
@@ -903,7 +919,7 @@ def _interrupted(signum: int, _frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
-    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile")
+    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,restart")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
     parser.add_argument("--report-from", type=Path, help="only re-render the report from a run's results.json")
@@ -931,7 +947,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = [("start", loadavg())]
     results: dict[str, Any] = {}
     pg_url = None
-    if not args.no_postgres and wanted & {"storm", "replay"}:
+    if not args.no_postgres and wanted & {"storm", "replay", "restart"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -972,6 +988,12 @@ def main(argv: list[str] | None = None) -> int:
         record("replay_postgres", on_postgres(lambda url: bench_replay(cfg, work, "postgres", url)))
     if "recovery" in wanted:
         record("recovery", lambda: bench_recovery(cfg, work))
+    if "restart" in wanted:  # not in the default set: `--only restart`
+        n = cfg.restart_count
+        record("restart_sqlite", lambda: restart.bench_restart(work, n))
+        record("restart_sqlite_kill", lambda: restart.bench_restart(work, n, sig=signal.SIGKILL))
+        record("restart_postgres", on_postgres(
+            lambda url: restart.bench_restart(work, n, store="postgres", database_url=url)))
     if "profile" in wanted:
         record("profile", lambda: bench_profile(cfg, work))
     for path in work.glob("*-data"):

@@ -28,6 +28,7 @@ from relay.actors.recovery import (
     INTERRUPTED_REASON,
     MESSAGE_KEY,
     RESTART_REASON,
+    STORM_QUIET_S,
     AppLifecycle,
     describe_answer,
     rank_peers,
@@ -373,6 +374,48 @@ def test_restart_healthy_records_get_a_full_grace_period_from_the_start(h: Harne
     assert h.record("back").status == HEALTHY
 
 
+def test_restart_expiries_wait_while_the_others_are_still_coming_back(h: Harness) -> None:
+    """A restart under thousands of executors takes a while to get them all in (most handshakes refused with
+    503 meanwhile): a record whose grace ends while others still come back is looked at again a little later,
+    and declared dead once they stop coming."""
+    h.connect("late")
+    h.connect("gone")
+    h.connect("other")
+    started = h.clock.wall()
+    h.lifecycle.adopt([row(h, n) for n in ("late", "gone", "other")], started)
+    h.advance(GRACE - 1)
+    h.connect("other")
+    h.lifecycle.returned("other")  # still coming back 1 s before the grace ends
+    h.advance(1)
+    assert h.record("late").status == HEALTHY and h.record("gone").status == HEALTHY
+    h.advance(2)
+    h.connect("late")
+    h.lifecycle.returned("late")  # got in after its grace period: not dead
+    h.advance(STORM_QUIET_S - 1)
+    assert h.record("gone").status == HEALTHY  # "late" came back within the last STORM_QUIET_S
+    h.advance(STORM_QUIET_S)
+    assert h.record("gone").status == DEAD
+    assert h.record("late").status == HEALTHY
+    assert "DeclaredDead" not in h.names("late")
+
+
+def test_restart_expiries_wait_at_most_one_more_grace_period(h: Harness) -> None:
+    peers = [f"peer-{n}" for n in range(int(3 * GRACE))]
+    for name in ["gone", *peers]:
+        h.connect(name)
+    started = h.clock.wall()
+    h.lifecycle.adopt([row(h, n) for n in ["gone", *peers]], started)
+    for name in peers:  # one comes back every second, for longer than two grace periods
+        h.connect(name)
+        h.lifecycle.returned(name)
+        h.advance(1)
+        if h.record("gone").status == DEAD:
+            break
+    dead_at = h.record("gone").dead_at
+    assert dead_at is not None
+    assert started + timedelta(seconds=2 * GRACE) <= dead_at <= started + timedelta(seconds=2 * GRACE + STORM_QUIET_S)
+
+
 def test_restart_healthy_record_that_reconnected_elsewhere_is_left_alone(h: Harness) -> None:
     h.connect("a")
     started = h.clock.wall()
@@ -392,6 +435,40 @@ def test_restart_disconnected_records_keep_the_rest_of_their_grace(h: Harness) -
     assert h.clock.pending() == [5]
     h.advance(5)
     assert h.record("a").status == DEAD
+
+
+def test_restart_disconnected_records_do_not_count_the_downtime(h: Harness) -> None:
+    """A restart says when the previous run ended: the time Relay was down (nobody could reconnect) does not
+    count against the grace period, however long it was."""
+    h.connect("a")
+    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", h.clock.wall()))
+    h.advance(10)  # 10 s of its grace went by while Relay still ran
+    down_at = h.clock.wall()
+    h.advance(GRACE * 5)  # Relay was down for five grace periods
+    h.lifecycle.adopt([row(h, "a")], h.clock.wall(), down_at=down_at)
+    assert h.clock.pending() == [GRACE - 10]
+    h.advance(GRACE - 11)
+    h.connect("a")  # it came back within what was left of its grace
+    h.lifecycle.returned("a")
+    h.advance(GRACE)
+    assert h.record("a").status == HEALTHY
+    assert "DeclaredDead" not in h.names("a")
+
+
+def test_restart_disconnected_record_that_never_returns_is_dead_after_the_rest_of_its_grace(h: Harness) -> None:
+    h.connect("a")
+    disconnected = h.clock.wall()
+    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", disconnected))
+    h.advance(GRACE - 5)
+    down_at = h.clock.wall()
+    h.advance(3600)
+    started = h.clock.wall()
+    h.lifecycle.adopt([row(h, "a")], started, down_at=down_at)
+    h.advance(4)
+    assert h.record("a").status == DISCONNECTED
+    h.advance(1)
+    assert h.record("a").status == DEAD
+    assert h.record("a").dead_at == started + timedelta(seconds=5)
 
 
 def test_restart_dispatched_but_unacknowledged_is_dispatched_again(h: Harness) -> None:
