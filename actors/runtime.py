@@ -8,8 +8,11 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
+import gevent
+import gevent.monkey
 import pykka
 
 from relay.actors import alerting, metrics, pykka_gevent, retention
@@ -43,12 +46,23 @@ def install_third_party() -> None:
     pykka_gevent.install()
 
 
+def store_offload(postgres: bool) -> Callable[[Callable[[], Any]], Any] | None:
+    """Where the event log's append transactions run. SQLite: in gevent's threadpool (sqlite3 releases the
+    GIL; on the hub, each commit would stop every greenlet). PostgreSQL: where they are called (psycopg waits
+    cooperatively under gevent's monkey-patching; its pool and wait functions are the hub's). Without gevent
+    (tests): where they are called."""
+    if postgres or not gevent.monkey.is_module_patched("threading"):
+        return None
+    pool = gevent.get_hub().threadpool
+    return pool.apply  # type: ignore[no-any-return]
+
+
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         install_third_party()
         self.settings = settings
         admin_token, _ = settings.ensure_admin_token()
-        self.log = RelayLog(env=settings.store.event_store_env())
+        self.log = RelayLog(env=settings.store.event_store_env(), offload=store_offload(settings.store.is_postgres))
         self.views = Views(settings.store, self.log)
         self.runner = ProjectionRunner(self.views)
         self.ctx = ActorContext(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -905,6 +906,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
+    parser.add_argument("--storm-count", type=int, metavar="N",
+                        help="executors in the connect storm (and its profile), whatever the mode")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
     parser.add_argument("--report-from", type=Path, help="only re-render the report from a run's results.json")
     parser.add_argument("--with-full", type=Path,
@@ -919,6 +922,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"wrote {args.results}")
         return 0
     cfg = Config.make(args.quick)
+    if args.storm_count:
+        cfg = dataclasses.replace(cfg, storm_count=args.storm_count, profile_storm=args.storm_count,
+                                  storm_timeout_s=max(cfg.storm_timeout_s, 900.0))
     # A SIGTERM (or SIGINT, when started in the background) ends the run through the `finally` blocks, which
     # stop every process this run started.
     signal.signal(signal.SIGTERM, _interrupted)
