@@ -720,10 +720,9 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                          _storm_limit(store, s)])
             rows.append([f"connect storm ({store}): event-store append rate",
                          f"{fmt(s['append_rate_avg'])} events/s average, {fmt(s['append_rate_peak_1s'])} peak (1 s)",
-                         "—", "one Connected event per executor, each its own transaction (SQLite in WAL, "
-                         "synchronous=NORMAL: no fsync per commit) made on the gevent hub, which blocks every "
-                         "greenlet meanwhile" if store == "sqlite" else "one Connected event per executor, each its "
-                         "own transaction and round trips (load, insert, commit), from the handshake path"])
+                         "—", "one Connected event per executor; the loads and the appends of concurrent "
+                         "handshakes are grouped, one query and one transaction per batch (events/group_commit.py; "
+                         "SQLite: in gevent's threadpool, off the hub); peak = batches of up to 500"])
         else:
             rows.append([f"connect storm ({store})", e, "", ""])
     for store in ("sqlite", "postgres"):
@@ -759,9 +758,10 @@ def _storm_limit(store: str, s: dict[str, Any]) -> str:
         parts.append("it did not converge: the opening handshakes timed out or were cut, executors retried, "
                      "and no Connected event was recorded after the first minutes (see the findings)")
     elif cpu is not None and cpu < 80:
-        parts.append("so not CPU: it waits on the store's commits with the hub blocked"
-                     if store == "sqlite" else "so not CPU: handshakes wait for the event store's round trips "
-                     "(load, insert, commit per Connected)")
+        parts.append("so not CPU alone: the executors refused past RELAY_MAX_HANDSHAKES_IN_FLIGHT idle in their "
+                     "backoff (1, 2, 4, 8 s), and the load generator shares the 2 cores"
+                     if s["connect_errors"] else "so not CPU alone: the load generator opening its connections "
+                     "shares the 2 cores")
     refused = dict(s["connect_errors"] or {})
     if refused:
         parts.append(f"upgrades refused or failed: {refused} (retried with backoff)")
