@@ -12,13 +12,9 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from relay.events.batch_reads import select_events_of
 from relay.events.executor import ExecutorInfo
 from relay.events.group_commit import GroupCommitter
-from relay.events.ids import executor_id
 from relay.events.log import RelayLog
-from relay.projections.backend import StoreConfig
-from tests.unit.store_cases import STORES
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -208,30 +204,3 @@ def test_save_without_events_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         relay_log.save(foo=1)
     assert relay_log.committer.batches == 0
-
-
-@pytest.mark.parametrize("store", STORES)
-def test_batch_reads_give_each_aggregate_its_events_in_order(store: str, request: pytest.FixtureRequest,
-                                                             tmp_path: Path) -> None:
-    """events/batch_reads.py against both stores: several aggregates (one absent, one asked twice) in one read,
-    each with its events in version order, as eventsourcing's own read gives them."""
-    config = StoreConfig(data_dir=tmp_path, database_url=request.getfixturevalue("pg_url")
-                         if store == "postgresql" else None)
-    relay_log = RelayLog(env=config.event_store_env())
-    try:
-        info = ExecutorInfo(application_version="v1", hostname="h", language="python", dbos_version="2",
-                            metadata=None)
-        for n in range(3):
-            for _ in range(n + 1):
-                relay_log.executor_connected("org", "app", f"e{n}", info, "i1", T0)
-        ids = [executor_id("org", "app", f"e{n}") for n in (2, 0, 1, 2)] + [executor_id("org", "app", "absent")]
-        found = select_events_of(relay_log.recorder, ids)
-        assert set(found) == set(ids[:4])
-        for aggregate in ids[:4]:
-            assert found[aggregate] == list(relay_log.recorder.select_events(aggregate))
-        assert [len(found[i]) for i in ids[:3]] == [3, 1, 2]
-        executor = relay_log.executor("org", "app", "e2")
-        assert executor is not None and executor.version == 3
-        assert relay_log.executor("org", "app", "absent") is None
-    finally:
-        relay_log.close()
