@@ -11,13 +11,12 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import Application, ProcessingEvent, project_aggregate
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Notification, Recording, StoredEvent
 
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from relay.events.application import App
-from relay.events.batch_reads import select_events_of
 from relay.events.errors import AlreadyExistsError, NotFoundError
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.group_commit import GroupCommitter
@@ -51,15 +50,8 @@ class RelayLog(Application[UUID]):
         self.listeners: list[Callable[[int], None]] = []
         # Called with how long each append transaction took, in seconds: metrics.
         self.save_observers: list[Callable[[float], None]] = []
-        where = {"offload": offload} if offload is not None else {}
         self.committer: GroupCommitter[list[StoredEvent], list[int]] = GroupCommitter(
-            self._insert, **where, observe=self._observe_save)
-        # Loads too: those waiting at the same time are read in one query (events/batch_reads.py).
-        self.loader: GroupCommitter[UUID, list[StoredEvent]] = GroupCommitter(self._select, **where)
-
-    def _select(self, ids: list[UUID]) -> list[list[StoredEvent]]:
-        found = select_events_of(self.recorder, ids)
-        return [found.get(i, []) for i in ids]
+            self._insert, **({"offload": offload} if offload is not None else {}), observe=self._observe_save)
 
     def _observe_save(self, seconds: float, _requests: int) -> None:
         for observe in self.save_observers:
@@ -97,15 +89,12 @@ class RelayLog(Application[UUID]):
 
     # -- generic load/mutate/save with retry on a concurrent append -------------------------------
     def _get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
-        """The aggregate as stored now (read with the other loads waiting at the same time), or None."""
-        stored = self.loader.commit((), aggregate_id)
-        if not stored:
-            return None
-        aggregate = project_aggregate(None, (self.mapper.to_domain_event(s) for s in stored))
-        if aggregate is None:
+        try:
+            aggregate = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
             return None
         assert isinstance(aggregate, kind)
-        return aggregate  # type: ignore[no-any-return]
+        return aggregate
 
     def _update(self, aggregate_id: UUID, kind: type[A], change: Callable[[A | None], A]) -> A:
         for attempt in range(_SAVE_ATTEMPTS):
