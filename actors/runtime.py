@@ -54,7 +54,20 @@ def store_offload(postgres: bool) -> Callable[[Callable[[], Any]], Any] | None:
     if postgres or not gevent.monkey.is_module_patched("threading"):
         return None
     pool = gevent.get_hub().threadpool
-    return pool.apply  # type: ignore[no-any-return]
+
+    def caught(fn: Callable[[], Any]) -> tuple[bool, Any]:
+        try:
+            return True, fn()
+        except Exception as error:  # raised again in the caller (the threadpool would print each one)
+            return False, error
+
+    def offload(fn: Callable[[], Any]) -> Any:
+        ok, value = pool.apply(caught, (fn,))
+        if not ok:
+            raise value
+        return value
+
+    return offload
 
 
 class Runtime:

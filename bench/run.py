@@ -720,9 +720,9 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                          _storm_limit(store, s)])
             rows.append([f"connect storm ({store}): event-store append rate",
                          f"{fmt(s['append_rate_avg'])} events/s average, {fmt(s['append_rate_peak_1s'])} peak (1 s)",
-                         "—", "one Connected event per executor; the loads and the appends of concurrent "
-                         "handshakes are grouped, one query and one transaction per batch (events/group_commit.py; "
-                         "SQLite: in gevent's threadpool, off the hub); peak = batches of up to 500"])
+                         "—", "one Connected event per executor, after a load of its aggregate; the appends of "
+                         "concurrent handshakes are grouped, one transaction per batch of up to 500 "
+                         "(events/group_commit.py; SQLite: in gevent's threadpool, off the hub)"])
         else:
             rows.append([f"connect storm ({store})", e, "", ""])
     for store in ("sqlite", "postgres"):
