@@ -50,8 +50,18 @@ class RelayLog(Application[UUID]):
         self.listeners: list[Callable[[int], None]] = []
         # Called with how long each append transaction took, in seconds: metrics.
         self.save_observers: list[Callable[[float], None]] = []
+        # Appends run off the hub get a connection pool of their own: its locks (gevent's, once monkey-patched)
+        # are then taken by one thread at a time (one batch is written at a time), never contended across
+        # threads with the hub's reads.
+        self._writer_factory = type(self.factory)(self.env) if offload is not None else None
+        self._writes = self._writer_factory.application_recorder() if self._writer_factory else self.recorder
         self.committer: GroupCommitter[list[StoredEvent], list[int]] = GroupCommitter(
             self._insert, **({"offload": offload} if offload is not None else {}), observe=self._observe_save)
+
+    def close(self) -> None:
+        if self._writer_factory is not None:
+            self._writer_factory.close()
+        super().close()
 
     def _observe_save(self, seconds: float, _requests: int) -> None:
         for observe in self.save_observers:
@@ -59,7 +69,7 @@ class RelayLog(Application[UUID]):
 
     def _insert(self, batches: list[list[StoredEvent]]) -> list[list[int]]:
         """One transaction for the stored events of several saves; each save's notification ids."""
-        ids = self.recorder.insert_events([e for batch in batches for e in batch]) or []
+        ids = self._writes.insert_events([e for batch in batches for e in batch]) or []
         out, at = [], 0
         for batch in batches:
             out.append(list(ids[at:at + len(batch)]))

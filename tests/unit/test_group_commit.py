@@ -204,3 +204,26 @@ def test_save_without_events_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         relay_log.save(foo=1)
     assert relay_log.committer.batches == 0
+
+
+def test_offloaded_appends_use_a_pool_of_their_own(tmp_path: Path) -> None:
+    """With an offload (SQLite under `relay serve`), appends go through a second connection pool, used by one
+    batch at a time; what they append is read through the first."""
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "relay.db")}
+    ran: list[int] = []
+
+    def offload(fn: Callable[[], Any]) -> Any:
+        ran.append(1)
+        return fn()
+
+    relay_log = RelayLog(env=env, offload=offload)
+    try:
+        info = ExecutorInfo(application_version="v1", hostname="h", language="python", dbos_version="2", metadata={})
+        relay_log.executor_connected("org", "app", "e1", info, "i1", T0)
+        assert ran == [1]
+        assert relay_log._writes is not relay_log.recorder
+        assert relay_log._writes.datastore is not relay_log.recorder.datastore  # type: ignore[attr-defined]
+        executor = relay_log.executor("org", "app", "e1")
+        assert executor is not None and executor.version == 1
+    finally:
+        relay_log.close()
