@@ -8,9 +8,12 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import gevent
+import gevent.monkey
 import pykka
 
 from relay.actors import alerting, metrics, pykka_gevent, retention
@@ -46,12 +49,36 @@ def install_third_party() -> None:
     pykka_gevent.install()
 
 
+def store_offload(postgres: bool) -> Callable[[Callable[[], Any]], Any] | None:
+    """Where the event log's append transactions run. SQLite: in gevent's threadpool (sqlite3 releases the
+    GIL; on the hub, each commit would stop every greenlet). PostgreSQL: where they are called (psycopg waits
+    cooperatively under gevent's monkey-patching; its pool and wait functions are the hub's). Without gevent
+    (tests): where they are called."""
+    if postgres or not gevent.monkey.is_module_patched("threading"):
+        return None
+    pool = gevent.get_hub().threadpool
+
+    def caught(fn: Callable[[], Any]) -> tuple[bool, Any]:
+        try:
+            return True, fn()
+        except Exception as error:  # raised again in the caller (the threadpool would print each one)
+            return False, error
+
+    def offload(fn: Callable[[], Any]) -> Any:
+        ok, value = pool.apply(caught, (fn,))
+        if not ok:
+            raise value
+        return value
+
+    return offload
+
+
 class Runtime:
     def __init__(self, settings: Settings) -> None:
         install_third_party()
         self.settings = settings
         admin_token, _ = settings.ensure_admin_token()
-        self.log = RelayLog(env=settings.store.event_store_env())
+        self.log = RelayLog(env=settings.store.event_store_env(), offload=store_offload(settings.store.is_postgres))
         self.views = Views(settings.store, self.log)
         self.runner = ProjectionRunner(self.views)
         self.ctx = ActorContext(

@@ -6,20 +6,20 @@ comes from the environment it is given; the domain does not know.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, Notification, Recording, StoredEvent
 
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from relay.events.application import App
 from relay.events.errors import AlreadyExistsError, NotFoundError
 from relay.events.executor import Executor, ExecutorInfo
+from relay.events.group_commit import GroupCommitter
 from relay.events.ids import app_id, executor_id, instance_id, organization_id
 from relay.events.instance import RelayInstance
 from relay.events.names import check_app_name
@@ -40,21 +40,62 @@ class RelayLog(Application[UUID]):
 
     name = "relay"
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None,
+                 offload: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+        """``offload`` runs each append transaction (a batch of concurrent saves, events/group_commit.py):
+        `relay serve` passes gevent's threadpool for SQLite, whose calls would otherwise block the hub."""
         register_moved_topics()  # before the first read: older logs name the pre-namespace modules
         super().__init__(env)
         self.position = 0
         self.listeners: list[Callable[[int], None]] = []
-        # Called with how long each save (one append transaction) took, in seconds: metrics.
+        # Called with how long each append transaction took, in seconds: metrics.
         self.save_observers: list[Callable[[float], None]] = []
+        # Appends run off the hub get a connection pool of their own: its locks (gevent's, once monkey-patched)
+        # are then taken by one thread at a time (one batch is written at a time), never contended across
+        # threads with the hub's reads.
+        self._writer_factory = type(self.factory)(self.env) if offload is not None else None
+        self._writes = self._writer_factory.application_recorder() if self._writer_factory else self.recorder
+        self.committer: GroupCommitter[list[StoredEvent], list[int]] = GroupCommitter(
+            self._insert, **({"offload": offload} if offload is not None else {}), observe=self._observe_save)
 
-    def save(self, *objs: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return super().save(*objs, **kwargs)
-        finally:
-            for observe in self.save_observers:
-                observe(time.perf_counter() - started)
+    def close(self) -> None:
+        if self._writer_factory is not None:
+            self._writer_factory.close()
+        super().close()
+
+    def _observe_save(self, seconds: float, _requests: int) -> None:
+        for observe in self.save_observers:
+            observe(seconds)
+
+    def _insert(self, batches: list[list[StoredEvent]]) -> list[list[int]]:
+        """One transaction for the stored events of several saves; each save's notification ids."""
+        ids = self._writes.insert_events([e for batch in batches for e in batch]) or []
+        out, at = [], 0
+        for batch in batches:
+            out.append(list(ids[at:at + len(batch)]))
+            at += len(batch)
+        return out
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """Application.save, group-committed: appended in one transaction with the concurrent saves of other
+        callers (IntegrityError still means one of `objs` changed meanwhile). No snapshots, no tracking."""
+        if kwargs:
+            raise TypeError(f"RelayLog.save takes no options ({', '.join(kwargs)})")
+        processing: ProcessingEvent[UUID] = ProcessingEvent()
+        processing.collect_events(*objs)
+        events = processing.events
+        if not events:
+            return []
+        stored = [self.mapper.to_stored_event(e) for e in events]
+        ids = self.committer.commit([e.originator_id for e in events], stored)
+        if self.repository.cache and not self.repository.fastforward:
+            for aggregate_id, aggregate in processing.aggregates.items():
+                self.repository.cache.put(aggregate_id, aggregate)
+        return [
+            Recording(d, Notification(originator_id=s.originator_id, originator_version=s.originator_version,
+                                      topic=s.topic, state=s.state, id=n))
+            for d, s, n in zip(events, stored, ids, strict=True)
+        ]
 
     # -- generic load/mutate/save with retry on a concurrent append -------------------------------
     def _get(self, aggregate_id: UUID, kind: type[A]) -> A | None:

@@ -55,25 +55,44 @@ class HandshakeTicket:
             gate.leave()
 
 
+# How long an upgrade past the limit waits for a handshake in flight to end before it is refused: in a storm,
+# admitted in turn as fast as Relay identifies executors, rather than refused into the client's backoff (1, 2,
+# 4, 8 s... during which Relay idles). Below the shortest SDK's open timeout (Python: 5 s, for connect and
+# upgrade together).
+HANDSHAKE_QUEUE_WAIT_S = 2.0
+
+
 class HandshakeGate:
     """Executor handshakes in flight, from the upgrade check until the executor's actor has identified it (or
-    the socket is gone), at most ``limit`` (RELAY_MAX_HANDSHAKES_IN_FLIGHT): past it the upgrade is answered
-    503 with Retry-After, so a connect storm is admitted as fast as Relay identifies executors instead of
-    timing out handshakes that then retry and feed the storm."""
+    the socket is gone), at most ``limit`` (RELAY_MAX_HANDSHAKES_IN_FLIGHT): past it an upgrade waits up to
+    ``wait_s`` for one to end (first come, first admitted), then is answered 503 with Retry-After, so a connect
+    storm is admitted as fast as Relay identifies executors instead of timing out handshakes that then retry
+    and feed the storm."""
 
-    def __init__(self, limit: int, summary_every_s: float = 10.0) -> None:
+    def __init__(self, limit: int, summary_every_s: float = 10.0, wait_s: float = HANDSHAKE_QUEUE_WAIT_S) -> None:
         if limit < 1:
             raise ValueError("limit must be positive")
         self.limit = limit
+        self.wait_s = wait_s
         self.in_flight = 0
+        self.waiting = 0
         self.refused = 0
         self._summary_every_s = summary_every_s
         self._summarised = 0  # `refused` when last logged
         self._summary_at = time.monotonic()
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
 
     def enter(self) -> HandshakeTicket | None:
         with self._lock:
+            if self.in_flight >= self.limit and self.wait_s > 0:
+                deadline = time.monotonic() + self.wait_s
+                self.waiting += 1
+                try:
+                    while self.in_flight >= self.limit and (left := deadline - time.monotonic()) > 0:
+                        self._freed.wait(left)
+                finally:
+                    self.waiting -= 1
             if self.in_flight >= self.limit:
                 self.refused += 1
                 now = time.monotonic()
@@ -89,6 +108,7 @@ class HandshakeGate:
     def leave(self) -> None:
         with self._lock:
             self.in_flight = max(0, self.in_flight - 1)
+            self._freed.notify()
 
 
 # Anything after /websocket/ in a text (a path, a request line however malformed, an absolute URI, doubled

@@ -5,9 +5,10 @@ the database is locked, executors misbehave. Relay must say so clearly, lose not
   executor disconnects, another connects and a recovery is due: /readyz answers 503 during the outage, the API
   503 (not 500), handshakes 503; recording is retried with backoff; after the restart every event is in the log
   exactly once, the due recovery and the one that became due are both done, the new executor is in.
-- SIGKILL of Relay while it appends events (executors connecting and leaving, applications registered): after
-  each restart the log and the views agree (`relay replay --verify`), every acknowledged write is there, and the
-  killed connections' records go through their lifecycle again.
+- SIGKILL of Relay while it appends events (executors connecting and leaving, a connect storm, applications
+  registered): after each restart the log and the views agree (`relay replay --verify`), every acknowledged write
+  is there (each storm executor reported HEALTHY has its Connected, none has two), and the killed connections'
+  records go through their lifecycle again.
 - SQLite: another process holding the write lock makes writes wait (then succeed once it lets go), readers and
   /readyz unaffected; a file-size limit (RLIMIT_FSIZE, the disk-full case) makes writes fail with a 503 saying so
   and a clear log line, without corrupting anything (integrity_check, replay --verify after).
@@ -68,9 +69,13 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
     if STATS["kills"]:
         record("faults-2-sigkill", area="SIGKILL of Relay during event appends",
                tried={"kills": STATS["kills"], "events appended": STATS["kill events"],
-                      "acknowledged writes checked": STATS["kill acknowledged"]},
+                      "acknowledged writes checked": STATS["kill acknowledged"],
+                      "storm executors connecting": STATS["kill storm tried"],
+                      "storm Connected in the log at the kill": STATS["kill storm recorded"],
+                      "storm executors reported HEALTHY before the kill": STATS["kill storm acknowledged"]},
                outcome="after every restart: views equal the log (`relay replay --verify`), no acknowledged "
-                       "write missing, killed connections' records resumed")
+                       "write missing, each storm executor's Connected once at most (once if reported HEALTHY), "
+                       "killed connections' records resumed")
     if STATS["sqlite faults"]:
         record("faults-3-sqlite", area="SQLite locked by another process, and full (RLIMIT_FSIZE)",
                tried={"writes under a held lock": STATS["locked writes"],
@@ -330,6 +335,56 @@ def _churner(relay: RelayProcess, key: str, app: str, stop: threading.Event, rou
         stop.wait(0.05)  # paced: a few connections a second, not a storm (see the PostgreSQL note in the report)
 
 
+STORM_SIZE = 300  # executors connecting at once in each round of the SIGKILL test
+
+
+def _storm(relay: RelayProcess, key: str, app: str, round_: int, stop: threading.Event,
+           healthy: set[str]) -> list[threading.Thread]:
+    """STORM_SIZE executors connecting at once (one thread each, each once, kept open), and a reader that
+    adds to ``healthy`` each storm executor the API reports HEALTHY: the acknowledged connections."""
+    fakes = [FakeExecutor(relay, app, key, executor_id=f"storm-{round_}-{n}") for n in range(STORM_SIZE)]
+
+    def connect(fake: FakeExecutor) -> None:
+        try:
+            fake.connect_and_identify(timeout=30)
+            stop.wait(120)
+        except Exception:
+            pass
+        finally:
+            fake.close()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                response = requests.get(f"{relay.base_url}/v2/orgs/local/apps/{app}/executors", timeout=10,
+                                        headers={"Authorization": f"Bearer {relay.admin_token}"})
+            except requests.RequestException:
+                return
+            if response.status_code == 200:
+                healthy.update(e["executorId"] for e in response.json()
+                               if e["status"] == "HEALTHY" and e["executorId"].startswith(f"storm-{round_}-"))
+            stop.wait(0.05)
+
+    return [threading.Thread(target=connect, args=(fake,)) for fake in fakes] + [threading.Thread(target=watch)]
+
+
+def _assert_connected_once(events: list[tuple[int, str, str, int]], app: str, round_: int,
+                           acknowledged: set[str]) -> int:
+    """Every acknowledged storm executor's Connected is in the log, and no storm executor's twice. Returns how
+    many storm executors' Connected are in the log."""
+    from relay.events.ids import executor_id
+
+    connected = Counter(aggregate for _position, topic, aggregate, _version in events
+                        if topic.endswith("Executor.Connected"))
+    for n in range(STORM_SIZE):
+        name = f"storm-{round_}-{n}"
+        count = connected[str(executor_id("local", app, name))]
+        assert count <= 1, f"{name} connected once, recorded {count} times"
+        if name in acknowledged:
+            assert count == 1, f"{name} was reported HEALTHY, its Connected is not in the log"
+    return sum(1 for n in range(STORM_SIZE) if connected[str(executor_id("local", app, f"storm-{round_}-{n}"))])
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_sigkill_during_appends_leaves_log_and_views_consistent(store: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("pg_url") if store == "postgres" else None
@@ -351,16 +406,27 @@ def test_sigkill_during_appends_leaves_log_and_views_consistent(store: str, requ
             wait_until(lambda target=target: len(acknowledged) >= target, timeout=60, message="no appends")
             # And the churn got at least one executor recorded, so the round has a connection to take over.
             wait_until(lambda app=app: executors(relay, app), timeout=60, message="no churn recorded")
+            # A connect storm, killed while it is being admitted (group commits in flight).
+            healthy: set[str] = set()
+            storm = _storm(relay, key, app, round_, stop, healthy)
+            for worker in storm:
+                worker.start()
+            wait_until(lambda healthy=healthy: len(healthy) >= STORM_SIZE // 10, timeout=60,
+                       message="no storm executor admitted")
             relay.kill()  # SIGKILL, mid-stream: requests and frames in flight
             stop.set()
-            for worker in workers:
+            acknowledged_storm = set(healthy)
+            for worker in workers + storm:
                 worker.join(timeout=30)
             STATS["kills"] += 1
+            STATS["kill storm acknowledged"] += len(acknowledged_storm)
             if url is not None:  # the killed process's sessions go before the store is read again
                 wait_until(lambda: sessions(url) == 0, timeout=30, message="the killed relay's sessions linger")
             events = raw_events(relay)
             STATS["kill events"] += len(events) - before
             assert_log_is_whole(events)
+            STATS["kill storm recorded"] += _assert_connected_once(events, app, round_, acknowledged_storm)
+            STATS["kill storm tried"] += STORM_SIZE
             replay_verify(relay)  # the views, as the killed process left them, equal a rebuild from the log
             relay.start()
             names = {a["name"] for a in relay.api("GET", "/v2/orgs/local/apps").json()}

@@ -14,7 +14,7 @@ import pytest
 from relay.actors.directory import Directory
 from relay.actors.liveness import Liveness
 from relay.actors.scheduler import ManualScheduler, ThreadingScheduler
-from relay.web.websocket import HandshakeGate
+from relay.web.websocket import HandshakeGate, HandshakeTicket
 from tests.support.ports import wait_until
 
 
@@ -147,7 +147,7 @@ def test_a_failed_ping_and_a_stopped_liveness() -> None:
 
 
 def test_handshake_gate_bounds_what_is_in_flight_and_tickets_release_once() -> None:
-    gate = HandshakeGate(2)
+    gate = HandshakeGate(2, wait_s=0)
     first, second = gate.enter(), gate.enter()
     assert first is not None and second is not None
     assert gate.enter() is None and gate.refused == 1
@@ -158,6 +158,27 @@ def test_handshake_gate_bounds_what_is_in_flight_and_tickets_release_once() -> N
     assert third is not None and gate.enter() is None
     with pytest.raises(ValueError):
         HandshakeGate(0)
+
+
+def test_handshake_gate_lets_an_upgrade_wait_for_a_place() -> None:
+    gate = HandshakeGate(1, wait_s=5.0)
+    first = gate.enter()
+    assert first is not None
+    admitted: list[HandshakeTicket | None] = []
+    waiter = threading.Thread(target=lambda: admitted.append(gate.enter()))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while gate.waiting == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    first.release()
+    waiter.join(5)
+    assert admitted and admitted[0] is not None and gate.refused == 0
+    started = time.monotonic()
+    short = HandshakeGate(1, wait_s=0.05)
+    assert short.enter() is not None
+    assert short.enter() is None and short.refused == 1  # refused once its wait is over
+    assert time.monotonic() - started >= 0.05
 
 
 class App(pykka.ThreadingActor):
