@@ -68,7 +68,7 @@ class Runtime:
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
         self.table = InstanceTable(settings.store)
-        self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.port,
+        self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.advertise_port,
                                settings.instance_timeout_s)
         self.cluster.handlers.append(self._adopted)
         self.cluster.rejoin_handlers.append(self._rejoined)
@@ -125,7 +125,7 @@ class Runtime:
         self.views.catch_up()
         self.runner.start()
         self.instance = InstanceActor.start(
-            self.ctx, self.directory, self.settings.advertise_address, self.settings.port, VERSION,
+            self.ctx, self.directory, self.settings.advertise_address, self.settings.advertise_port, VERSION,
             self.settings.default_org, cluster=self.cluster, heartbeat_interval_s=self.settings.heartbeat_interval_s,
         )
         # pykka runs on_start (the instance's start and the default organization recorded) in the actor's
