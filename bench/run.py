@@ -13,7 +13,9 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
    PostgreSQL);
 4. replay: `relay replay` over 1,000,000 events (SQLite, PostgreSQL);
 5. recovery: abrupt socket close → `recovery` frame at a peer, minus the grace period, 1,000 executors;
-6. profile: py-spy on the connect storm and on the request path.
+6. profile: py-spy on the connect storm and on the request path;
+7. workers: `relay serve --workers 2` vs 1 on PostgreSQL: executors held, API throughput, forwarded share
+   (bench/workers.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -42,7 +44,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import httpload, profiles
+from bench import httpload, profiles, workers
 from bench.procs import (
     APP,
     ORG,
@@ -91,6 +93,8 @@ class Config:
     profile_request_s: float = 20.0
     profile_rest_s: float = 30.0
     profile_replay_events: int = 100_000
+    workers_executors: int = 5_000
+    workers_rest_s: float = 10.0
 
     @classmethod
     def make(cls, quick: bool) -> Config:
@@ -102,6 +106,7 @@ class Config:
             storm_count=500, storm_timeout_s=180.0, replay_events=50_000, replay_timeout_s=600.0,
             recovery_executors=50, recovery_kills=20, recovery_spacing_s=0.2, profile_storm=500,
             profile_request_s=8.0, profile_rest_s=15.0, profile_replay_events=20_000,
+            workers_executors=500, workers_rest_s=5.0,
         )
 
 
@@ -748,6 +753,10 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                      "RecoveryDispatched) and actor hops; grace timer granularity"])
     else:
         rows.append(["recovery", e, "", ""])
+    if (e := _err(r, "workers")) is None:
+        rows += workers.summary_rows(r["workers"])
+    else:
+        rows.append(["workers", e, "", ""])
     return rows
 
 
@@ -868,6 +877,8 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
             f"{fmt(s['mean_ms'])} ms; {s['recovered']}/{s['kills']} recovered; GET …/recoveries lists "
             f"{s['api_dispatches']} dispatches, {s['api_acknowledged']} acknowledged.")
         add("")
+    if _err(r, "workers") is None:
+        workers.details(r["workers"], add)
     if (p := r.get("profile")) is not None:
         add("### 6. Profiles (py-spy, 100 Hz, relay process)")
         add("")
@@ -903,7 +914,7 @@ def _interrupted(signum: int, _frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
-    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile")
+    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
     parser.add_argument("--report-from", type=Path, help="only re-render the report from a run's results.json")
@@ -922,7 +933,7 @@ def main(argv: list[str] | None = None) -> int:
     # A SIGTERM (or SIGINT, when started in the background) ends the run through the `finally` blocks, which
     # stop every process this run started.
     signal.signal(signal.SIGTERM, _interrupted)
-    wanted = set((args.only or "scale,overhead,storm,replay,recovery,profile").split(","))
+    wanted = set((args.only or "scale,overhead,storm,replay,recovery,profile,workers").split(","))
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "") if not args.only else \
         f"python -m bench.run {' '.join(argv or sys.argv[1:])}"
     work = Path(tempfile.mkdtemp(prefix="relay-bench-"))
@@ -931,7 +942,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = [("start", loadavg())]
     results: dict[str, Any] = {}
     pg_url = None
-    if not args.no_postgres and wanted & {"storm", "replay"}:
+    if not args.no_postgres and wanted & {"storm", "replay", "workers"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -974,6 +985,9 @@ def main(argv: list[str] | None = None) -> int:
         record("recovery", lambda: bench_recovery(cfg, work))
     if "profile" in wanted:
         record("profile", lambda: bench_profile(cfg, work))
+    if "workers" in wanted:
+        record("workers", lambda: {"error": "skipped: no PostgreSQL (see the run log)"} if pg_url is None
+               else workers.bench_workers(cfg, work, pg_url, say))
     for path in work.glob("*-data"):
         shutil.rmtree(path, ignore_errors=True)
     say(f"wrote {args.results}")
