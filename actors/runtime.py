@@ -68,8 +68,11 @@ class Runtime:
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
         self.table = InstanceTable(settings.store)
+        # Routing reads the instances table at most every half of the slack between a beat and the timeout (a
+        # second at most): per forwarded request, that read was a tenth of a worker's CPU (bench/FINDINGS.md).
+        peers_ttl_s = min(1.0, (settings.instance_timeout_s - settings.heartbeat_interval_s) / 2)
         self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.advertise_port,
-                               settings.instance_timeout_s)
+                               settings.instance_timeout_s, peers_ttl_s=peers_ttl_s)
         self.cluster.handlers.append(self._adopted)
         self.cluster.rejoin_handlers.append(self._rejoined)
         self.forwarder: Forwarder | None = None
