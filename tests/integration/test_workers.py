@@ -5,6 +5,7 @@ instance of one cluster (web/workers.py), as real processes.
 - fake executors (tests/integration/fake_executor.py, kept connected and reconnecting like an SDK) connect
   through the one port and land on both workers (GET /relay/v1/instances); a call for any executor succeeds
   through either worker (forwarded to the other one's own port, signed) and through the public port;
+- a real DBOS Python executor is reached through either worker;
 - SIGKILL one worker: its executors reconnect to the survivors, its leases are adopted once, nobody is declared
   DEAD (they came back within the grace period), the supervisor starts it again as a new instance;
 - SIGTERM to the supervisor stops every worker cleanly (exit 0, instances STOPPED); no secret in the log.
@@ -28,7 +29,14 @@ import pytest
 import requests
 import websocket
 
-from tests.integration.fake_executor import FakeExecutor, create_key, executors, register_app, unique
+from tests.integration.fake_executor import (
+    FakeExecutor,
+    create_key,
+    dbos_executor,
+    executors,
+    register_app,
+    unique,
+)
 from tests.support import pg
 from tests.support.ports import free_port, wait_until
 from tests.support.procs import RelayProcess, run_cli
@@ -236,11 +244,32 @@ def test_executors_land_on_both_workers_and_every_one_answers_through_either(
     assert "[supervisor] relay.workers: worker 0 started" in log
 
 
+def test_a_real_dbos_executor_is_reached_through_either_worker(scene: Scene, tmp_path: Path) -> None:
+    """A DBOS 3.2.0 Python executor connects through the one port; listing its workflows (answered by the
+    executor) works through each worker's own port: one of them forwards to the other."""
+    name = unique("wk-dbos")
+    register_app(scene.relay, name)
+    key = create_key(scene.relay, f"{name}-key", appNames=[name])
+    proc = dbos_executor(scene.relay, name, key, cwd=tmp_path / "dbos").start()
+    try:
+        proc.wait_for_log("test executor launched", timeout=DEADLINE_S)
+        [executor_id] = scene.eventually(
+            lambda: [e for e, x in executors(scene.relay, name).items() if x["status"] == "HEALTHY"], "HEALTHY")
+        home = scene.eventually(lambda: scene.holders().get(executor_id), "its lease visible")
+        for worker, instance in scene.running().items():
+            listed = requests.get(f"http://127.0.0.1:{instance['port']}/v2/orgs/{ORG}/apps/{name}/workflows",
+                                  headers={"Authorization": f"Bearer {scene.relay.admin_token}"}, timeout=15)
+            assert listed.status_code == 200, (worker, home, listed.text)
+            assert isinstance(listed.json(), list)
+    finally:
+        proc.kill()
+
+
 def test_sigkill_a_worker_its_executors_come_back_its_leases_are_adopted_once_and_it_restarts(
     scene: Scene, app: dict[str, Any]
 ) -> None:
     workers = children(scene.relay.pid)
-    holders = scene.holders()
+    holders = {e: h for e, h in scene.holders().items() if e in app["ids"]}
     victim_pid, victim = next((pid, name) for pid, name in workers.items() if name in holders.values())
     on_victim = {e for e, h in holders.items() if h == victim}
     # One executor of the killed worker goes with it (it never comes back): its lease stays on the worker until
@@ -301,6 +330,8 @@ def test_sigterm_to_the_supervisor_stops_every_worker_cleanly(scene: Scene, app:
     log = scene.relay.log_text()
     assert "relay serve: stopping 2 worker(s) (SIGTERM)" in log and "relay serve: every worker stopped" in log
     assert all(f"[{name}] relay.server: relay stopping" in log for name in names)
-    with psycopg.connect(scene.store, autocommit=True) as conn:  # each recorded its stop, and beat stale
+    # None left looking alive: each marked its heartbeat stale as it left (0), or the last one standing adopted
+    # the first one to stop, as HA does for a clean stop, and removed its row.
+    with psycopg.connect(scene.store, autocommit=True) as conn:
         beats = dict(conn.execute("SELECT instance, heartbeat_at FROM relay_instances").fetchall())
-    assert all(beats.get(name) == 0.0 for name in names), beats
+    assert all(beats.get(name, 0.0) == 0.0 for name in names), beats
