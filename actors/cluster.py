@@ -105,7 +105,11 @@ class Cluster:
         port: int,
         timeout_s: float,
         wall: Callable[[], float] = time.time,
+        peers_ttl_s: float = 0.0,
     ) -> None:
+        """`peers_ttl_s`: how long the instances table read for routing may be reused (routing asks per request;
+        a reused row only makes a peer's beat look older, and the runtime keeps the TTL under the slack between
+        RELAY_HEARTBEAT_INTERVAL_S and RELAY_INSTANCE_TIMEOUT_S, so a live peer still looks live)."""
         self.ctx = ctx
         self.table = table
         self.address = address
@@ -116,6 +120,8 @@ class Cluster:
         self.rejoin_handlers: list[RejoinHandler] = []
         self._statuses: dict[str, tuple[float, str | None]] = {}
         self._unknown_owners: set[str] = set()
+        self.peers_ttl_s = peers_ttl_s
+        self._peer_rows: tuple[float, list[dict[str, Any]]] = (float("-inf"), [])
 
     @property
     def me(self) -> str:
@@ -252,8 +258,12 @@ class Cluster:
     def live_peers(self) -> dict[str, dict[str, Any]]:
         """Other instances with a fresh heartbeat, by id (their instances-table rows)."""
         now = self.wall()
+        read_at, rows = self._peer_rows
+        if time.monotonic() - read_at >= self.peers_ttl_s:
+            rows = self.table.rows()
+            self._peer_rows = (time.monotonic(), rows)
         return {
-            str(r["instance"]): r for r in self.table.rows()
+            str(r["instance"]): r for r in rows
             if r["instance"] != self.me and now - float(r["heartbeat_at"]) <= self.timeout_s
         }
 
@@ -262,20 +272,28 @@ class Cluster:
         peers = self.live_peers()
         if not peers:
             return []
-        out = []
-        for row in self.ctx.views.registry.executors(org, app):
-            owner = row.get("instance")
-            if row["status"] != HEALTHY or owner not in peers or self.status_of(str(owner)) != RUNNING:
-                continue
-            peer = peers[str(owner)]
-            out.append(RemoteExecutor(
-                executor_id=str(row["executor_id"]),
-                application_version=str(row.get("app_version") or ""),
-                language=str(row.get("language") or ""),
-                dbos_version=str(row.get("dbos_version") or ""),
-                connected_at=_epoch(row.get("connected_at")),
-                instance=str(owner),
-                address=str(peer["address"]),
-                port=int(peer["port"]),
-            ))
-        return out
+        rows = (self._remote(row, peers) for row in self.ctx.views.registry.executors(org, app))
+        return [r for r in rows if r is not None]
+
+    def remote_executor(self, org: str, app: str, executor_id: str) -> RemoteExecutor | None:
+        """One executor, if it is HEALTHY on another live instance: a call for a named executor reads its one row,
+        not the application's every executor (thousands, per forwarded request)."""
+        peers = self.live_peers()
+        row = self.ctx.views.registry.executor(org, app, executor_id) if peers else None
+        return self._remote(row, peers) if row is not None else None
+
+    def _remote(self, row: dict[str, Any], peers: dict[str, dict[str, Any]]) -> RemoteExecutor | None:
+        owner = row.get("instance")
+        if row["status"] != HEALTHY or owner not in peers or self.status_of(str(owner)) != RUNNING:
+            return None
+        peer = peers[str(owner)]
+        return RemoteExecutor(
+            executor_id=str(row["executor_id"]),
+            application_version=str(row.get("app_version") or ""),
+            language=str(row.get("language") or ""),
+            dbos_version=str(row.get("dbos_version") or ""),
+            connected_at=_epoch(row.get("connected_at")),
+            instance=str(owner),
+            address=str(peer["address"]),
+            port=int(peer["port"]),
+        )

@@ -28,6 +28,7 @@ from relay.wire.errors import PeerUnreachableError
 FORWARD_PATH = "/internal/v1/forward/"
 # The peer waits up to the request timeout for its executor, then answers 504: wait a little longer for it.
 MARGIN_S = 2.0
+POOL_SIZE = 64  # idle connections kept per peer
 _DETAIL_CHARS = 500
 
 
@@ -67,8 +68,10 @@ class Forwarder:
         context = ssl.create_default_context() if scheme == "https" else None
         for cafile in cafiles if context is not None else ():
             context.load_verify_locations(cafile=str(cafile))
-        # One pool per peer: a forward reuses the connection of the one before.
-        self.http = HttpClient(context)
+        # One pool per peer: a forward reuses the connection of one before. Forwards run concurrently (one per
+        # API request in flight for the peer's executors), so keep as many: with 4, every forward past the fourth
+        # opened a connection and dropped it afterwards ("Connection pool is full", bench/FINDINGS.md).
+        self.http = HttpClient(context, pool_size=POOL_SIZE)
 
     def __repr__(self) -> str:  # never the secret
         return f"Forwarder(instance={self.cluster.me!r})"

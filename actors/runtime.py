@@ -98,8 +98,11 @@ class Runtime:
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
         self.table = InstanceTable(settings.store)
-        self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.port,
-                               settings.instance_timeout_s)
+        # Routing reads the instances table at most every half of the slack between a beat and the timeout (a
+        # second at most): per forwarded request, that read was a tenth of a worker's CPU (bench/FINDINGS.md).
+        peers_ttl_s = min(1.0, (settings.instance_timeout_s - settings.heartbeat_interval_s) / 2)
+        self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.advertise_port,
+                               settings.instance_timeout_s, peers_ttl_s=peers_ttl_s)
         self.cluster.handlers.append(self._adopted)
         self.cluster.rejoin_handlers.append(self._rejoined)
         self.forwarder: Forwarder | None = None
@@ -156,7 +159,7 @@ class Runtime:
         self.runner.start()
         down_at = self._previous_run_end()  # before the instance beats and records its (re)start
         self.instance = InstanceActor.start(
-            self.ctx, self.directory, self.settings.advertise_address, self.settings.port, VERSION,
+            self.ctx, self.directory, self.settings.advertise_address, self.settings.advertise_port, VERSION,
             self.settings.default_org, cluster=self.cluster, heartbeat_interval_s=self.settings.heartbeat_interval_s,
         )
         # pykka runs on_start (the instance's start and the default organization recorded) in the actor's

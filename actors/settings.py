@@ -16,6 +16,7 @@ from relay.actors.context import Limits
 from relay.projections.backend import StoreConfig
 
 ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a token
+MAX_WORKERS = 64
 
 
 class ConfigError(ValueError):
@@ -46,6 +47,9 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("RELAY_DEFAULT_ORG", "local", "the organization Relay starts with (Conductor's no-auth name)"),
     EnvSetting("RELAY_INSTANCE_ID", "", "this instance's identity (default: hostname:port)"),
     EnvSetting("RELAY_ADVERTISE_ADDRESS", "", "the address peers reach this instance at (default: RELAY_HOST)"),
+    EnvSetting("RELAY_WORKERS", "1",
+               "worker processes `relay serve` runs on its one port (SO_REUSEPORT), each an instance of one cluster "
+               "on RELAY_DATABASE_URL (PostgreSQL only); `relay serve --workers N` says the same"),
     EnvSetting("RELAY_HEARTBEAT_INTERVAL_S", "2", "HA: how often an instance beats in the shared instances table"),
     EnvSetting("RELAY_INSTANCE_TIMEOUT_S", "10",
                "HA: how long a silent instance has before one survivor adopts its executors (timers, recoveries)"),
@@ -150,6 +154,17 @@ def _int(env: dict[str, str], name: str) -> int:
     return value
 
 
+def check_workers(settings: Settings, name: str) -> None:
+    """Refuse a worker count Relay cannot run; `name` is how the user set it (RELAY_WORKERS or --workers)."""
+    if not 1 <= settings.workers <= MAX_WORKERS:
+        raise ConfigError(f"{name} must be from 1 to {MAX_WORKERS}")
+    if settings.workers > 1 and not settings.database_url:
+        # Each worker is a Relay instance with its own connections to the store; the embedded SQLite store
+        # belongs to one process (its writers would queue on the file lock, and instances share views).
+        raise ConfigError(f"{name} > 1 needs PostgreSQL (RELAY_DATABASE_URL): the workers are instances of one "
+                          "cluster on a shared store, and the embedded SQLite store belongs to one process")
+
+
 def _tls_files(env: dict[str, str]) -> tuple[Path | None, Path | None]:
     cert, key = env.get("RELAY_TLS_CERT") or None, env.get("RELAY_TLS_KEY") or None
     if (cert is None) != (key is None):
@@ -193,6 +208,10 @@ class Settings:
     default_org: str = "local"
     instance_id: str = ""
     advertise_address: str = "127.0.0.1"
+    # `relay serve --workers N`: how many worker processes share the port (web/workers.py). A worker sets
+    # `peer_port` to the port of its own where peers forward to it (the public one reaches any worker).
+    workers: int = 1
+    peer_port: int | None = None
     forward_secret: str | None = None
     # HA: how often this instance beats in the instances table, and how long a silent peer has before a
     # survivor adopts its executors.
@@ -243,7 +262,12 @@ class Settings:
         url = env.get("RELAY_DATABASE_URL") or None
         if url is not None and not url.startswith(("postgresql://", "postgres://")):
             raise ConfigError("RELAY_DATABASE_URL must be a postgresql:// URL")
-        return cls(
+        workers = _text(env, "RELAY_WORKERS")
+        try:
+            worker_count = int(workers)
+        except ValueError:
+            raise ConfigError("RELAY_WORKERS must be an integer") from None
+        settings = cls(
             host=host,
             port=port,
             data_dir=Path(_text(env, "RELAY_DATA_DIR")),
@@ -263,8 +287,16 @@ class Settings:
             tls_cert=tls_cert,
             tls_key=tls_key,
             ca_file=_ca_file(env),
+            workers=worker_count,
             **_alerting(env),
         )
+        check_workers(settings, "RELAY_WORKERS")
+        return settings
+
+    @property
+    def advertise_port(self) -> int:
+        """The port peers reach this instance at: its own as a worker, else the one it listens on."""
+        return self.peer_port or self.port
 
     @property
     def store(self) -> StoreConfig:

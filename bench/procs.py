@@ -64,6 +64,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (the workers of `relay serve --workers`)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                text = (entry / "stat").read_text()
+                if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
+                    out.append(int(entry.name))
+    return sorted(out)
+
+
 def own_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -119,7 +131,7 @@ class Relay:
     """`relay serve` as a real process on a free port with its own store."""
 
     def __init__(self, workdir: Path, name: str, database_url: str | None = None, max_files: int = 65536,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, args: list[str] | None = None) -> None:
         self.workdir = workdir
         self.data_dir = workdir / f"{name}-data"
         self.log_path = workdir / f"{name}.log"
@@ -128,6 +140,7 @@ class Relay:
         self.token = "relay-bench-" + secrets.token_urlsafe(24)
         self.max_files = max_files
         self.extra_env = dict(env or {})
+        self.args = list(args or [])
         self.proc: subprocess.Popen[bytes] | None = None
         self.http = Http(self.port, self.token)
         self.key: str | None = None
@@ -156,7 +169,8 @@ class Relay:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [PYTHON, "-m", "relay.web.cli", "serve"], cwd=REPO, env=clean_env(self.env()), stdin=subprocess.DEVNULL,
+                [PYTHON, "-m", "relay.web.cli", "serve", *self.args], cwd=REPO, env=clean_env(self.env()),
+                stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=_limit_files(self.max_files),  # noqa: PLW1509 - only setrlimit, before exec
             )

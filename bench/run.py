@@ -14,7 +14,9 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
 4. replay: `relay replay` over 1,000,000 events (SQLite, PostgreSQL);
 5. recovery: abrupt socket close → `recovery` frame at a peer, minus the grace period, 1,000 executors;
 6. profile: py-spy on the connect storm and on the request path;
-7. restart (only with `--only restart`): 10,000 executors connected, Relay stopped (SIGTERM; SIGKILL) and started
+7. workers: `relay serve --workers 2` vs 1 on PostgreSQL: executors held, API throughput, forwarded share
+   (bench/workers.py).
+8. restart (only with `--only restart`): 10,000 executors connected, Relay stopped (SIGTERM; SIGKILL) and started
    again on the same port and data directory → time until all HEALTHY again, DEAD records, recoveries dispatched
    (bench/restart.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
@@ -46,7 +48,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import httpload, profiles, restart
+from bench import httpload, profiles, restart, workers
 from bench.procs import (
     APP,
     ORG,
@@ -96,6 +98,8 @@ class Config:
     profile_rest_s: float = 30.0
     profile_replay_events: int = 100_000
     restart_count: int = 10_000
+    workers_executors: int = 5_000
+    workers_rest_s: float = 10.0
 
     @classmethod
     def make(cls, quick: bool) -> Config:
@@ -107,6 +111,7 @@ class Config:
             storm_count=500, storm_timeout_s=180.0, replay_events=50_000, replay_timeout_s=600.0,
             recovery_executors=50, recovery_kills=20, recovery_spacing_s=0.2, profile_storm=500,
             profile_request_s=8.0, profile_rest_s=15.0, profile_replay_events=20_000, restart_count=500,
+            workers_executors=500, workers_rest_s=5.0,
         )
 
 
@@ -757,6 +762,10 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                      "RecoveryDispatched) and actor hops; grace timer granularity"])
     else:
         rows.append(["recovery", e, "", ""])
+    if (e := _err(r, "workers")) is None:
+        rows += workers.summary_rows(r["workers"])
+    else:
+        rows.append(["workers", e, "", ""])
     return rows
 
 
@@ -885,6 +894,8 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
     for key in RESTART_KEYS:
         if _err(r, key) is None:
             restart.details(r, key, add, fmt)
+    if _err(r, "workers") is None:
+        workers.details(r["workers"], add)
     if (p := r.get("profile")) is not None:
         add("### 6. Profiles (py-spy, 100 Hz, relay process)")
         add("")
@@ -920,7 +931,7 @@ def _interrupted(signum: int, _frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
-    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,restart")
+    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-count", type=int, metavar="N",
                         help="executors in the connect storm (and its profile), whatever the mode")
@@ -944,7 +955,7 @@ def main(argv: list[str] | None = None) -> int:
     # A SIGTERM (or SIGINT, when started in the background) ends the run through the `finally` blocks, which
     # stop every process this run started.
     signal.signal(signal.SIGTERM, _interrupted)
-    wanted = set((args.only or "scale,overhead,storm,replay,recovery,profile").split(","))
+    wanted = set((args.only or "scale,overhead,storm,replay,recovery,profile,workers").split(","))
     command = "make bench" + (" BENCH_ARGS=--quick" if args.quick else "") if not args.only else \
         f"python -m bench.run {' '.join(argv or sys.argv[1:])}"
     work = Path(tempfile.mkdtemp(prefix="relay-bench-"))
@@ -953,7 +964,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = [("start", loadavg())]
     results: dict[str, Any] = {}
     pg_url = None
-    if not args.no_postgres and wanted & {"storm", "replay", "restart"}:
+    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1002,6 +1013,9 @@ def main(argv: list[str] | None = None) -> int:
             lambda url: restart.bench_restart(work, n, store="postgres", database_url=url)))
     if "profile" in wanted:
         record("profile", lambda: bench_profile(cfg, work))
+    if "workers" in wanted:
+        record("workers", lambda: {"error": "skipped: no PostgreSQL (see the run log)"} if pg_url is None
+               else workers.bench_workers(cfg, work, pg_url, say))
     for path in work.glob("*-data"):
         shutil.rmtree(path, ignore_errors=True)
     say(f"wrote {args.results}")

@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify
 
 from relay.web import translate
 from relay.web.context import runtime
-from relay.web.executor_calls import authorize_app, call_executor, remote_executors, snapshot
+from relay.web.executor_calls import authorize_app, call_executor, remote_executor, snapshot
 from relay.web.openapi import operation
 from relay.web.problems import ApiError, not_found
 from relay.web.requests_ import json_body
@@ -30,7 +30,7 @@ def raw_request(org: str, app: str, executor_id: str) -> Response:
     executors, _latest = snapshot(org, app)
     executor = next((e for e in executors if e.executor_id == executor_id), None)
     if executor is None:  # HA: connected to another instance, reached through it
-        executor = next((e for e in remote_executors(org, app) if e.executor_id == executor_id), None)
+        executor = remote_executor(org, app, executor_id)
     if executor is None:
         known = {row["executor_id"] for row in runtime().views.registry.executors(org, app)}
         if executor_id in known:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from relay.actors.http_client import HttpClient, UnreachableError
-from relay.actors.settings import ConfigError, Settings
+from relay.actors.settings import ConfigError, Settings, check_workers
 from relay.web.cli_parser import build_parser
 
 log = logging.getLogger("relay.cli")
@@ -379,14 +379,33 @@ def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
     return 130 if interrupted.is_set() else 0
 
 
-def cmd_serve(settings: Settings, _: argparse.Namespace) -> int:
-    from relay.web.server import serve
+def _log_as(tag: str) -> None:
+    """Prefix every log line with who wrote it: with --workers, the supervisor and each worker share stderr."""
+    fmt = f"%(asctime)s %(levelname)s [{tag.replace('%', '%%')}] %(name)s: %(message)s"
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(logging.Formatter(fmt))
 
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    from relay.web.server import install_secret_filter, serve
+    from relay.web.workers import Supervisor
+
+    if args.worker is not None:  # one worker of a supervisor: it checked the settings and made the token
+        _log_as(settings.instance_id)
+        return serve(settings, worker=args.worker)
+    if args.workers is not None:
+        settings.workers = args.workers
+        check_workers(settings, "--workers")
     token, generated = settings.ensure_admin_token()
     del token
     if generated:
         print(f"admin token generated and stored in {settings.admin_token_path} (mode 0600)", file=sys.stderr)
-    return serve(settings)
+    if settings.workers == 1:
+        return serve(settings)
+    supervisor = Supervisor(settings)
+    install_secret_filter(settings, supervisor.secret)
+    _log_as("supervisor")
+    return supervisor.run()
 
 
 COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane, "replay": cmd_replay,

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 import argparse
 
-from relay.actors.settings import settings_help
+from relay.actors.settings import MAX_WORKERS, settings_help
 from relay.events.organization import PERMISSIONS
 from relay.web.api_applications import DEFAULT_KEY_PERMISSIONS
+
+
+def _worker_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_WORKERS}, not {text!r}") from None
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to {MAX_WORKERS}, not {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,10 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 replay --verify found a mismatch, 2 refused (bad arguments or settings, "
                "missing store, server unreachable or answering an error), 130 interrupted (Ctrl-C).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
-    sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)",
-                   description="Run one Relay instance: HTTP API, console and executor WebSockets on one port. "
-                               "It is configured by environment variables only.",
-                   epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve = sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)",
+                           description="Run one Relay instance: HTTP API, console and executor WebSockets on one "
+                                       "port. It is configured by environment variables (and --workers).",
+                           epilog=settings_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--workers", type=_worker_count, metavar="N",
+                       help="run N worker processes on the one port, each an instance of one cluster on "
+                            "RELAY_DATABASE_URL (PostgreSQL only; overrides RELAY_WORKERS; default 1)")
+    serve.add_argument("--worker", type=int, metavar="SLOT",
+                       help="internal: what the supervisor of --workers passes to the worker processes it starts")
 
     output_help = "text: tab-separated columns under a header line (default); json: machine-readable"
     apps = sub.add_parser("apps", help="register, list and delete applications (via the running server)")

@@ -323,6 +323,12 @@ def send_local(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     return response
 
 
+def remote_executor(org: str, app: str, executor_id: str) -> RemoteExecutor | None:
+    """The named executor if it is HEALTHY on another live instance (None when forwarding is disabled)."""
+    forwarder = getattr(runtime(), "forwarder", None)
+    return forwarder.cluster.remote_executor(org, app, executor_id) if forwarder is not None else None
+
+
 def remote_executors(org: str, app: str) -> list[RemoteExecutor]:
     """HEALTHY executors of the application on other live instances ([] when forwarding is disabled)."""
     forwarder = getattr(runtime(), "forwarder", None)

@@ -28,6 +28,7 @@ from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import RelayWebSocket
 from relay.web.websocket import HANDSHAKES_BUSY, HandshakeGate, check_handshake, redact_path
+from relay.web.workers import worker_sockets
 from relay.web.wsgi import create_app
 
 log = logging.getLogger("relay.server")
@@ -255,8 +256,8 @@ class SecretFilter(logging.Filter):
         return True
 
 
-def install_secret_filter(settings: Settings) -> None:
-    secret_filter = SecretFilter([settings.admin_token, settings.forward_secret])
+def install_secret_filter(settings: Settings, *more: str) -> None:
+    secret_filter = SecretFilter([settings.admin_token, settings.forward_secret, *more])
     for handler in logging.getLogger().handlers:
         handler.addFilter(secret_filter)
 
@@ -299,24 +300,40 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
     return context
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, worker: int | None = None) -> int:
+    """Run one instance until SIGTERM/SIGINT. `worker`: this process is that worker of `relay serve --workers`
+    (web/workers.py): the public port is shared (SO_REUSEPORT), and a port of its own is what peers reach."""
     context = tls_context(settings)  # before anything starts: a bad certificate stops `serve` at once
     install_secret_filter(settings)
+    public: socket.socket | None = None
+    private: socket.socket | None = None
+    if worker is not None:
+        try:
+            public, private = worker_sockets(settings)
+        except OSError as error:
+            log.error("cannot listen on %s:%d: %s", settings.host, settings.port, error.strerror or error)
+            return 2
+        settings.peer_port = int(private.getsockname()[1])
     rt = Runtime(settings)
     rt.start()
     app = create_app(rt)
     install_store_errors(app)
     tls: dict[str, Any] = {"ssl_context": context} if context is not None else {}
-    server = RelayServer(
-        (settings.host, settings.port), app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
-        backlog=LISTEN_BACKLOG, **tls,
-    )
-    server.relay = rt  # type: ignore[attr-defined]
-    # gevent-websocket's access-log logger without the do-nothing handler it would add (it emits only in its
-    # debug mode): the lines propagate to the root handler as they did, one handler pass fewer each.
-    server.logger = logging.getLogger("geventwebsocket.handler")  # type: ignore[attr-defined]
-    server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
-    server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
+    servers = []
+    for listener in ([public, private] if public is not None else [(settings.host, settings.port)]):
+        # A socket comes with its own backlog (gevent refuses one then); an address is bound here.
+        backlog = {"backlog": LISTEN_BACKLOG} if isinstance(listener, tuple) else {}
+        server = RelayServer(listener, app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
+                             **backlog, **tls)
+        server.relay = rt  # type: ignore[attr-defined]
+        # gevent-websocket's access-log logger without the do-nothing handler it would add (it emits only in its
+        # debug mode): the lines propagate to the root handler as they did, one handler pass fewer each.
+        server.logger = logging.getLogger("geventwebsocket.handler")  # type: ignore[attr-defined]
+        server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
+        server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
+        servers.append(server)
+    if len(servers) == 2:  # one worker's limits hold over both its ports
+        servers[1].relay_edge, servers[1].relay_handshakes = servers[0].relay_edge, servers[0].relay_handshakes  # type: ignore[attr-defined]
     stopping = Event()
 
     def _stop(*_: Any) -> None:
@@ -325,23 +342,29 @@ def serve(settings: Settings) -> int:
     gevent.signal_handler(signal.SIGTERM, _stop)
     gevent.signal_handler(signal.SIGINT, _stop)
     try:
-        server.start()
+        if public is not None:
+            public.listen(LISTEN_BACKLOG)  # now the kernel may hand this worker connections
+        for server in servers:
+            server.start()
     except OSError as error:  # the port taken, or not ours to bind: say so and exit, not hang with actors alive
         log.error("cannot listen on %s:%d: %s", settings.host, settings.port, error.strerror or error)
         rt.stop()
         return 2
     log.info(
-        "relay %s listening on %s://%s:%d (store %s)",
-        rt.settings.instance_id, "https" if context else "http", settings.host, server.server_port,
+        "relay %s listening on %s://%s:%d%s (store %s)",
+        rt.settings.instance_id, "https" if context else "http", settings.host, servers[0].server_port,
+        f" (worker {worker}; peers reach it at port {settings.peer_port})" if worker is not None else "",
         settings.store.describe(),
     )
     sys.stdout.flush()
     stopping.wait()
     log.info("relay stopping")
-    server.close()  # no new connections: an executor told to go away must reconnect elsewhere, or to our successor
+    for server in servers:
+        server.close()  # no new connections: an executor told to go away must reconnect elsewhere, or to our successor
     still_open = rt.close_executors()
     if still_open:
         log.warning("%d executor socket(s) did not close in time; dropping them", still_open)
-    server.stop(timeout=5)
+    for server in servers:
+        server.stop(timeout=5)
     rt.stop()
     return 0

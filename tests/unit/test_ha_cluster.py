@@ -211,6 +211,10 @@ def test_remote_executors_are_the_healthy_ones_on_live_running_peers(trio) -> No
     settle(a)
     remote = {e.executor_id: e for e in a.remote_executors("local", "shop")}
     assert sorted(remote) == ["on-b", "on-c"]
+    # One named executor (the raw endpoint): the same answer from its one row.
+    assert a.remote_executor("local", "shop", "on-b") == remote["on-b"]
+    assert [a.remote_executor("local", "shop", e) for e in ("mine", "gone", "nope")] == [None, None, None]
+    assert a.remote_executor("local", "other", "on-b") is None
     assert (remote["on-b"].instance, remote["on-b"].port, remote["on-b"].address) == ("relay-b", b.port, "127.0.0.1")
     assert remote["on-c"].application_version == "v2" and remote["on-c"].remote is True
     # c goes silent: its executor is not reachable any more; b stops: neither.
@@ -221,3 +225,18 @@ def test_remote_executors_are_the_healthy_ones_on_live_running_peers(trio) -> No
     assert a.status_of("relay-b", cached=False) == "STOPPED"
     assert a.remote_executors("local", "shop") == []
     assert cc.remote_executors("local", "nope") == []
+
+
+def test_routing_reuses_the_instances_table_for_its_ttl_only(trio) -> None:
+    wall, c = trio
+    a, b = c["relay-a"], c["relay-b"]
+    beat(wall, a, b)
+    a.peers_ttl_s = 60.0  # as the runtime sets it (a second at most), made long enough to see
+    assert "relay-b" in a.live_peers()
+    b.table.remove("relay-b")
+    assert "relay-b" in a.live_peers()  # the read is reused: no query per routed request
+    wall.now += 11
+    assert a.live_peers() == {}  # a reused row still ages with the wall clock: a silent peer drops out
+    wall.now -= 11
+    a.peers_ttl_s = 0.0
+    assert "relay-b" not in a.live_peers()  # read again
