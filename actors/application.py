@@ -63,11 +63,25 @@ class RoutingBoard:
 
     def __init__(self, actor_urn: str, stopped: threading.Event) -> None:
         self.stopped = stopped
-        self.current = Publication((), None)
+        self._current = Publication((), None)
+        self._live: Iterable[LiveExecutor] = ()
+        self._latest: str | None = None
+        self._stale = False
         RoutingBoard._by_actor[actor_urn] = self
 
     def publish(self, live: Iterable[LiveExecutor], latest_version: str | None) -> None:
-        self.current = Publication(tuple(live), latest_version)
+        """Mark the publication out of date; the next reader builds it. Building it here made a connect storm of
+        N executors cost N tuples of up to N executors (quadratic, and garbage for the collector), while routing
+        reads it only when a request comes. ``live`` is a view the actor keeps current (its dict's values)."""
+        self._live, self._latest = live, latest_version
+        self._stale = True
+
+    @property
+    def current(self) -> Publication:
+        if self._stale:
+            self._stale = False  # before building: a publish meanwhile marks it stale again
+            self._current = Publication(tuple(self._live), self._latest)
+        return self._current
 
     @staticmethod
     def of(ref: pykka.ActorRef[Any]) -> RoutingBoard | None:
