@@ -23,6 +23,7 @@ from geventwebsocket.handler import WebSocketHandler
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import ConfigError, Settings
+from relay.web.gc_tuning import tune_gc
 from relay.web.http_parsing import environ_headers, parse_headers
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.problems import ApiError, problem_response
@@ -357,6 +358,7 @@ def serve(settings: Settings, worker: int | None = None) -> int:
         settings.store.describe(),
     )
     sys.stdout.flush()
+    tune_gc()  # fewer, larger collections from now on (web/gc_tuning.py)
     stopping.wait()
     log.info("relay stopping")
     for server in servers:
