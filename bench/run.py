@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -905,6 +906,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
+    parser.add_argument("--scale-target", type=int, metavar="N",
+                        help="scale: connect N executors (default 20,000; 1,000 with --quick)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
     parser.add_argument("--report-from", type=Path, help="only re-render the report from a run's results.json")
     parser.add_argument("--with-full", type=Path,
@@ -919,6 +922,10 @@ def main(argv: list[str] | None = None) -> int:
         say(f"wrote {args.results}")
         return 0
     cfg = Config.make(args.quick)
+    if args.scale_target is not None:
+        if args.scale_target < cfg.scale_steps:
+            parser.error(f"--scale-target must be at least {cfg.scale_steps} (one executor per step)")
+        cfg = dataclasses.replace(cfg, scale_target=args.scale_target)
     # A SIGTERM (or SIGINT, when started in the background) ends the run through the `finally` blocks, which
     # stop every process this run started.
     signal.signal(signal.SIGTERM, _interrupted)
