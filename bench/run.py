@@ -935,6 +935,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-count", type=int, metavar="N",
                         help="executors in the connect storm (and its profile), whatever the mode")
+    parser.add_argument("--scale-target", type=int, metavar="N",
+                        help="scale: connect N executors (default 20,000; 1,000 with --quick)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
     parser.add_argument("--report-from", type=Path, help="only re-render the report from a run's results.json")
     parser.add_argument("--with-full", type=Path,
@@ -952,6 +954,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.storm_count:
         cfg = dataclasses.replace(cfg, storm_count=args.storm_count, profile_storm=args.storm_count,
                                   storm_timeout_s=max(cfg.storm_timeout_s, 900.0))
+    if args.scale_target is not None:
+        if args.scale_target < cfg.scale_steps:
+            parser.error(f"--scale-target must be at least {cfg.scale_steps} (one executor per step)")
+        cfg = dataclasses.replace(cfg, scale_target=args.scale_target)
     # A SIGTERM (or SIGINT, when started in the background) ends the run through the `finally` blocks, which
     # stop every process this run started.
     signal.signal(signal.SIGTERM, _interrupted)

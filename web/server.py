@@ -93,10 +93,41 @@ class RelayHandler(WebSocketHandler):
             return None  # not upgraded: Flask answers (401/403/400) as plain HTTP
         return super().upgrade_websocket()
 
-    def run_websocket(self) -> Any:
+    def run_websocket(self) -> None:
+        """WebSocketHandler.run_websocket, except that the socket outlives the request: the route starts the
+        executor's actor and leaves an ExecutorLink (web/websocket.py), which this hands the socket over to once
+        Flask is done; the handler's greenlet then ends, and with it the request's environ, handler and buffers."""
         ws = self.websocket
         ws.prepare(self.server.relay.settings.limits.max_frame_bytes, self.socket)
-        return super().run_websocket()
+        try:
+            list(self.application(self.environ, lambda *_args: []))
+        finally:
+            self.websocket = None
+            self.environ["wsgi.websocket"] = None
+            link = self.environ.pop("relay.ws_link", None)
+            if link is None:
+                if not ws.closed:
+                    ws.close()
+            else:
+                self._hand_over(ws, link)
+
+    def _hand_over(self, ws: RelayWebSocket, link: Any) -> None:
+        edge = self.server.relay_edge
+        slot = self.environ.pop("relay.ws_slot", False)
+        ticket = self.environ.pop("relay.ws_handshake", None)
+
+        def release() -> None:  # once the link has closed the socket (holds nothing of this handler)
+            if slot:
+                edge.slots.release()
+            if ticket is not None:
+                ticket.release()
+
+        self.server.keep_open(self.socket)
+        ws.detach(self.rfile)
+        self.rfile.close()
+        self.socket = None  # pywsgi closes nothing: the socket is the link's now
+        self.close_connection = True
+        link.take_over(release)
 
     def log_request(self) -> None:
         if self.environ.get("relay.ws_busy"):
@@ -210,7 +241,24 @@ def _log_time() -> str:
 
 class RelayServer(WSGIServer):
     """With TLS, the handshake too must be done within RELAY_HANDSHAKE_TIMEOUT_S; one that fails (a plain-HTTP
-    client, a client that does not trust the certificate, a silent one) costs a log line, not a traceback."""
+    client, a client that does not trust the certificate, a silent one) costs a log line, not a traceback.
+    A socket handed over (`keep_open`: an executor's, read on once its request is over) is not closed here."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._kept: dict[int, Any] = {}  # id -> socket, from keep_open until its handler has returned
+
+    def keep_open(self, sock: Any) -> None:
+        """Leave `sock` open when its handler returns (whoever took it over closes it)."""
+        self._kept[id(sock)] = sock
+
+    def _release_kept(self, sock: Any) -> bool:
+        """True (and forgotten) if `sock` was kept open."""
+        return self._kept.pop(id(sock), None) is sock
+
+    def do_close(self, sock: Any, *args: Any) -> None:
+        if not self._release_kept(sock):
+            super().do_close(sock, *args)
 
     def wrap_socket_and_handle(self, client_socket: Any, address: Any) -> Any:
         client_socket.settimeout(self.relay.settings.limits.handshake_timeout_s)  # type: ignore[attr-defined]
@@ -224,7 +272,8 @@ class RelayServer(WSGIServer):
         try:
             return self.handle(tls_socket, address)
         finally:
-            tls_socket.close()
+            if not self._release_kept(tls_socket):
+                tls_socket.close()
 
 
 class SecretFilter(logging.Filter):

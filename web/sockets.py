@@ -19,6 +19,10 @@ from geventwebsocket.websocket import Header, WebSocket
 log = logging.getLogger("relay.websocket")
 # A ping with an empty payload, as the server sends it: FIN + opcode 9, unmasked, length 0.
 _PING_FRAME = bytes((0x80 | WebSocket.OPCODE_PING, 0))
+# What SocketReader asks the socket for at least: a frame's header, mask and a small payload in one call.
+READ_CHUNK_BYTES = 4096
+# Past this many bytes still to come, a payload is received into a buffer of its exact size.
+_LARGE_READ_BYTES = 64 * 1024
 
 
 class FrameTooLargeError(Exception):
@@ -28,8 +32,90 @@ class FrameTooLargeError(Exception):
     receive loop must see this one to close with 1009."""
 
 
+class _NoApp:
+    """What gevent-websocket tells of a socket closing (current_app.on_close): nobody listens."""
+
+    @staticmethod
+    def on_close(reason: Any) -> None:
+        del reason
+
+
+_NO_APP = _NoApp()
+
+
+class SocketReader:
+    """The stream a detached RelayWebSocket reads frames from: the socket itself. Between reads it holds only the
+    bytes a read received past what was asked (usually none), where the HTTP request's buffered reader held a
+    buffer of its own for the socket's whole life."""
+
+    __slots__ = ("pending", "sock")
+
+    def __init__(self, sock: Any, pending: bytes = b"") -> None:
+        self.sock = sock
+        self.pending = pending
+
+    def read(self, n: int) -> bytes:
+        """`n` bytes, fewer only at the end of the stream."""
+        pending = self.pending
+        have = len(pending)
+        if have >= n:
+            self.pending = pending[n:]
+            return pending[:n]
+        if n - have >= _LARGE_READ_BYTES:
+            return self._read_large(n)
+        chunks = [pending]
+        while have < n:
+            chunk = self.sock.recv(max(n - have, READ_CHUNK_BYTES))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            have += len(chunk)
+        data = b"".join(chunks)
+        self.pending = data[n:]
+        return data[:n]
+
+    def _read_large(self, n: int) -> bytes:
+        buffer = bytearray(n)
+        have = len(self.pending)
+        buffer[:have] = self.pending
+        self.pending = b""
+        view = memoryview(buffer)
+        while have < n:
+            got = self.sock.recv_into(view[have:])
+            if not got:
+                break
+            have += got
+        view.release()
+        if have < n:
+            del buffer[have:]
+        return buffer  # type: ignore[return-value]  # bytes-like, as every reader of a payload takes it
+
+    def buffered(self) -> bool:
+        """Whether bytes are waiting here or in the TLS layer, which the socket's readiness does not show."""
+        if self.pending:
+            return True
+        pending = getattr(self.sock, "pending", None)  # SSLSocket: decrypted bytes not read yet
+        return bool(pending is not None and pending())
+
+
+def _already_buffered(rfile: Any, sock: Any) -> bytes:
+    """The bytes the HTTP request's buffered reader holds past the request (a client that sent frames right
+    behind its upgrade), plus what the socket has at hand, without waiting for more."""
+    timeout = sock.gettimeout()
+    sock.settimeout(0.0)
+    try:
+        return bytes(rfile.peek(0))  # the buffer, or one read of the socket when it is empty (none: b"")
+    except (OSError, ValueError):  # TLS: nothing decrypted yet; or the socket already broken (the reader sees it)
+        return b""
+    finally:
+        with contextlib.suppress(OSError):
+            sock.settimeout(timeout)
+
+
 class RelayWebSocket(WebSocket):
     """Installed on each upgraded socket by the handler (see server.RelayHandler)."""
+
+    __slots__ = ("_message_bytes", "last_pong", "max_message_bytes", "send_lock", "tcp")
 
     max_message_bytes: int
     send_lock: threading.Lock
@@ -43,6 +129,23 @@ class RelayWebSocket(WebSocket):
         self.last_pong = time.monotonic()
         self.tcp = tcp
         self._message_bytes = 0
+
+    def detach(self, rfile: Any) -> None:
+        """Once the HTTP request is over (server.RelayHandler hands the socket over): read frames from the
+        socket itself, starting with what the request's reader already holds, and keep nothing of the request
+        (handler, environ, the reader and its buffer)."""
+        if self.closed:
+            return
+        pending = _already_buffered(rfile, self.tcp)
+        self.stream = SocketReader(self.tcp, pending)
+        self.raw_read = self.stream.read
+        self.raw_write = self.tcp.sendall
+        self.handler = None
+        self.environ = None
+
+    @property
+    def current_app(self) -> Any:
+        return _NO_APP
 
     def read_frame(self) -> Any:
         return _read_frame_checked(self)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import gevent
 import pykka
 from flask import Blueprint, Response, request
 
@@ -233,7 +236,7 @@ def executor_socket(app: str, key: str) -> Response:
         if "relay.ws_retry_after" in request.environ:
             response.headers["Retry-After"] = request.environ["relay.ws_retry_after"]
         return response
-    serve_executor(runtime(), ws, app, request.environ)
+    start_executor(runtime(), ws, app, request.environ)  # the socket is read once this request is over
     return Response(status=204)
 
 
@@ -278,8 +281,9 @@ class _Backlog:
         return self._ready.wait(timeout)
 
 
-def serve_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str, Any]) -> None:
-    """Start the executor's actor and feed it frames until the socket closes."""
+def start_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str, Any]) -> None:
+    """Start the executor's actor; the socket is then read by an ExecutorLink, left in the environ
+    (``relay.ws_link``) for the handler to hand the socket over to once the HTTP request is over."""
     conn = Connection(
         org=environ["relay.ws_org"],
         app=app,
@@ -294,36 +298,91 @@ def serve_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str,
         if admitted is not None:
             admitted()
         raise
-    # Plain messages to the actor (no proxy: building one introspects the whole actor, for every connection).
-    reason = "socket closed"
-    backlog = _Backlog(rt.settings.limits.max_frame_bytes)
-    binary = 0
-    try:
-        while True:
-            try:
-                message = ws.receive()
-            except FrameTooLargeError:
-                log.warning("executor %s/%s sent a message over the frame limit; closing", conn.org, app)
-                reason = "frame too large"
-                ws.hard_close(1009, "message too big")
-                break
-            if message is None:
-                break
-            if not isinstance(message, str):
-                binary += 1
-                if binary <= BAD_FRAME_LOG_LIMIT or binary % BAD_FRAME_LOG_EVERY == 0:
-                    log.warning("executor %s/%s sent a binary frame; ignored (%d so far)", conn.org, app, binary)
-                continue
-            backlog.sent(len(message))
-            actor.tell({"frame": message, "done": backlog.done})
-            if backlog.over() and not backlog.wait(timeout=BACKLOG_WAIT_S):
-                log.warning("executor %s/%s: its frames are not processed in time; reading on", conn.org, app)
-    except Exception as error:
-        reason = f"socket error ({type(error).__name__})"
-    finally:
+    environ["relay.ws_link"] = ExecutorLink(ws, actor, conn, rt.settings.limits.max_frame_bytes)
+
+
+class ExecutorLink:
+    """One executor socket after its HTTP request: frames read and handed to the executor's actor until the
+    socket closes, then the socket closed and its connection slot given back.
+
+    It runs in a greenlet of its own, started by `take_over` from the request's handler once the request is over
+    (web/server.py RelayHandler): the request's handler, environ, Flask context and buffered reader are gone by
+    then, and the greenlet waits at a shallow stack (gevent saves a suspended greenlet's C stack)."""
+
+    __slots__ = ("actor", "backlog", "conn", "release", "ws")
+
+    def __init__(self, ws: RelayWebSocket, actor: pykka.ActorRef[Any], conn: Connection, max_frame_bytes: int) -> None:
+        self.ws = ws
+        self.actor = actor
+        self.conn = conn
+        self.backlog = _Backlog(max_frame_bytes)
+        self.release: Callable[[], None] | None = None
+
+    def take_over(self, release: Callable[[], None]) -> None:
+        """Read the socket from now on (the caller closes nothing of it); `release` is called once it is closed."""
+        self.release = release
+        gevent.spawn_raw(self._run)
+
+    def _run(self) -> None:
+        ws, conn, actor, backlog = self.ws, self.conn, self.actor, self.backlog
+        # Plain messages to the actor (no proxy: building one introspects the whole actor, for every connection).
+        reason = "socket closed"
+        binary = 0
         try:
-            actor.ask({"closed": reason}, block=False).get(timeout=30)
+            while True:
+                try:
+                    message = ws.receive()
+                except FrameTooLargeError:
+                    log.warning("executor %s/%s sent a message over the frame limit; closing", conn.org, conn.app)
+                    reason = "frame too large"
+                    ws.hard_close(1009, "message too big")
+                    break
+                if message is None:
+                    break
+                if not isinstance(message, str):
+                    binary += 1
+                    if binary <= BAD_FRAME_LOG_LIMIT or binary % BAD_FRAME_LOG_EVERY == 0:
+                        log.warning("executor %s/%s sent a binary frame; ignored (%d so far)", conn.org, conn.app,
+                                    binary)
+                    continue
+                backlog.sent(len(message))
+                actor.tell({"frame": message, "done": backlog.done})
+                if backlog.over() and not backlog.wait(timeout=BACKLOG_WAIT_S):
+                    log.warning("executor %s/%s: its frames are not processed in time; reading on", conn.org,
+                                conn.app)
+        except Exception as error:
+            reason = f"socket error ({type(error).__name__})"
+        finally:
+            self._closed(reason)
+
+    def _closed(self, reason: str) -> None:
+        try:
+            self.actor.ask({"closed": reason}, block=False).get(timeout=30)
         except pykka.ActorDeadError:
             pass
         except pykka.Timeout:
-            log.warning("executor %s/%s: close not processed in time", conn.org, app)
+            log.warning("executor %s/%s: close not processed in time", self.conn.org, self.conn.app)
+        finally:
+            ws, tcp = self.ws, self.ws.tcp
+            if not ws.closed:
+                with contextlib.suppress(Exception):
+                    ws.close()
+            _close_socket(tcp)
+            release, self.release = self.release, None
+            if release is not None:
+                release()
+
+
+def _close_socket(tcp: Any) -> None:
+    """Close the socket as pywsgi closes a connection's: what the peer sent and nobody read is read first (up to
+    16 KiB, without waiting), so that closing does not reset the connection under the peer's last frames."""
+    raw = getattr(tcp, "_sock", None)
+    try:
+        if raw is not None:
+            try:
+                raw.recv(16384)
+            finally:
+                raw.close()
+        tcp.close()
+    except OSError:
+        pass
