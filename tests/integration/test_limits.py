@@ -211,11 +211,14 @@ def test_connections_are_bounded_and_slots_come_back(tmp_path: Any) -> None:
             with dbos_executor(relay, APP, key, cwd=tmp_path / "dbos") as real:
                 real.wait_for_log("RELAY_MAX_CONNECTIONS", timeout=60)
                 STATS["refused"] += 1
-                fakes.pop().close()
+                freed = fakes.pop()
+                freed.close()
+                # Not the closed fake's record, which reads HEALTHY until its disconnect is recorded.
+                ours = {f.executor_id for f in fakes} | {freed.executor_id}
                 found = wait_until(
                     lambda: [e for e in executors(relay, APP).values()
                              if e["status"] == "HEALTHY" and e["language"] == "python"
-                             and e["executorId"] not in {f.executor_id for f in fakes}],
+                             and e["executorId"] not in ours],
                     timeout=30, message=f"the DBOS executor did not get the free slot:\n{real.log_tail()}")
                 assert found
                 with pytest.raises(HandshakeRefusedError):
