@@ -226,7 +226,3 @@ class Supervisor:
                 self.exit_code = self.exit_code or 1
                 with contextlib.suppress(ProcessLookupError):
                     worker.proc.kill()
-
-
-def supervise(settings: Settings) -> int:
-    return Supervisor(settings).run()
