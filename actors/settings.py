@@ -71,7 +71,7 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("RELAY_MAX_CONNECTIONS", "1000",
                "executor WebSockets open at once; past it the handshake is refused with 503 and `Retry-After` "
                "(keep it below the process's file-descriptor limit)"),
-    EnvSetting("RELAY_MAX_HANDSHAKES_IN_FLIGHT", "1024",
+    EnvSetting("RELAY_MAX_HANDSHAKES_IN_FLIGHT", "8192",
                "executor handshakes in progress at once (until the executor has answered `executor_info` and its "
                "connection is recorded); past it an upgrade waits up to 2 s for a place, then is refused with 503 "
                "and `Retry-After: 1`"),
@@ -223,7 +223,7 @@ class Settings:
     handshake_failures_per_min: int = 30
     max_connections: int = 1000
     # Executor handshakes in flight at once (upgrade check → executor identified); past it: 503, Retry-After.
-    max_handshakes_in_flight: int = 1024
+    max_handshakes_in_flight: int = 8192
     tls_cert: Path | None = None
     tls_key: Path | None = None
     # A PEM CA trusted (besides the system's) for https to peer instances and by the CLI.

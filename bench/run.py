@@ -865,8 +865,11 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
             s = r[f"storm_{store}"]
             add(f"### 3. Connect storm ({store})")
             add("")
-            add(f"{fmt(s['count'])} executors started at once (no pacing); they retry like the SDKs (1 s backoff "
-                "doubling to 8 s). Times from the first connect: the load generator had every executor identified "
+            backoff = s.get("backoff_max_s", 8.0)
+            retry = ("a fixed 1 s, as the Python and TypeScript SDKs do" if backoff <= 1
+                     else f"after 1 s, doubling up to {backoff:g} s")
+            add(f"{fmt(s['count'])} executors started at once (no pacing); a refused one retries {retry}. "
+                "Times from the first connect: the load generator had every executor identified "
                 f"after {fmt(s['all_identified_s'])} s; GET executors showed all HEALTHY after "
                 f"{fmt(s['all_healthy_s'])} s. {fmt(s['events'])} events appended "
                 f"(store max notification id, sampled every 0.5 s) over {fmt(s['append_window_s'])} s.")

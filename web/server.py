@@ -27,8 +27,15 @@ from relay.web.gc_tuning import tune_gc
 from relay.web.http_parsing import environ_headers, parse_headers
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.problems import ApiError, problem_response
-from relay.web.sockets import RelayWebSocket
-from relay.web.websocket import HANDSHAKES_BUSY, HandshakeGate, check_handshake, redact_path
+from relay.web.sockets import RelayWebSocket, send_all
+from relay.web.websocket import (
+    HANDSHAKES_BUSY,
+    WEBSOCKET_PATH,
+    HandshakeGate,
+    check_handshake,
+    redact_path,
+    start_executor,
+)
 from relay.web.workers import worker_sockets
 from relay.web.wsgi import create_app
 
@@ -94,13 +101,22 @@ class RelayHandler(WebSocketHandler):
         return super().upgrade_websocket()
 
     def run_websocket(self) -> None:
-        """WebSocketHandler.run_websocket, except that the socket outlives the request: the route starts the
-        executor's actor and leaves an ExecutorLink (web/websocket.py), which this hands the socket over to once
-        Flask is done; the handler's greenlet then ends, and with it the request's environ, handler and buffers."""
+        """WebSocketHandler.run_websocket, except that the socket outlives the request: start_executor starts the
+        executor's actor and leaves an ExecutorLink (web/websocket.py), which this hands the socket over to; the
+        handler's greenlet then ends, and with it the request's environ, handler and buffers."""
         ws = self.websocket
         ws.prepare(self.server.relay.settings.limits.max_frame_bytes, self.socket)
         try:
-            list(self.application(self.environ, lambda *_args: []))
+            # The route's work (web/websocket.py executor_socket) without Flask's dispatch around it: an admitted
+            # upgrade always reaches that route, and in a connect storm the dispatch was a fifth of the CPU.
+            match = WEBSOCKET_PATH.match(self.environ.get("PATH_INFO", ""))
+            if match is None:  # cannot happen: check_handshake admits only that path
+                ws.close(1011, b"not an executor socket")
+                return
+            start_executor(self.server.relay, ws, match.group(1), self.environ)
+        except Exception:
+            log.exception("executor socket not started")
+            ws.close(1011, b"internal error; see the Relay log")
         finally:
             self.websocket = None
             self.environ["wsgi.websocket"] = None
@@ -191,6 +207,17 @@ class RelayHandler(WebSocketHandler):
             self.response_headers.append((b"Date", _http_date()))
             self.provided_date = "relay"
         super().finalize_headers()
+
+    def _sendall(self, data: Any) -> None:
+        # pywsgi's, through send_all (one send for a small response, no SO_SNDBUF query per call).
+        try:
+            send_all(self.socket, data)
+        except OSError as ex:
+            self.status = f"socket error: {ex}"
+            if self.code > 0:
+                self.code = -self.code
+            raise
+        self.response_length += len(data)
 
     def _write_with_headers(self, data: Any) -> None:
         # pywsgi's, with a small body in the same send as the status line and headers (pywsgi sends them apart).

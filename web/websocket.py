@@ -17,7 +17,6 @@ import pykka
 from flask import Blueprint, Response, request
 
 from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
-from relay.web.context import runtime
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
 from relay.web.openapi import operation
 from relay.web.problems import ApiError, problem_response
@@ -228,16 +227,14 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
            summary="The executor WebSocket (the conductor key is the last path segment)",
            path_names={"key": "conductorKey"})
 def executor_socket(app: str, key: str) -> Response:
-    del key  # checked before the upgrade; never logged
-    ws = request.environ.get("wsgi.websocket")
-    if ws is None:
-        status, detail = request.environ.get("relay.ws_refusal", (400, "a WebSocket upgrade is required"))
-        response = problem_response(ApiError(status, detail))
-        if "relay.ws_retry_after" in request.environ:
-            response.headers["Retry-After"] = request.environ["relay.ws_retry_after"]
-        return response
-    start_executor(runtime(), ws, app, request.environ)  # the socket is read once this request is over
-    return Response(status=204)
+    """Only upgrades that were not made reach Flask: an admitted one is started by the handler itself
+    (web/server.py RelayHandler.run_websocket, start_executor below)."""
+    del app, key  # checked before the upgrade; the key is never logged
+    status, detail = request.environ.get("relay.ws_refusal", (400, "a WebSocket upgrade is required"))
+    response = problem_response(ApiError(status, detail))
+    if "relay.ws_retry_after" in request.environ:
+        response.headers["Retry-After"] = request.environ["relay.ws_retry_after"]
+    return response
 
 
 class _Backlog:
