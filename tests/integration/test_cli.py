@@ -218,6 +218,10 @@ def test_ctrl_c_ends_events_follow_quietly(relay: RelayProcess) -> None:
         assert relay.api("PUT", f"/v2/orgs/{ORG}/apps/cli-follow", json={}).status_code == 204
         line = proc.stdout.readline()  # the follower prints it within its 1 s poll
         assert "\tApp.Registered\tlocal/cli-follow\t" in line
+        # The registration's audit entry is appended just after it (before the PUT answers), so a poll can fall
+        # between the two: read it too, so that nothing of this app is left to print after the SIGINT.
+        line = proc.stdout.readline()
+        assert "\tOperation.Performed\tlocal/cli-follow\t" in line and '"registerApp"' in line
         time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=15)
