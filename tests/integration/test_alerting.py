@@ -247,6 +247,11 @@ def test_failing_workflows_trip_workflow_failure_once_per_interval_and_min_inter
     once = w.create_rule({"ruleType": "WorkflowFailure", "receivingAppName": SINK, "minIntervalSecs": 3600,
                           "ruleMetadata": {"threshold": 3, "period_secs": 600}})
     assert every["receivingAppId"] != every["appId"]
+    # The per-app workflow counts (get_metrics windows, checked at the end) start where the app's alerting job
+    # started, which the rules start asynchronously: wait for its first window, so the workflows below are in one.
+    windows = value(before, "relay_executor_requests_total", app=SRC, type="get_metrics")
+    eventually(lambda: value(w.scrape(), "relay_executor_requests_total", app=SRC, type="get_metrics") > windows,
+               "the first window of per-app counts")
     w.command("fail", 2)  # under the threshold: nothing fires
     w.command("fail", 1)
 
