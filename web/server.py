@@ -11,8 +11,9 @@ import socket
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 import geventwebsocket.handler
@@ -30,7 +31,6 @@ from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import RelayWebSocket, send_all
 from relay.web.websocket import (
     HANDSHAKES_BUSY,
-    WEBSOCKET_PATH,
     HandshakeGate,
     check_handshake,
     redact_path,
@@ -38,6 +38,8 @@ from relay.web.websocket import (
 )
 from relay.web.workers import worker_sockets
 from relay.web.wsgi import create_app
+
+T = TypeVar("T")
 
 log = logging.getLogger("relay.server")
 
@@ -107,13 +109,9 @@ class RelayHandler(WebSocketHandler):
         ws = self.websocket
         ws.prepare(self.server.relay.settings.limits.max_frame_bytes, self.socket)
         try:
-            # The route's work (web/websocket.py executor_socket) without Flask's dispatch around it: an admitted
-            # upgrade always reaches that route, and in a connect storm the dispatch was a fifth of the CPU.
-            match = WEBSOCKET_PATH.match(self.environ.get("PATH_INFO", ""))
-            if match is None:  # cannot happen: check_handshake admits only that path
-                ws.close(1011, b"not an executor socket")
-                return
-            start_executor(self.server.relay, ws, match.group(1), self.environ)
+            # Without Flask's dispatch around it (in a connect storm the dispatch was a fifth of the CPU): an
+            # upgrade is made only once check_handshake admitted it, and Flask's route answers only refusals.
+            start_executor(self.server.relay, ws, self.environ)
         except Exception:
             log.exception("executor socket not started")
             ws.close(1011, b"internal error; see the Relay log")
@@ -240,30 +238,23 @@ class RelayHandler(WebSocketHandler):
         self._sendall(towrite)
 
 
+def _once_a_second(make: Callable[[int], T]) -> Callable[[], T]:
+    """``make(int(time.time()))``, made again only when the second changes (every request wants one)."""
+    known: tuple[int, Any] = (-1, None)  # (second, its value): replaced whole, never one second with another's
 
-# (second, its text): replaced whole, so a reader never pairs one second with another's text.
-_date_second: tuple[int, bytes] = (-1, b"")
-_log_second: tuple[int, str] = (-1, "")
+    def current() -> T:
+        nonlocal known
+        now = int(time.time())
+        if known[0] != now:
+            known = (now, make(now))
+        return known[1]
 
-
-def _http_date() -> bytes:
-    """`gevent.pywsgi.format_date_time(time.time())`, made once per second."""
-    global _date_second  # noqa: PLW0603
-    now = int(time.time())
-    known = _date_second
-    if known[0] != now:
-        known = _date_second = (now, format_date_time(now))
-    return known[1]
+    return current
 
 
-def _log_time() -> str:
-    """pywsgi's access-log timestamp (`datetime.now().replace(microsecond=0)`), made once per second."""
-    global _log_second  # noqa: PLW0603
-    now = int(time.time())
-    known = _log_second
-    if known[0] != now:
-        known = _log_second = (now, str(datetime.fromtimestamp(now)))
-    return known[1]
+# pywsgi's Date header text, and its access-log timestamp (`datetime.now().replace(microsecond=0)`).
+_http_date = _once_a_second(format_date_time)
+_log_time = _once_a_second(lambda now: str(datetime.fromtimestamp(now)))
 
 
 class RelayServer(WSGIServer):

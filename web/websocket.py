@@ -219,6 +219,7 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
             return
         environ["relay.ws_slot"] = True
     environ["relay.ws_org"] = org
+    environ["relay.ws_app"] = app
     environ["relay.ws_key_name"] = principal.key_name or "admin"
 
 
@@ -278,12 +279,13 @@ class _Backlog:
         return self._ready.wait(timeout)
 
 
-def start_executor(rt: Runtime, ws: RelayWebSocket, app: str, environ: dict[str, Any]) -> None:
-    """Start the executor's actor; the socket is then read by an ExecutorLink, left in the environ
-    (``relay.ws_link``) for the handler to hand the socket over to once the HTTP request is over."""
+def start_executor(rt: Runtime, ws: RelayWebSocket, environ: dict[str, Any]) -> None:
+    """Start the executor's actor for an upgrade check_handshake admitted (its org, app and key name are in the
+    environ); the socket is then read by an ExecutorLink, left in the environ (``relay.ws_link``) for the handler
+    to hand the socket over to once the HTTP request is over."""
     conn = Connection(
         org=environ["relay.ws_org"],
-        app=app,
+        app=environ["relay.ws_app"],
         key_name=environ["relay.ws_key_name"],
         peer=str(environ.get("REMOTE_ADDR", "?")),
     )
