@@ -89,6 +89,8 @@ class Config:
     # After a refused or failed upgrade an executor retries in 1 s, as the Python and TypeScript SDKs do (a fixed
     # 1 s); more doubles the wait up to that many seconds (Go: from 1 s up to 30 s, with jitter).
     storm_backoff_max_s: float = 1.0
+    # Settings for the storm's Relay (RELAY_*=value), e.g. a sweep of RELAY_MAX_HANDSHAKES_IN_FLIGHT.
+    storm_env: tuple[tuple[str, str], ...] = ()
     storm_timeout_s: float = 900.0
     replay_events: int = 1_000_000
     replay_timeout_s: float = 7200.0
@@ -386,7 +388,8 @@ def _storm(relay: Relay, lg: LoadGen, count: int, timeout: float, position: Posi
 
 
 def bench_storm(cfg: Config, work: Path, store: str, database_url: str | None) -> dict[str, Any]:
-    relay = Relay(work, f"storm-{store}", database_url=database_url, max_files=cfg.storm_count * 2 + 4096)
+    relay = Relay(work, f"storm-{store}", database_url=database_url, max_files=cfg.storm_count * 2 + 4096,
+                  env=dict(cfg.storm_env))
     lg: LoadGen | None = None
     position: Position | None = None
     try:
@@ -401,6 +404,7 @@ def bench_storm(cfg: Config, work: Path, store: str, database_url: str | None) -
         result["cpu"] = meter.read()
         result["store"] = store
         result["backoff_max_s"] = cfg.storm_backoff_max_s
+        result["relay_env"] = dict(cfg.storm_env)
         return result
     finally:
         if position is not None:
@@ -873,6 +877,8 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
                 f"after {fmt(s['all_identified_s'])} s; GET executors showed all HEALTHY after "
                 f"{fmt(s['all_healthy_s'])} s. {fmt(s['events'])} events appended "
                 f"(store max notification id, sampled every 0.5 s) over {fmt(s['append_window_s'])} s.")
+            if s.get("relay_env"):
+                add(f"Relay's settings for this storm: {', '.join(f'{k}={v}' for k, v in s['relay_env'].items())}.")
             add(f"Reconnects: {s['reconnects']}; connect errors: {s['connect_errors'] or 'none'}; closes: "
                 f"{s['closes'] or 'none'}; CPU (% of one core, over the storm): {s['cpu']}.")
             add("")
@@ -946,6 +952,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
                              "TypeScript SDKs' fixed 1 s; 8 doubles 1, 2, 4, 8 s)")
+    parser.add_argument("--storm-env", action="append", default=[], metavar="RELAY_NAME=VALUE",
+                        help="connect storm: a setting for its Relay (repeatable), e.g. "
+                             "RELAY_MAX_HANDSHAKES_IN_FLIGHT=2048")
     parser.add_argument("--storm-count", type=int, metavar="N",
                         help="executors in the connect storm (and its profile), whatever the mode")
     parser.add_argument("--scale-target", type=int, metavar="N",
@@ -967,6 +976,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.storm_count:
         cfg = dataclasses.replace(cfg, storm_count=args.storm_count, profile_storm=args.storm_count,
                                   storm_timeout_s=max(cfg.storm_timeout_s, 900.0))
+    if args.storm_env:
+        pairs = [item.partition("=") for item in args.storm_env]
+        if any(not name.startswith("RELAY_") or not sep for name, sep, _ in pairs):
+            parser.error("--storm-env takes RELAY_NAME=VALUE")
+        cfg = dataclasses.replace(cfg, storm_env=tuple((name, value) for name, _, value in pairs))
     if args.storm_backoff_max is not None:
         cfg = dataclasses.replace(cfg, storm_backoff_max_s=args.storm_backoff_max)
     if args.scale_target is not None:

@@ -9,9 +9,10 @@ import json
 import socket
 import threading
 
+import pytest
 from websockets.asyncio.server import serve
 
-from bench import httpload
+from bench import httpload, run
 from bench.loadgen import LoadGen, Options, source_addresses
 from bench.reference import Reference
 from relay.wire import protocol
@@ -136,3 +137,12 @@ def test_source_addresses_cover_the_port_range() -> None:
     assert source_addresses(10, "127.0.0.1") == ["127.0.0.1"]
     many = source_addresses(200_000, "127.0.0.1")
     assert len(many) > 1 and all(a.startswith("127.0.0.") for a in many)
+
+
+def test_storm_env_takes_only_relay_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench.run --storm-env` refuses anything but RELAY_NAME=VALUE before it starts a process."""
+    for bad in ("RELAY_MAX_HANDSHAKES_IN_FLIGHT", "PATH=/tmp", "=3"):
+        with pytest.raises(SystemExit) as refused:
+            run.main(["--only", "storm", "--storm-env", bad])
+        assert refused.value.code == 2
+        assert "--storm-env takes RELAY_NAME=VALUE" in capsys.readouterr().err
