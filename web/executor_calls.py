@@ -30,6 +30,7 @@ import contextlib
 import dataclasses
 import logging
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,14 @@ from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 
 log = logging.getLogger("relay.web.executor_calls")
+
+SEND_RACE_RETRY_DELAYS_S = (0.05, 0.25)
+"""Pauses before asking again when an executor failed only to send its answer (protocol.is_send_race): the Java
+SDK's export clears in milliseconds, once the answer before it has gone out."""
+
+SEND_RACE_RETRYABLE = frozenset({protocol.MessageType.EXPORT_WORKFLOW.value})
+"""The types asked again after a send race: read-only, so a second ask changes nothing. A type that changes
+state (import) is never asked twice; its error reaches the caller."""
 
 MAX_DETAIL_CHARS = 2000
 _TRACEBACK = "Traceback (most recent call last):"
@@ -185,7 +194,7 @@ def _ask_executors(org: str, app: str, request: protocol.Request, route: routing
     refusal: ApiError | None = None
     for executor in route.candidates:
         try:
-            response = _send_all(org, app, executor, request)
+            response = _send_past_races(org, app, executor, request)
         except ExecutorGoneError:
             gone += 1
             continue
@@ -208,6 +217,21 @@ def _ask_executors(org: str, app: str, request: protocol.Request, route: routing
     if plane is not None and refusal is None and busy is None and not gone and dataplane_answers.serves(message_type):
         return from_database(plane, request)  # the connected executors lack the type; the database has it
     raise _unanswered(app, message_type, refusal, busy, gone, lacking)
+
+
+def _send_past_races(org: str, app: str, executor: LiveExecutor, request: protocol.Request) -> Any:
+    """_send_all, asked again (read-only types only) while the executor answers that it lost a send race."""
+    response = _send_all(org, app, executor, request)
+    if str(request.type.value) not in SEND_RACE_RETRYABLE:
+        return response
+    for delay in SEND_RACE_RETRY_DELAYS_S:
+        if not protocol.is_send_race(response):
+            break
+        log.info("executor %s/%s/%s lost a send race answering %s; asking again",
+                 org, app, executor.executor_id, request.type.value)
+        time.sleep(delay)  # gevent's, under relay serve: only this request waits
+        response = _send_all(org, app, executor, request)
+    return response
 
 
 def _unanswered(app: str, message_type: str, refusal: ApiError | None, busy: InFlightLimitError | None, gone: int,

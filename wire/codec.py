@@ -12,6 +12,7 @@ from relay.wire.messages import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
     METADATA_ONLY_REFUSAL,
+    SEND_RACE_ERROR,
     UNKNOWN_TYPE_ERROR,
 )
 from relay.wire.responses import (
@@ -171,6 +172,12 @@ def is_metadata_only_refusal(resp: Response) -> bool:
     """Whether the executor refused because it runs in conductor metadata-only mode (data-moving types:
     get_workflow_events/notifications/streams, export_workflow, import_workflow)."""
     return resp.error_message is not None and resp.error_message.strip().endswith(METADATA_ONLY_REFUSAL)
+
+
+def is_send_race(resp: Response) -> bool:
+    """Whether the executor failed only to send its answer because another answer was still going out on its
+    socket (the Java SDK's export: SEND_RACE_ERROR). Asking again is safe for the read-only types it affects."""
+    return resp.error_message is not None and resp.error_message.strip() == SEND_RACE_ERROR
 
 
 # --------------------------------------------------------------------------------------------------

@@ -17,6 +17,12 @@ UNKNOWN_TYPE_ERROR = "Unknown message type"
 METADATA_ONLY_REFUSAL = "is not allowed in conductor metadata-only mode"
 """Tail of the ``error_message`` an SDK in metadata-only mode answers to the data-moving types."""
 
+SEND_RACE_ERROR = "Failed to send websocket frame"
+"""The Java SDK's answer to ``export_workflow`` when its streamed export lost a race on its own socket: the export
+is sent without the lock its other responses take, and java.net.http refuses a text send while the previous one
+is still completing ("Send pending"), which happens when the export follows another answer closely. Transient:
+the same request succeeds a moment later."""
+
 
 class MessageType(StrEnum):
     """Every frame type the SDKs know. A frame's ``type`` is echoed in its response."""

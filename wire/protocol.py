@@ -46,6 +46,7 @@ from relay.wire.catalog_requests import (
 from relay.wire.codec import (
     decode_response,
     is_metadata_only_refusal,
+    is_send_race,
     is_unknown_type_error,
 )
 from relay.wire.errors import (
@@ -208,6 +209,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "is_metadata_only_refusal",
+    "is_send_race",
     "is_unknown_type_error",
     "new_request_id",
     "response_for",

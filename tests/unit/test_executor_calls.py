@@ -17,6 +17,7 @@ from relay.actors.application import LiveExecutor
 from relay.actors.context import Limits
 from relay.actors.dataplane import DataPlanes
 from relay.actors.directory import Directory
+from relay.web import executor_calls
 from relay.web.executor_calls import call, summarize_error
 from relay.web.problems import ApiError
 from relay.wire import protocol
@@ -172,6 +173,31 @@ def test_an_executor_error_is_502_with_its_message_and_no_retry(world: SimpleNam
     assert problem.detail == ("python 3.2.0 executor 'fails' answered 'get_workflow' with an error: "
                               "Exception encountered when getting workflow wf: KeyError: 'x'")
     assert world.seen("fine")[0] == []
+
+
+RACE = {"error_message": "Failed to send websocket frame"}  # the Java SDK's export, sent without its lock
+
+
+def test_an_export_that_lost_a_send_race_is_asked_again(world: SimpleNamespace) -> None:
+    answers = iter([RACE, RACE, {"serialized_workflow": "H4sI"}])
+    world.add("java", lambda r: next(answers))
+    export = protocol.ExportWorkflowRequest(workflow_id="wf")
+    assert call(ORG, APP, export).serialized_workflow == "H4sI"
+    sent = world.seen("java")[0]
+    assert len(sent) == 3 and len({r.request_id for r in sent}) == 3  # a fresh id each time
+
+
+def test_a_send_race_that_persists_is_502_after_the_retries(world: SimpleNamespace) -> None:
+    world.add("java", lambda r: RACE)
+    problem = failure(protocol.ExportWorkflowRequest(workflow_id="wf"), 502)
+    assert problem.detail.endswith("Failed to send websocket frame")
+    assert len(world.seen("java")[0]) == 1 + len(executor_calls.SEND_RACE_RETRY_DELAYS_S)
+
+
+def test_a_send_race_on_a_type_that_changes_state_is_not_asked_again(world: SimpleNamespace) -> None:
+    world.add("java", lambda r: RACE)
+    failure(protocol.ImportWorkflowRequest(serialized_workflow="H4sI"), 502)
+    assert len(world.seen("java")[0]) == 1  # an import may have happened: never twice
 
 
 def test_no_answer_in_time_is_504_and_forgotten(world: SimpleNamespace) -> None:
