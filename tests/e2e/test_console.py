@@ -53,7 +53,7 @@ def reload_until_status(page: Page, wanted: str) -> None:
 
 def console_session(relay: RelayProcess, token: str) -> tuple[requests.Session, str]:
     """A logged-in console session outside the browser; returns it and its CSRF token."""
-    session = requests.Session()
+    session = relay.http_session()
     form = session.get(f"{relay.base_url}/login", timeout=10)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
     assert csrf, form.text
@@ -122,7 +122,7 @@ def test_posts_without_the_csrf_token_are_refused(relay: RelayProcess, shop: dic
 def test_login_sends_back_only_to_pages_of_the_console(relay: RelayProcess) -> None:
     for target, landing in (("/orgs/local/audit", "/orgs/local/audit"), ("//evil.example/x", "/"),
                             ("/\\evil.example", "/"), ("https://evil.example/", "/"), ("", "/")):
-        session = requests.Session()
+        session = relay.http_session()
         form = session.get(f"{relay.base_url}/login", timeout=10)
         csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
         assert csrf

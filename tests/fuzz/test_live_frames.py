@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import requests
+import websocket
 
 from tests.fuzz.hypothesis_settings import SCALE
 from tests.integration.fake_executor import (
@@ -197,15 +199,23 @@ def _raw_request_through(relay: RelayProcess, fake: FakeExecutor) -> None:
     result: dict[str, Any] = {}
 
     def call() -> None:
-        result["response"] = relay.api(
-            "POST", f"/relay/v1/orgs/local/apps/{APP}/executors/{fake.executor_id}/requests",
-            json={"type": "list_workflows"}, timeout=20,
-        )
+        try:
+            result["response"] = relay.api(
+                "POST", f"/relay/v1/orgs/local/apps/{APP}/executors/{fake.executor_id}/requests",
+                json={"type": "list_workflows"}, timeout=20,
+            )
+        except requests.RequestException as error:  # reported below, beside what the executor got (or not)
+            result["error"] = error
 
     thread = threading.Thread(target=call)
     thread.start()
-    request = fake.recv_json(timeout=15)
-    assert request["type"] == "list_workflows"
+    try:
+        request = fake.recv_json(timeout=15)
+    except websocket.WebSocketTimeoutException:
+        thread.join(timeout=20)
+        raise AssertionError(f"seed {SEED}: the raw request never reached the executor; "
+                             f"the call: {result.get('error') or result.get('response')}") from None
+    assert request["type"] == "list_workflows", f"seed {SEED}: {request}; the call: {result.get('error')}"
     fake.send_text(json.dumps({"type": "list_workflows", "request_id": request["request_id"], "output": [],
                                "error_message": None}))
     thread.join(timeout=20)
@@ -222,7 +232,11 @@ def test_thousands_of_garbage_frames(setup: Setup) -> None:
 
     def keep_calling_the_api() -> None:  # list_queues: only the real executor (3.2.0) has it
         while not stop.is_set():
-            response = relay.api("GET", f"/v2/orgs/local/apps/{APP}/queues", timeout=20)
+            try:
+                response = relay.api("GET", f"/v2/orgs/local/apps/{APP}/queues", timeout=20)
+            except requests.RequestException as error:
+                failures.append(repr(error))  # not a silent end of the thread
+                return
             setup.api_statuses[response.status_code] += 1
             STATS["api calls"] += 1
             if response.status_code != 200:

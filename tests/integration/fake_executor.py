@@ -171,11 +171,20 @@ class FakeExecutor:
         self.socket.send_binary(data)
 
     def recv_json(self, timeout: float = WS_TIMEOUT_S) -> dict[str, Any]:
-        """The next text frame, parsed (pings are answered on the way; a close fails the test)."""
-        self.socket.settimeout(timeout)
-        opcode, frame = self.socket.recv_data_frame(control_frame=False)
-        assert opcode == websocket.ABNF.OPCODE_TEXT, f"expected a text frame, got opcode {opcode}"
-        return json.loads(frame.data.decode())
+        """The next text frame, parsed, within `timeout` in all (pings are answered on the way; a close fails
+        the test). The deadline is the whole wait's: Relay's pings (every RELAY_PING_INTERVAL_S) would restart a
+        per-read socket timeout, and a frame that never comes would be waited for forever."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise websocket.WebSocketTimeoutException(f"no text frame from relay within {timeout:g} s")
+            self.socket.settimeout(remaining)
+            opcode, frame = self.socket.recv_data_frame(control_frame=True)
+            if opcode in (websocket.ABNF.OPCODE_PING, websocket.ABNF.OPCODE_PONG):
+                continue  # a ping is answered by recv_data_frame itself
+            assert opcode == websocket.ABNF.OPCODE_TEXT, f"expected a text frame, got opcode {opcode}"
+            return json.loads(frame.data.decode())
 
     def ping_pong(self, timeout: float = WS_TIMEOUT_S) -> None:
         """Prove the socket is open and served: a ping of ours is answered by a pong with its payload."""

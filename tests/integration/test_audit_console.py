@@ -30,7 +30,7 @@ def _csrf(page: str) -> str:
 
 
 def console_session(relay: RelayProcess, token: str) -> tuple[requests.Session, str]:
-    browser = requests.Session()
+    browser = relay.http_session()
     csrf = _csrf(browser.get(f"{relay.base_url}/login", timeout=10).text)
     answer = browser.post(f"{relay.base_url}/login", data={"token": token, "csrf_token": csrf}, timeout=10)
     assert answer.status_code == 200, answer.text[:300]

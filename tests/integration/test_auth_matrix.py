@@ -228,7 +228,7 @@ def test_console_pages_need_a_session_and_forms_need_its_csrf_token(setup: Setup
 
 
 def console_session(relay: RelayProcess) -> tuple[requests.Session, str]:
-    session = requests.Session()
+    session = relay.http_session()
     form = session.get(f"{relay.base_url}/login", timeout=10)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
     assert csrf

@@ -264,7 +264,7 @@ def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_p
 
 def _console(relay: RelayProcess) -> tuple[requests.Session, str]:
     """A console session of the admin, and its CSRF token."""
-    browser = requests.Session()
+    browser = relay.http_session()
     token = re.search(r'name="csrf_token" value="([^"]+)"', browser.get(f"{relay.base_url}/login", timeout=10).text)
     assert token, "the login page carries no CSRF token"
     assert browser.post(f"{relay.base_url}/login", data={"token": relay.admin_token, "csrf_token": token.group(1)},

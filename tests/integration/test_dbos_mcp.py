@@ -92,14 +92,14 @@ class CloudGateway:
     ``calls`` records ``(method, path, status)`` of every request forwarded, as the client sent it.
     """
 
-    def __init__(self, relay_base_url: str, cert: Path, key: Path) -> None:
+    def __init__(self, relay_base_url: str, cert: Path, key: Path, http: requests.Session) -> None:
         self.relay_base_url = relay_base_url
         self.calls: list[tuple[str, str, int]] = []
         self.failures: list[str] = []  # "METHOD path -> status body" of every answer >= 400, for messages
         self.refused: list[str] = []
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(cert, key)
-        self.http = requests.Session()
+        self.http = http  # RelayProcess.http_session(): no keep-alive reuse at Relay's idle deadline
         self.http.trust_env = False  # straight to Relay on loopback, whatever the environment says
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._proxy_handler())
         self.server.daemon_threads = True
@@ -363,7 +363,7 @@ def stack(tmp_path: Path, pg_url: str) -> Iterator[dict[str, Any]]:
             (home / ".dbos-mcp" / "credentials").write_text(
                 json.dumps({"token": key, "userName": "relay-tests", "organization": ORG})
             )
-            with CloudGateway(relay.base_url, leaf, leaf_key) as gateway:
+            with CloudGateway(relay.base_url, leaf, leaf_key, relay.http_session()) as gateway:
                 client = McpStdioClient([str(MCP_SERVER)], mcp_environment(home, gateway.url, ca),
                                         tmp_path / "dbos-mcp.log", gateway)
                 try:

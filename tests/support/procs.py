@@ -30,6 +30,7 @@ from typing import Any, Self
 
 import requests
 
+from tests.support.http_session import session_idle_below
 from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -226,7 +227,7 @@ class RelayProcess(ManagedProcess):
         self.args = list(args)
         self.ready_timeout = ready_timeout
         self.cwd = Path(cwd) if cwd is not None else REPO_ROOT
-        self.session = requests.Session()
+        self.session = self.http_session()
         super().__init__(Path(log_path) if log_path else self.data_dir / f"relay-{self.port}.log")
         self.secrets: dict[str, str] = {}
         self.remember_secret(self.admin_token, "admin token")
@@ -332,6 +333,11 @@ class RelayProcess(ManagedProcess):
                     f"{self.log_tail()}"
                 )
             time.sleep(0.05)
+
+    def http_session(self) -> requests.Session:
+        """A new client Session for this server: it drops a keep-alive connection before Relay's idle deadline
+        (RELAY_HANDSHAKE_TIMEOUT_S, 10 s unless set) instead of racing Relay's close of it."""
+        return session_idle_below(float(self.extra_env.get("RELAY_HANDSHAKE_TIMEOUT_S") or 10))
 
     def api(self, method: str, path: str, *, token: str | None = None, **kwargs: Any) -> requests.Response:
         """An HTTP call to ``base_url + path`` with ``Authorization: Bearer <token or admin token>``.

@@ -1,0 +1,63 @@
+"""tests/support/http_session.py: the tests' HTTP clients reuse a keep-alive connection only while it is fresh,
+so they never send a request on a connection Relay is closing as idle (RemoteDisconnected in a clean CI run)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tests.support.http_session import session_idle_below
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive
+
+    def do_GET(self) -> None:
+        body = b"ok"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _CountingServer(ThreadingHTTPServer):
+    daemon_threads = True
+    connections = 0
+
+    def process_request(self, request: object, client_address: object) -> None:
+        self.connections += 1
+        super().process_request(request, client_address)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def server() -> Iterator[_CountingServer]:
+    httpd = _CountingServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_fresh_connection_is_reused(server: _CountingServer) -> None:
+    session = session_idle_below(10.0)
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    for _ in range(3):
+        assert session.get(url, timeout=5).text == "ok"
+    assert server.connections == 1
+
+
+def test_a_connection_idle_past_half_the_servers_limit_is_replaced(server: _CountingServer) -> None:
+    session = session_idle_below(0.2)  # reuse only while idle < 0.1 s
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    assert session.get(url, timeout=5).text == "ok"
+    time.sleep(0.15)
+    assert session.get(url, timeout=5).text == "ok"
+    assert server.connections == 2
