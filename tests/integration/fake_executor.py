@@ -11,6 +11,7 @@ import json
 import secrets
 import struct
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,31 +171,31 @@ class FakeExecutor:
     def send_binary(self, data: bytes) -> None:
         self.socket.send_binary(data)
 
+    def _reads_within(self, timeout: float) -> Iterator[None]:
+        """One turn per socket read, each read's timeout set to what is left of `timeout` from now; ends once
+        nothing is left. The deadline is the whole wait's: Relay's pings (every RELAY_PING_INTERVAL_S) would
+        restart a per-read socket timeout, and a frame that never comes would be waited for forever."""
+        deadline = time.monotonic() + timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            self.socket.settimeout(remaining)
+            yield
+
     def recv_json(self, timeout: float = WS_TIMEOUT_S) -> dict[str, Any]:
         """The next text frame, parsed, within `timeout` in all (pings are answered on the way; a close fails
-        the test). The deadline is the whole wait's: Relay's pings (every RELAY_PING_INTERVAL_S) would restart a
-        per-read socket timeout, and a frame that never comes would be waited for forever."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise websocket.WebSocketTimeoutException(f"no text frame from relay within {timeout:g} s")
-            self.socket.settimeout(remaining)
+        the test)."""
+        for _ in self._reads_within(timeout):
             opcode, frame = self.socket.recv_data_frame(control_frame=True)
             if opcode in (websocket.ABNF.OPCODE_PING, websocket.ABNF.OPCODE_PONG):
                 continue  # a ping is answered by recv_data_frame itself
             assert opcode == websocket.ABNF.OPCODE_TEXT, f"expected a text frame, got opcode {opcode}"
             return json.loads(frame.data.decode())
+        raise websocket.WebSocketTimeoutException(f"no text frame from relay within {timeout:g} s")
 
     def ping_pong(self, timeout: float = WS_TIMEOUT_S) -> None:
         """Prove the socket is open and served: a ping of ours is answered by a pong with its payload."""
         payload = secrets.token_hex(8).encode()
         self.socket.ping(payload)
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, "no pong within the deadline"
-            self.socket.settimeout(remaining)
+        for _ in self._reads_within(timeout):
             opcode, frame = self.socket.recv_data_frame(control_frame=True)
             if opcode == websocket.ABNF.OPCODE_PONG and frame.data == payload:
                 return
@@ -202,6 +203,7 @@ class FakeExecutor:
             assert opcode in (websocket.ABNF.OPCODE_PING, websocket.ABNF.OPCODE_PONG), (
                 f"unexpected frame (opcode {opcode}) from relay"
             )
+        raise AssertionError("no pong within the deadline")
 
     def wait_closed(self, timeout: float = WS_TIMEOUT_S) -> int | None:
         """Read until Relay's close frame; return its close code (None for a close frame without one).
@@ -209,17 +211,14 @@ class FakeExecutor:
         A connection dropped without a close frame fails the test. Frames are read raw (`recv_frame`): the
         client's automatic close reply (`recv_data_frame`) races Relay closing the TCP connection right after its
         close frame, and a broken pipe there would hide the code that did arrive."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            assert remaining > 0, "relay did not close the socket within the deadline"
-            self.socket.settimeout(remaining)
+        for _ in self._reads_within(timeout):
             try:
                 frame = self.socket.recv_frame()
             except websocket.WebSocketTimeoutException:
                 continue
             if frame.opcode == websocket.ABNF.OPCODE_CLOSE:
                 return close_code(frame.data)
+        raise AssertionError("relay did not close the socket within the deadline")
 
     def close(self) -> None:
         if self.ws is not None:
