@@ -56,7 +56,7 @@ SEND_RACE_RETRY_DELAYS_S = (0.05, 0.25)
 """Pauses before asking again when an executor failed only to send its answer (protocol.is_send_race): the Java
 SDK's export clears in milliseconds, once the answer before it has gone out."""
 
-SEND_RACE_RETRYABLE = frozenset({protocol.MessageType.EXPORT_WORKFLOW.value})
+SEND_RACE_RETRYABLE = frozenset({protocol.MessageType.EXPORT_WORKFLOW})
 """The types asked again after a send race: read-only, so a second ask changes nothing. A type that changes
 state (import) is never asked twice; its error reaches the caller."""
 
@@ -222,7 +222,7 @@ def _ask_executors(org: str, app: str, request: protocol.Request, route: routing
 def _send_past_races(org: str, app: str, executor: LiveExecutor, request: protocol.Request) -> Any:
     """_send_all, asked again (read-only types only) while the executor answers that it lost a send race."""
     response = _send_all(org, app, executor, request)
-    if str(request.type.value) not in SEND_RACE_RETRYABLE:
+    if request.type not in SEND_RACE_RETRYABLE:
         return response
     for delay in SEND_RACE_RETRY_DELAYS_S:
         if not protocol.is_send_race(response):
