@@ -184,10 +184,12 @@ class ApplicationActor(pykka.ThreadingActor):
 
     def delete(self, by: str = "relay") -> App:
         deleted = self.ctx.log.delete_app(self.org, self.app, self.ctx.clock(), by)
-        # A deleted application keeps no executors: close their sockets.
-        for executor in list(self.live.values()):
-            executor.ref.tell({"close": "application deleted"})
+        self.close_executors("application deleted")  # a deleted application keeps no executors
         return deleted
+
+    def close_executors(self, reason: str) -> None:
+        for executor in list(self.live.values()):
+            executor.ref.tell({"close": reason})
 
     # -- live executors ---------------------------------------------------------------------------
     def claim(self, executor: LiveExecutor) -> pykka.ActorRef[Any] | None:

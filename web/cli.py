@@ -1,4 +1,4 @@
-"""The `relay` command: serve, apps, keys, replay, events."""
+"""The `relay` command: serve, apps, keys, data-plane, diff, apply, replay, events."""
 
 from gevent import monkey
 
@@ -212,6 +212,17 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
+    """`relay diff|apply -f FILE` (web/cli_config.py)."""
+    from relay.web.cli_config import ConfigFileError, run
+
+    target = Target(settings, args.url, args.cacert)
+    try:
+        return run(args, settings.default_org, lambda method, path, body: _api(target, settings, method, path, body))
+    except ConfigFileError as error:
+        raise CliError(str(error)) from None
+
+
 # -- working on the store directly ----------------------------------------------------------------
 # Why these refuse a missing store: opening the log creates an empty one, and then `events` printed nothing and
 # `replay` reported success: an operator in the wrong folder (or with the wrong RELAY_DATABASE_URL) was told
@@ -409,7 +420,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane, "replay": cmd_replay,
-            "events": cmd_events}
+            "events": cmd_events, "diff": cmd_config, "apply": cmd_config}
 
 
 def main(argv: list[str] | None = None) -> int:
