@@ -74,7 +74,7 @@ class RuleSpec:
 
     def describe(self, app: str) -> str:
         parts = [self.rule_type]
-        given = {k: v for k, v in self.metadata.items() if v is not None}
+        given = {k: v for k, v in sorted(self.metadata.items()) if v is not None}  # the views keep no order
         if given:
             parts.append(" ".join(f"{k}={v}" for k, v in given.items()))
         if (self.receiving_app or app) != app:

@@ -125,7 +125,7 @@ def test_a_plan_from_nothing_creates_everything() -> None:
         "~ settings orders: executorTimeoutSecs 60 -> 30, gcRowsThreshold none -> 1000",
         "+ dataPlane orders: systemDatabaseUrlFrom=env:ORDERS_SYSDB, mode=read, statementTimeoutMs=10000, "
         "poolSize=2, schema=dbos",
-        "+ alertRule orders: WorkflowFailure, threshold=3 periodSecs=60, minIntervalSecs=600",
+        "+ alertRule orders: WorkflowFailure, periodSecs=60 threshold=3, minIntervalSecs=600",
         "+ alertRule orders: UnresponsiveApplication, receivingApp=ops",
         "+ app ops",
         "+ key orders-exec: apps=orders permissions=websocket.connect",
@@ -161,7 +161,7 @@ def test_changes_are_shown_as_tilde_and_removals_only_when_pruning() -> None:
     assert lines(edited, state) == [
         "~ settings orders: executorTimeoutSecs 30 -> 45",
         "~ dataPlane orders: mode read -> read-write",
-        "+ alertRule orders: WorkflowFailure, threshold=5 periodSecs=60, minIntervalSecs=600",
+        "+ alertRule orders: WorkflowFailure, periodSecs=60 threshold=5, minIntervalSecs=600",
         "~ key orders-exec: apps=orders permissions=websocket.connect -> apps=orders "
         "permissions=metric.read,websocket.connect (a key cannot change: replaced, with a new secret, only with "
         "--replace-keys)",
@@ -170,9 +170,9 @@ def test_changes_are_shown_as_tilde_and_removals_only_when_pruning() -> None:
     assert pruned == [
         "~ settings orders: executorTimeoutSecs 30 -> 45, gcRowsThreshold 1000 -> none",
         "~ dataPlane orders: mode read -> read-write",
-        "- alertRule orders r0: WorkflowFailure, threshold=3 periodSecs=60, minIntervalSecs=600",
+        "- alertRule orders r0: WorkflowFailure, periodSecs=60 threshold=3, minIntervalSecs=600",
         "- alertRule orders r1: UnresponsiveApplication, receivingApp=ops",
-        "+ alertRule orders: WorkflowFailure, threshold=5 periodSecs=60, minIntervalSecs=600",
+        "+ alertRule orders: WorkflowFailure, periodSecs=60 threshold=5, minIntervalSecs=600",
         "~ key orders-exec: apps=orders permissions=websocket.connect -> apps=orders "
         "permissions=metric.read,websocket.connect (a key cannot change: replaced, with a new secret, only with "
         "--replace-keys)",
