@@ -4,10 +4,12 @@ a state, and the changes run on real aggregates (all of them or a ConcurrentChan
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import pytest
+import yaml
 from eventsourcing.domain import Aggregate
 
 from relay.events.alerting import AlertingRule
@@ -286,3 +288,24 @@ def test_rule_specs_compare_by_content() -> None:
     b = RuleSpec("SlowQueue", {"queueName": None, "thresholdSecs": 60}, "orders", None)
     assert a.identity("orders") == b.identity("orders")  # the receiving app defaults to the rule's own
     assert a.identity("other") != b.identity("other")
+
+
+# -- the documented examples ------------------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_config() -> Any:
+    section = (REPO / "README.md").read_text().split("## Declarative configuration", 1)[1]
+    return yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+
+
+@pytest.mark.parametrize("document", [
+    pytest.param(yaml.safe_load((REPO / "examples" / "relay.yaml").read_text()), id="examples/relay.yaml"),
+    pytest.param(readme_config(), id="README"),
+])
+def test_the_documented_examples_are_valid_and_plan_from_nothing(document: Any) -> None:
+    made = plan(parse_config(document), State(), org=ORG, prune=False)
+    texts = [c.text() for c in made.changes]
+    assert "+ app orders" in texts and "+ app ops" in texts
+    assert any(t.startswith("+ key orders-executor") for t in texts)
+    assert plan(parse_config(document), state_of(document), org=ORG, prune=True).changes == ()
