@@ -5,6 +5,7 @@ in the file, the plan, the log or the events, key replacement only when asked, a
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,6 +155,10 @@ def test_a_bad_file_changes_nothing(relay: RelayProcess, tmp_path: Path) -> None
     exits(refused, 2)
     assert "keys[0].apps: no application 'ghost'" in refused.stderr
 
+    refused = run(relay, "apply", "-f", str(write(tmp_path, ghost)), "--org", "cfg_other")
+    exits(refused, 2)
+    assert "--org cfg_other and the file's org: cfg_bad differ" in refused.stderr
+
     refused = run(relay, "apply", "-f", str(write(tmp_path, "apiVersion: relay/v1\nkind: [Config\n")))
     exits(refused, 2)
     assert "not valid YAML (line" in refused.stderr
@@ -203,6 +208,8 @@ def test_a_key_whose_scope_differs_is_replaced_only_when_asked(relay: RelayProce
     wider = write(tmp_path, config(org, [], [{"name": "svc", "permissions": ["application.read", "metric.read"]}]))
     shown = exits(run(relay, "diff", "-f", str(wider)), 1)
     assert "~ key svc: apps=* permissions=application.read -> apps=* permissions=application.read,metric.read" in shown
+    as_json = json.loads(exits(run(relay, "diff", "-f", str(wider), "--output", "json"), 1))
+    assert as_json["keyReplacements"] == ["svc"] and [c["op"] for c in as_json["changes"]] == ["~"]
     start = len(events(relay, org))
     refused = run(relay, "apply", "-f", str(wider))
     exits(refused, 2)
@@ -231,8 +238,9 @@ def test_prune_removes_what_the_file_leaves_out(relay: RelayProcess, tmp_path: P
                      json={"ruleType": "WorkflowFailure", "ruleMetadata": {}}).json()
     assert relay.api("PATCH", f"/v2/orgs/{org}/apps/kept", json={"executorTimeoutSecs": 99}).status_code == 204
 
-    # Without pruning they stay: nothing to do.
-    assert exits(run(relay, "diff", "-f", str(path)), 0).strip() == f"organization {org}: no changes"
+    # Without pruning they stay: nothing to do (the file read from stdin, here).
+    from_stdin = relay.run_cli(["diff", "-f", "-"], input=path.read_text())
+    assert exits(from_stdin, 0).strip() == f"organization {org}: no changes"
     pruning = exits(run(relay, "diff", "-f", str(path), "--prune"), 1)
     assert pruning.splitlines()[1:] == [
         "~ settings kept: executorTimeoutSecs 99 -> 60",
