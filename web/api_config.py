@@ -123,11 +123,14 @@ def plan_config(org: str) -> Response:
 def apply_config(org: str) -> Response:
     who = _authorize(org, write=True)
     body = json_body(required=True, allowed={"config", "prune", "replaceKeys", "basis"})
-    made, _ = _plan(org, body)
+    replace_keys = _flag(body, "replaceKeys")
     basis = body.get("basis")
+    if basis is not None and not isinstance(basis, str):
+        raise invalid("body.basis", "must be the basis of a plan (a string)", basis)
+    made, _ = _plan(org, body)
     if basis is not None and basis != made.basis:
         raise ApiError(409, "the organization changed since the plan was made: nothing was applied; plan again")
-    if made.key_replacements and not _flag(body, "replaceKeys"):
+    if made.key_replacements and not replace_keys:
         raise ApiError(409, f"API keys cannot change, and {', '.join(made.key_replacements)} differ from the file: "
                             "nothing was applied. Replacing them (revoked, then issued again with new secrets; "
                             "their executors are disconnected) needs replaceKeys (relay apply --replace-keys)")

@@ -268,3 +268,37 @@ def test_apply_on_postgresql(pg_url: str, tmp_path: Path) -> None:
         assert len(events(server, org)) == start + 10  # nine changes and the audit entry
         assert exits(run(server, "diff", "-f", str(path)), 0)
         assert len(events(server, org)) == start + 10
+
+
+def test_who_may_plan_and_apply(relay: RelayProcess) -> None:
+    org = new_org(relay, "cfg_who")
+
+    def key(name: str, permissions: list[str], apps: list[str] | None = None) -> str:
+        answer = relay.api("POST", f"/v2/orgs/{org}/tokens/{name}", json={"permissions": permissions,
+                                                                          "appNames": apps or []})
+        assert answer.status_code == 201, answer.text
+        return answer.json()["token"]
+
+    everything = ["application.read", "application.write", "token.read", "token.write"]
+    manager = key("manager", everything)
+    reader = key("reader", ["application.read", "token.read"])
+    scoped = key("scoped", everything, ["base"])
+    listed = [{"name": "manager", "permissions": everything},
+              {"name": "reader", "permissions": ["application.read", "token.read"]},
+              {"name": "scoped", "permissions": everything, "apps": ["base"]}]
+    document = config(org, [{"name": "made-by-key"}], [*listed, {"name": "new", "permissions": ["token.read"]}])
+    body = {"config": document}
+    plan_path, apply_path = f"/relay/v1/orgs/{org}/config/plan", f"/relay/v1/orgs/{org}/config/apply"
+
+    assert relay.api("POST", plan_path, json=body, token=reader).status_code == 200
+    assert relay.api("POST", apply_path, json=body, token=reader).status_code == 403
+    assert relay.api("POST", plan_path, json=body, token=scoped).status_code == 403
+    assert relay.api("POST", "/relay/v1/orgs/local/config/plan", json=body, token=manager).status_code == 403
+    wider = {"config": {**document, "keys": [*listed, {"name": "new", "permissions": ["organization.write"]}]}}
+    refused = relay.api("POST", apply_path, json=wider, token=manager)
+    assert refused.status_code == 403 and "organization.write" in refused.json()["detail"]
+    applied = relay.api("POST", apply_path, json=body, token=manager)
+    assert applied.status_code == 200, applied.text
+    assert [k["tokenName"] for k in applied.json()["keys"]] == ["new"]
+    registered = [e for e in events(relay, org) if e["event"] == "App.Registered" and e["app"] == "made-by-key"]
+    assert [e["details"]["by"] for e in registered] == ["api_key:manager"]
