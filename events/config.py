@@ -313,6 +313,8 @@ class State:
 
     apps: dict[str, AppState] = field(default_factory=dict)
     keys: dict[str, KeySpec] = field(default_factory=dict)
+    # Rules of deleted applications: they are the application's again when it is registered again.
+    dormant_rules: dict[str, tuple[tuple[str, RuleSpec], ...]] = field(default_factory=dict)
 
     def digest(self) -> str:
         """A fingerprint of this state: an apply made on a plan refuses to run when the state has moved since."""
@@ -321,6 +323,8 @@ class State:
                             "rules": [[rule_id, r.to_json()] for rule_id, r in a.rules]}
                      for name, a in sorted(self.apps.items())},
             "keys": {name: [list(k.apps), list(k.permissions)] for name, k in sorted(self.keys.items())},
+            "dormant": {name: [[rule_id, r.to_json()] for rule_id, r in rules]
+                        for name, rules in sorted(self.dormant_rules.items())},
         }
         return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -450,7 +454,7 @@ def _app_changes(check: _Checker, spec: AppSpec, state: State, org: str, will_ex
     current = state.apps.get(name)
     if current is None:
         changes.append(Change("+", APP, name, name))
-        current = AppState(settings=dict(DEFAULT_SETTINGS))
+        current = AppState(settings=dict(DEFAULT_SETTINGS), rules=state.dormant_rules.get(name, ()))
     wanted = dict(spec.settings)
     if prune:
         wanted = {**DEFAULT_SETTINGS, **wanted}

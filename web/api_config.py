@@ -72,7 +72,8 @@ def _authorize(org: str, *, write: bool) -> Principal:
 
 
 def current_state(org: str) -> State:
-    """The organization as the views show it: live applications (settings, data plane, rules) and active keys."""
+    """The organization as the views show it: live applications (settings, data plane, rules), active keys, and the
+    rules of deleted applications (which come back with them)."""
     views = runtime().views
     apps = {}
     for row in views.applications.apps(org):
@@ -81,7 +82,9 @@ def current_state(org: str) -> State:
         apps[row["name"]] = AppState(settings, row["settings"].get("dataPlane"), rules)
     keys = {r["name"]: KeySpec(r["name"], tuple(r["apps"]), tuple(r["permissions"]))
             for r in views.applications.keys(org) if r["revoked_at"] is None}
-    return State(apps, keys)
+    dormant = {app: tuple((r["rule_id"], rule_from_row(r)) for r in views.alerting.rules(org, app))
+               for ruled_org, app in sorted(views.alerting.ruled_apps()) if ruled_org == org and app not in apps}
+    return State(apps, keys, dormant)
 
 
 def _flag(body: dict[str, Any], name: str) -> bool:

@@ -309,3 +309,12 @@ def test_the_documented_examples_are_valid_and_plan_from_nothing(document: Any) 
     assert "+ app orders" in texts and "+ app ops" in texts
     assert any(t.startswith("+ key orders-executor") for t in texts)
     assert plan(parse_config(document), state_of(document), org=ORG, prune=True).changes == ()
+
+
+def test_a_deleted_application_registered_again_gets_its_rules_back_and_they_count() -> None:
+    slow = RuleSpec("SlowQueue", {"queueName": None, "thresholdSecs": 60}, None, None)
+    state = State(dormant_rules={"orders": (("old-rule", slow),)})
+    document = doc(apps=[{"name": "orders", "alertRules": [{"type": "SlowQueue"}]}])
+    assert lines(document, state) == ["+ app orders"]
+    assert lines(doc(apps=[{"name": "orders"}]), state, prune=True) == [
+        "+ app orders", "- alertRule orders old-rule: SlowQueue, thresholdSecs=60"]
