@@ -14,7 +14,7 @@ import pykka
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
-from relay.events.config import APP, KEY, Change
+from relay.events.config_plan import APP, KEY, Change
 from relay.events.organization import Organization
 
 log = logging.getLogger("relay.actors.instance")

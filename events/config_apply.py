@@ -16,7 +16,8 @@ from eventsourcing.domain import Aggregate
 
 from relay.events.alerting import AlertingRule, rule_aggregate_id
 from relay.events.application import App
-from relay.events.config import APP, DATA_PLANE, KEY, RULE, SETTINGS, Change, KeySpec, RuleSpec
+from relay.events.config import KeySpec, RuleSpec
+from relay.events.config_plan import APP, DATA_PLANE, KEY, RULE, SETTINGS, Change
 from relay.events.errors import ConcurrentChangeError
 from relay.events.ids import app_id, organization_id
 from relay.events.organization import Organization

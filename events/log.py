@@ -17,8 +17,8 @@ from eventsourcing.persistence import IntegrityError, Notification, Recording, S
 
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from relay.events.application import App
-from relay.events.config import Change
 from relay.events.config_apply import apply_changes
+from relay.events.config_plan import Change
 from relay.events.errors import AlreadyExistsError, ConcurrentChangeError, NotFoundError
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.group_commit import GroupCommitter
@@ -422,7 +422,7 @@ class RelayLog(Application[UUID]):
 
         return self._update(retention_run_id(org, app, slot), RetentionRun, change)
 
-    # -- declarative configuration (events/config.py) ---------------------------------------------
+    # -- declarative configuration (events/config*.py) --------------------------------------------
     def apply_config(self, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
                      new_rule_id: Callable[[], str], at: datetime, by: str = "relay") -> list[Aggregate]:
         """Every change of a configuration plan, on the organization, its applications and their rules, in ONE

@@ -17,17 +17,8 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify
 
 from relay.events.application import DEFAULT_SETTINGS
-from relay.events.config import (
-    KEY,
-    AppState,
-    ConfigInvalidError,
-    KeySpec,
-    Plan,
-    State,
-    parse_config,
-    plan,
-    rule_from_row,
-)
+from relay.events.config import ConfigInvalidError, KeySpec, parse_config
+from relay.events.config_plan import KEY, AppState, Plan, State, plan, rule_from_row
 from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.web.auth import require
 from relay.web.context import ask, authorize, runtime

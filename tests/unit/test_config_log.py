@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from relay.events.application import DEFAULT_SETTINGS, App
-from relay.events.config import AppState, State, parse_config, plan
+from relay.events.config import parse_config
+from relay.events.config_plan import AppState, State, plan
 from relay.events.errors import ConcurrentChangeError
 from relay.events.log import RelayLog
 

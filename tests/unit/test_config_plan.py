@@ -1,5 +1,6 @@
-"""Declarative configuration, the pure part (events/config.py): the document checked with paths, the plan against
-a state, and the changes run on real aggregates (all of them or a ConcurrentChangeError)."""
+"""Declarative configuration, the pure part (events/config.py, config_plan.py, config_apply.py): the document
+checked with paths, the plan against a state, and the changes run on real aggregates (all of them or a
+ConcurrentChangeError)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,9 @@ from eventsourcing.domain import Aggregate
 
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS, App
-from relay.events.config import (
-    AppState,
-    ConfigInvalidError,
-    KeySpec,
-    RuleSpec,
-    State,
-    parse_config,
-    plan,
-)
+from relay.events.config import ConfigInvalidError, KeySpec, RuleSpec, parse_config
 from relay.events.config_apply import apply_changes
+from relay.events.config_plan import AppState, State, plan
 from relay.events.errors import ConcurrentChangeError
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS, Organization
 
