@@ -125,9 +125,10 @@ def apply_config(org: str) -> Response:
     if basis is not None and basis != made.basis:
         raise ApiError(409, "the organization changed since the plan was made: nothing was applied; plan again")
     if made.key_replacements and not replace_keys:
-        raise ApiError(409, f"API keys cannot change, and {', '.join(made.key_replacements)} differ from the file: "
-                            "nothing was applied. Replacing them (revoked, then issued again with new secrets; "
-                            "their executors are disconnected) needs replaceKeys (relay apply --replace-keys)")
+        raise ApiError(409, "API keys cannot change, and the file changes the scope of "
+                            f"{', '.join(made.key_replacements)}: nothing was applied. Replacing such keys (revoked, "
+                            "then issued again with new secrets; executors using the old ones are disconnected) "
+                            "needs replaceKeys (relay apply --replace-keys)")
     issued = [c for c in made.changes if c.kind == KEY and c.op != "-"]
     if not who.admin:
         beyond = sorted({p for c in issued for p in c.after.permissions} - who.permissions)

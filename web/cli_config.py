@@ -77,9 +77,9 @@ def run(args: argparse.Namespace, default_org: str, api: Api) -> int:
         return 0
     if planned["keyReplacements"] and not args.replace_keys:
         raise ConfigFileError(
-            f"API keys cannot change, and {', '.join(planned['keyReplacements'])} differ from the file: nothing was "
-            "applied. --replace-keys revokes them and issues them again (new secrets; executors using them are "
-            "disconnected)")
+            f"API keys cannot change, and the file changes the scope of {', '.join(planned['keyReplacements'])}: "
+            "nothing was applied. --replace-keys revokes such keys and issues them again (new secrets; executors "
+            "using the old ones are disconnected)")
     applied = api("POST", f"/relay/v1/orgs/{org}/config/apply",
                   {**body, "replaceKeys": bool(args.replace_keys), "basis": planned["basis"]})
     count = len(applied["changes"])

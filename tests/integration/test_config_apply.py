@@ -210,6 +210,8 @@ def test_a_key_whose_scope_differs_is_replaced_only_when_asked(relay: RelayProce
     assert "~ key svc: apps=* permissions=application.read -> apps=* permissions=application.read,metric.read" in shown
     as_json = json.loads(exits(run(relay, "diff", "-f", str(wider), "--output", "json"), 1))
     assert as_json["keyReplacements"] == ["svc"] and [c["op"] for c in as_json["changes"]] == ["~"]
+    answer = relay.api("POST", f"/relay/v1/orgs/{org}/config/apply", json={"config": yaml.safe_load(wider.read_text())})
+    assert answer.status_code == 409 and "replaceKeys" in answer.json()["detail"]
     start = len(events(relay, org))
     refused = run(relay, "apply", "-f", str(wider))
     exits(refused, 2)
