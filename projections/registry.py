@@ -199,6 +199,16 @@ class RegistryQueries:
                 (org, app, limit, offset),
             )
 
+    def recovered_deaths(self, org: str, app: str, since: str) -> list[dict[str, Any]]:
+        """The app's executor deaths whose recovery was first dispatched at or after ``since`` (an ISO time),
+        oldest first: one row per death (its first attempt), however many peers its recovery then took."""
+        with self.store.transaction(commit=False) as sql:
+            return sql.all(
+                "SELECT executor_id, dispatched_at FROM {s}relay_recoveries WHERE org = ? AND app = ? "
+                "AND attempt = 1 AND dispatched_at >= ? ORDER BY dispatched_at, executor_id",
+                (org, app, since),
+            )
+
     def latest_recoveries(self, org: str, app: str, executor_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The latest recovery attempt of each of these executors (by executor_id): what the app page shows
         beside the ones that are down. Only those are read: the page's live table asks every few seconds."""
