@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +33,10 @@ from relay.actors.sinks import (
     send_sink,
     slack_message,
 )
+from relay.events.executor import ExecutorInfo
 from relay.events.log import RelayLog
+from relay.projections.backend import StoreConfig
+from relay.projections.views import Views
 from relay.wire import protocol
 from relay.wire.errors import CannotAskError
 from tests.unit.test_alerting_evaluator import Exec, Transport, rule_row, unknown
@@ -290,3 +294,43 @@ def test_the_sinks_get_the_alert_with_no_executor_anywhere() -> None:
         SLACK: {"outcome": "failed", "attempts": 0, "status": None, "error": "RuntimeError"},
         PAGERDUTY: {"outcome": "delivered", "attempts": 1, "status": 202, "error": None}}
     assert SLACK_URL not in json.dumps(delivery.sinks) and ROUTING_KEY not in json.dumps(delivery.sinks)
+
+
+# -- the recoveries behind RecoveryFlapping -----------------------------------------------------------------
+
+
+def test_an_executor_id_that_dies_and_is_recovered_twice_keeps_both_recoveries(tmp_path: Path) -> None:
+    """An executor reporting a fixed executor_id (DBOS__VMID) starts its attempts at 1 again after reconnecting:
+    each death keeps rows of its own in the registry and operations views (the same (id, attempt) twice used to
+    stop both projectors), and both count as recovered deaths."""
+    config = StoreConfig(data_dir=tmp_path)
+    log = RelayLog(env=config.event_store_env())
+    t0 = ManualScheduler().wall()
+    info = ExecutorInfo("v1", "host", "python", "3.2.0", None)
+    log.executor_connected(ORG, APP, "peer", info, "relay-a", t0)
+    for death in range(2):
+        base = t0 + timedelta(seconds=100 * death)
+        log.executor_connected(ORG, APP, "vm-1", info, "relay-a", base)
+        steps = [lambda e, b=base: e.disconnect("gone", b + timedelta(seconds=1)),
+                 lambda e, b=base: e.declare_dead(1, b + timedelta(seconds=2)),
+                 lambda e, b=base: e.dispatch_recovery("peer", "relay-a", b + timedelta(seconds=3)),
+                 lambda e, b=base: e.fail_recovery("peer", "no answer", b + timedelta(seconds=4)),
+                 lambda e, b=base: e.dispatch_recovery("peer", "relay-a", b + timedelta(seconds=5)),
+                 lambda e, b=base: e.acknowledge_recovery("peer", b + timedelta(seconds=6)),
+                 lambda e, b=base: e.delete("recovered", b + timedelta(seconds=7))]
+        for step in steps:
+            log.update_executor(ORG, APP, "vm-1", step)
+    views = Views(config, log)
+    try:
+        views.catch_up()
+        rows = sorted(views.registry.recoveries(ORG, APP), key=lambda r: r["dispatched_at"])
+        assert [(r["executor_id"], r["attempt"], r["outcome"]) for r in rows] == [
+            ("vm-1", 1, "failed"), ("vm-1", 2, "acknowledged"), ("vm-1", 1, "failed"), ("vm-1", 2, "acknowledged")]
+        deaths = views.registry.recovered_deaths(ORG, APP, t0.isoformat())
+        assert [d["dispatched_at"] for d in deaths] == [(t0 + timedelta(seconds=s)).isoformat() for s in (3, 103)]
+        assert views.registry.recovered_deaths(ORG, APP, (t0 + timedelta(seconds=50)).isoformat()) == deaths[1:]
+        assert {(r["outcome"], r["n"]) for r in views.operations.recovery_counts()} == {("failed", 2),
+                                                                                         ("acknowledged", 2)}
+    finally:
+        views.close()
+        log.close()
