@@ -11,7 +11,9 @@ so Relay must retry.
   document; the Slack hook URL and the routing key are in no log, API answer or event;
 - StrandedVersion: an executor of v1 starts a workflow that stays PENDING and is killed while an executor of v2
   stays connected: the rule (quiet while v1 ran) fires once, naming v1 and its pending count, read from the v2
-  executor (the system database is shared by both versions).
+  executor (the system database is shared by both versions);
+- StrandedVersion with every executor down: the application's data plane (its system database, through the
+  DBOS client of `.venv-relay`) is the source, and Slack and PagerDuty get the alert.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.fake_executor import create_key, executors, register_app
+from tests.support import pg
 from tests.support.ports import free_port, wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 
@@ -85,6 +88,7 @@ class World:
     slack: Any
     pagerduty: Any
     tmp: Path
+    data_plane_db: str  # a system database Relay reads through the data plane (from env:FLEET_SYSDB)
     procs: list[ExecutorProcess] = field(default_factory=list)
 
     def app(self, prefix: str, grace_s: int = 1) -> tuple[str, str]:
@@ -146,9 +150,19 @@ def eventually(predicate: Callable[[], Any], what: str, timeout: float = DEADLIN
     return wait_until(predicate, timeout, interval=0.1, message=what, ignore=(requests.RequestException,))
 
 
+def migrated(url: str) -> str:
+    migrate = subprocess.run(
+        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert migrate.returncode == 0, migrate.stderr  # once, so executors can launch together
+    return url
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("alerting-fleet")
+    data_plane_db = migrated(pg.create_database(pg_server))
     slack = receiver((200, b"ok"))
     pagerduty = receiver((202, b'{"status":"success","message":"Event processed"}'))
     relay = RelayProcess(tmp / "relay-data", env={
@@ -156,9 +170,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "RELAY_RECOVERY_TIMEOUT_S": "2", "RELAY_REQUEST_TIMEOUT_S": "10", "RELAY_ALERT_WEBHOOK_TIMEOUT_S": "2",
         "RELAY_ALERT_SLACK_WEBHOOK_URL": f"http://127.0.0.1:{slack.server_port}{SLACK_PATH}",
         "RELAY_ALERT_PAGERDUTY_URL": f"http://127.0.0.1:{pagerduty.server_port}/v2/enqueue",
-        "RELAY_ALERT_PAGERDUTY_ROUTING_KEY": ROUTING_KEY,
+        "RELAY_ALERT_PAGERDUTY_ROUTING_KEY": ROUTING_KEY, "FLEET_SYSDB": data_plane_db,
     })
-    world = World(relay, slack, pagerduty, tmp)
+    world = World(relay, slack, pagerduty, tmp, data_plane_db)
     try:
         relay.start()
         yield world
@@ -168,16 +182,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         relay.stop()  # fails when a secret it knows (the Slack URL, the routing key among them) is in its log
         slack.shutdown()
         pagerduty.shutdown()
+        pg.drop_database(data_plane_db)
 
 
 @pytest.fixture
 def sysdb(pg_url: str) -> str:
-    migrate = subprocess.run(
-        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", pg_url],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert migrate.returncode == 0, migrate.stderr  # once, so executors can launch together
-    return pg_url
+    return migrated(pg_url)
 
 
 def assert_no_secrets(w: World, app: str) -> None:
@@ -311,4 +321,33 @@ def test_a_version_left_without_executors_with_pending_workflows_is_stranded(wor
     assert {"type": "mrkdwn", "text": '*stranded_versions*\n{"v1": 1}'} in slack["blocks"][2]["fields"]
     [page] = eventually(lambda: w.received(w.pagerduty, rule["id"]), "PagerDuty got it")
     assert (page["payload"]["severity"], page["payload"]["class"]) == ("error", "StrandedVersion")
+    assert_no_secrets(w, app)
+
+
+def test_with_every_executor_down_stranded_version_reads_the_system_database(world: World) -> None:
+    w = world
+    app, key = w.app("dbstrand")
+    plane = w.relay.api("PUT", f"/relay/v1/orgs/{ORG}/apps/{app}/data-plane",
+                        json={"systemDatabaseUrlFrom": "env:FLEET_SYSDB"})
+    assert plane.status_code == 200 and plane.json()["state"]["status"] == "ready", plane.text
+    workflow_id = f"wf-{secrets.token_hex(4)}"
+    (v1, _), (v2, _) = w.executors(app, key, w.data_plane_db,
+                                   ("v1", "v1", {"START_WORKFLOW": workflow_id, "PAUSE_S": "600"}), ("v2", "v2", {}))
+    eventually(lambda: (w.tmp / f"{app}-effects.txt").exists() and "waiting" in (
+        w.tmp / f"{app}-effects.txt").read_text(), "the v1 workflow reached its pause")
+    v1.kill()
+    v2.kill()
+    eventually(lambda: not any(e["status"] == "HEALTHY" for e in executors(w.relay, app).values()), "no executor")
+    rule = w.rule(app, {"ruleType": "StrandedVersion", "minIntervalSecs": 3600, "ruleMetadata": {"thresholdSecs": 1}})
+    [alert] = eventually(lambda: [a for a in w.alerts(app, rule["id"]) if a["deliveredAt"]], "the alert, all down")
+    assert alert["metadata"] == {"application_name": app, "stranded_versions": '{"v1": 1}',
+                                 "stranded_workflow_count": "1", "connected_versions": "[]", "min_pending": "1",
+                                 "threshold_secs": "1", "source": "database"}
+    assert alert["deliveredTo"] == [] and alert["failed"][0]["executorId"] == "*"
+    assert {name: s["outcome"] for name, s in alert["sinks"].items()} == {"slack": "delivered",
+                                                                          "pagerduty": "delivered"}
+    [slack] = eventually(lambda: w.received(w.slack, rule["id"]), "Slack got it")
+    assert slack["blocks"][0]["text"]["text"] == f"StrandedVersion on {ORG}/{app}"
+    [page] = eventually(lambda: w.received(w.pagerduty, rule["id"]), "PagerDuty got it")
+    assert page["payload"]["custom_details"]["metadata"] == alert["metadata"]
     assert_no_secrets(w, app)
