@@ -31,7 +31,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from relay.actors import dataplane_answers, metrics
-from relay.actors.alerting_fleet import Finding, count_rows, evaluate_recovery_flapping, evaluate_stranded_version
+from relay.actors.alerting_fleet import (
+    Finding,
+    FleetSources,
+    count_rows,
+    evaluate_recovery_flapping,
+    evaluate_stranded_version,
+)
 from relay.actors.clock import Clock
 from relay.actors.dataplane import DataPlaneError
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
@@ -91,9 +97,9 @@ def wire_time(at: datetime) -> str:
 # ------------------------------------------------------------------------------------------- evaluation
 
 
-class Sources(Protocol):
-    """What an evaluation reads: Relay's registry, the application's executors connected here, and its
-    system database (a data plane)."""
+class Sources(FleetSources, Protocol):
+    """What an evaluation reads: Relay's registry, the application's executors connected here (`ask`), and its
+    system database (`ask_database`); the fleet's reads are FleetSources' (actors/alerting_fleet.py)."""
 
     def healthy_count(self) -> int:
         """HEALTHY executors of the application in the registry (any instance)."""
@@ -103,24 +109,8 @@ class Sources(Protocol):
         """Executors of the application connected to this instance."""
         ...
 
-    def ask(self, request: Any) -> Any:
-        """The answer of the best local executor (CannotAskError when none gave one)."""
-        ...
-
     def responsive_count(self) -> int:
         """How many local executors answer a probe in time."""
-        ...
-
-    def recovered_deaths(self, since: datetime) -> list[dict[str, Any]]:
-        """Deaths of the application's executors whose recovery was first dispatched at or after ``since``."""
-        ...
-
-    def executors(self) -> list[dict[str, Any]]:
-        """The registry's rows of the application's executors (every instance, the deleted ones too)."""
-        ...
-
-    def ask_database(self, request: Any) -> Any:
-        """The system database's answer (CannotAskError without a data plane, or when it cannot answer)."""
         ...
 
 
