@@ -8,7 +8,9 @@ system database, a scripted POST), time injected (ManualScheduler):
   ago, are not stranded; without any source the rule is not evaluated;
 - the Slack message and the PagerDuty event have the shapes the services document, within their limits;
 - each sink is retried like the webhook, and its outcome (never its URL or key) is what Delivery records, with no
-  executor connected anywhere.
+  executor connected anywhere;
+- an executor with a fixed executor_id recovered twice keeps both recoveries in the views (both count);
+- the sinks' settings are read from the environment, and bad ones refused by name, never by value.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from relay.actors.alerting import AlertRun, LiveSources, evaluate
 from relay.actors.dataplane import DataPlaneError
 from relay.actors.delivery import Deliverer, Delivery, alert_payload
 from relay.actors.scheduler import ManualScheduler
+from relay.actors.settings import ConfigError, Settings
 from relay.actors.sinks import (
     PAGERDUTY,
     SLACK,
@@ -334,3 +337,21 @@ def test_an_executor_id_that_dies_and_is_recovered_twice_keeps_both_recoveries(t
     finally:
         views.close()
         log.close()
+
+
+# -- settings ---------------------------------------------------------------------------------------------
+
+
+def test_the_sinks_settings_are_read_and_bad_ones_refused_by_name_never_by_value() -> None:
+    settings = Settings.from_env({"RELAY_ALERT_SLACK_WEBHOOK_URL": SLACK_URL,
+                                  "RELAY_ALERT_PAGERDUTY_ROUTING_KEY": ROUTING_KEY})
+    assert (settings.alert_slack_webhook_url, settings.alert_pagerduty_routing_key, settings.alert_pagerduty_url) == (
+        SLACK_URL, ROUTING_KEY, "https://events.pagerduty.com/v2/enqueue")
+    assert SLACK_URL not in repr(settings) and ROUTING_KEY not in repr(settings)
+    assert Settings.from_env({}).alert_slack_webhook_url is None
+    for name, value in (("RELAY_ALERT_SLACK_WEBHOOK_URL", "hooks.slack.example/services/secret-token"),
+                        ("RELAY_ALERT_PAGERDUTY_URL", "ftp://secret-host/v2/enqueue"),
+                        ("RELAY_ALERT_PAGERDUTY_ROUTING_KEY", "secret\nkey")):
+        with pytest.raises(ConfigError, match=name) as refused:
+            Settings.from_env({name: value})
+        assert "secret" not in str(refused.value)
