@@ -103,6 +103,8 @@ def alerts(org: str, app: str) -> str:
         alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
         runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
         webhook=runtime().settings.alert_webhook_url is not None,
+        sinks=[name for name, on in (("Slack", runtime().settings.alert_slack_webhook_url),
+                                     ("PagerDuty", runtime().settings.alert_pagerduty_routing_key)) if on],
         interval_s=runtime().settings.alert_interval_s,
         rule_types=[(t, metadata_fields(t)) for t in RULE_TYPES],
         app_names=[a["name"] for a in runtime().views.applications.apps(org)],
