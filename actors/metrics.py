@@ -58,7 +58,8 @@ ALERTS_FIRED = Counter(
     registry=REGISTRY,
 )
 ALERT_DELIVERIES = Counter(
-    "relay_alert_deliveries", "Alert deliveries: to executors of the receiving application, and to the webhook.",
+    "relay_alert_deliveries", "Alert deliveries: to executors of the receiving application, the webhook, Slack and "
+    "PagerDuty (channel).",
     ["org", "app", "channel", "outcome"], registry=REGISTRY,
 )
 RETENTION_RUNS = Counter(

@@ -382,11 +382,12 @@ class RelayLog(Application[UUID]):
         failed: list[dict[str, str]],
         webhook: dict[str, Any] | None,
         at: datetime,
+        sinks: dict[str, dict[str, Any]] | None = None,
     ) -> Alert:
         def change(found: Alert | None) -> Alert:
             if found is None:
                 raise NotFoundError(f"no alert {sequence} of rule '{rule_id}' in '{org}/{app}'")
-            found.deliver(delivered_to, failed, webhook, at)
+            found.deliver(delivered_to, failed, webhook, at, sinks)
             return found
 
         return self._update(alert_aggregate_id(org, app, rule_id, sequence), Alert, change)
