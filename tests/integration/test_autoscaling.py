@@ -200,6 +200,26 @@ def test_the_recommendation_follows_the_backlog_per_version(world: World) -> Non
     assert relay.admin_token not in json.dumps(events)
 
 
+def test_the_cli_sets_shows_and_deletes_the_policy(world: World) -> None:
+    relay = world.relay
+
+    def cli(*args: str) -> str:
+        result = relay.run_cli(["autoscale", *args])
+        assert result.returncode == 0, f"exit {result.returncode}: {result.stdout} {result.stderr}"
+        return result.stdout
+
+    assert "maxExecutorsForOldApplicationVersions" in cli("set", APP, "--queue", "scale-q", "--max-old-versions", "1",
+                                                          "--max-old-executors", "0")
+    header, *rows = [line.split("\t") for line in cli("show", APP).splitlines()]
+    assert header == ["VERSION", "LATEST", "QUEUE", "QUEUE_DEPTH", "DESIRED_EXECUTORS"]
+    assert rows == [["v2", "yes", "scale-q", "5", "3"], ["v1", "no", "scale-q", "3", "0"]]
+    refused = relay.run_cli(["autoscale", "set", APP, "--queue", "plain-q"])
+    assert refused.returncode == 2 and "HTTP 422" in refused.stderr and "worker_concurrency" in refused.stderr
+    assert "deleted" in cli("delete", APP)
+    assert relay.run_cli(["autoscale", "show", APP]).returncode == 2  # 404: no policy
+    v2(relay, "GET", POLICY, 404)
+
+
 def console_page(relay: RelayProcess, path: str) -> str:
     browser = requests.Session()
     login = browser.get(f"{relay.base_url}/login", timeout=10).text
