@@ -42,8 +42,10 @@ def check_policy(body: Any) -> dict[str, Any]:
     queue = body.get("queue")
     if "queue" not in body:
         raise PolicyError("body.queue", "is required")
-    if not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME:
-        raise PolicyError("body.queue", f"must be a queue name (1 to {MAX_QUEUE_NAME} characters)", queue)
+    if (not isinstance(queue, str) or not queue or len(queue) > MAX_QUEUE_NAME
+            or any(ord(c) < 32 or ord(c) == 127 for c in queue)):
+        raise PolicyError("body.queue", f"must be a queue name (1 to {MAX_QUEUE_NAME} printable characters)",
+                          queue if isinstance(queue, str | int | float | bool) else None)
     policy: dict[str, Any] = {"queue": queue}
     rollout = body.get("rollout")
     if rollout is not None:

@@ -198,6 +198,9 @@ def test_the_recommendation_follows_the_backlog_per_version(world: World) -> Non
     kinds = [e["event"] for e in events if "Autoscaling" in e["event"]]
     assert kinds == ["App.AutoscalingPolicySet"] * 3 + ["App.AutoscalingPolicyCleared"]
     assert relay.admin_token not in json.dumps(events)
+    # The views rebuilt from the log (policy events included) equal the live ones, beside the running server.
+    verified = relay.run_cli(["replay", "--verify"])
+    assert verified.returncode == 0, f"{verified.stdout} {verified.stderr}"
 
 
 def test_the_cli_sets_shows_and_deletes_the_policy(world: World) -> None:

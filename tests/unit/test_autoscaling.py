@@ -41,6 +41,8 @@ def test_a_policy_keeps_its_queue_and_the_rollout_fields_given() -> None:
     ({}, "body.queue"),
     ({"queue": ""}, "body.queue"),
     ({"queue": 3}, "body.queue"),
+    ({"queue": "bad\nname"}, "body.queue"),
+    ({"queue": "x" * 1025}, "body.queue"),
     ({"queue": "work", "extra": 1}, "body.extra"),
     ({"queue": "work", "rollout": []}, "body.rollout"),
     ({"queue": "work", "rollout": {"maxOld": 1}}, "body.rollout.maxOld"),
