@@ -5,7 +5,8 @@
 The policy's API (GET/PUT/DELETE, the 404s, the 422s naming the field, 503 without an executor, 403 without
 application.write), the recommendation of GET .../autoscale (ceil(backlog / worker_concurrency), old versions by the
 rollout), the relay_autoscale_* gauges of /metrics (refreshed by the periodic job, not by the scrape), the console's
-application page, and the audit log. Every body is checked against the reference's schema.
+application page, the audit log, `relay autoscale` and `relay replay --verify`; last, the executor gone (503).
+Every body is checked against the reference's schema.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ DEADLINE_S = 30.0
 class World:
     relay: RelayProcess
     reader: str  # a key with application.read only
+    executor: ExecutorProcess
 
 
 def v2(relay: RelayProcess, method: str, path: str, expect: int, template: str | None = None, **kwargs: Any) -> Any:
@@ -102,7 +104,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         executor.wait_for_log("READY ", timeout=60)
         eventually(lambda: [e["status"] for e in relay.api("GET", f"{BASE}/executors").json()] == ["HEALTHY"],
                    "the executor HEALTHY")
-        yield World(relay, reader)
+        yield World(relay, reader, executor)
     finally:
         if executor is not None:
             executor.stop(timeout=3)
@@ -221,6 +223,20 @@ def test_the_cli_sets_shows_and_deletes_the_policy(world: World) -> None:
     assert "deleted" in cli("delete", APP)
     assert relay.run_cli(["autoscale", "show", APP]).returncode == 2  # 404: no policy
     v2(relay, "GET", POLICY, 404)
+
+
+def test_without_an_executor_the_policy_stays_and_the_recommendation_is_a_503(world: World) -> None:
+    """Last: it stops the executor."""
+    relay = world.relay
+    put_policy(relay, {"queue": "scale-q"}, 200)
+    eventually(lambda: gauges(relay).get(("relay_autoscale_queue_depth", "v2", "scale-q")) == 5.0, "the gauge")
+    world.executor.stop(timeout=3)
+    eventually(lambda: relay.api("GET", AUTOSCALE).status_code == 503, "GET autoscale 503 once the executor left")
+    assert "no executor" in v2(relay, "GET", AUTOSCALE, 503)["detail"]
+    assert v2(relay, "GET", POLICY, 200) == {"policy": {"queue": "scale-q"}}
+    eventually(lambda: gauges(relay) == {}, "the gauges withdrawn without an executor to ask")
+    page = console_page(relay, f"/orgs/{ORG}/apps/{APP}")
+    assert "No recommendation yet" in page and '<code data-testid="autoscaling-queue">scale-q</code>' in page
 
 
 def console_page(relay: RelayProcess, path: str) -> str:
