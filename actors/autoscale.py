@@ -150,6 +150,8 @@ class AppAutoscale(AppJob):
                 log.info("no autoscaling recommendation for %s/%s this time: %s", self.org, self.app, error)
                 RECOMMENDATIONS.withdraw(self.org, self.app)
                 return
-            RECOMMENDATIONS.publish(self.org, self.app, str(policy["queue"]), entries)
+            # Not if the policy changed meanwhile (deleted, another queue): the next run publishes the current one.
+            if self.ctx.views.applications.app_setting(self.org, self.app, POLICY_SETTING) == policy:
+                RECOMMENDATIONS.publish(self.org, self.app, str(policy["queue"]), entries)
 
         return work

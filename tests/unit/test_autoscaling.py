@@ -7,7 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
+from relay.actors import metrics
+from relay.actors.autoscale import Recommendations, gather, versions_newest_first
 from relay.events.application import App
 from relay.events.autoscaling import (
     PolicyError,
@@ -187,3 +190,50 @@ def test_the_applications_view_holds_the_policy_and_a_replay_rebuilds_it(
         assert again is not None and again["settings"]["autoscalingPolicy"] == shop["settings"]["autoscalingPolicy"]
     finally:
         views.close()
+
+
+# -- what is asked of the executors, and the gauges
+
+
+class _Answer:
+    def __init__(self, output: object) -> None:
+        self.output = output
+
+
+def test_gather_asks_the_queue_the_versions_and_the_backlog_on_the_policy_queue() -> None:
+    asked: list[object] = []
+    answers = {
+        "get_queue": QUEUE,
+        "list_application_versions": [{"version_name": "v1", "version_timestamp": 10},
+                                      {"version_name": "v3", "version_timestamp": "30"},
+                                      {"version_name": "v2", "version_timestamp": 20}],
+        "get_workflow_aggregates": [{"group": {"application_version": "v3"}, "count": 4},
+                                    {"group": {"application_version": "v2"}, "count": 1}],
+    }
+
+    def ask(request: object) -> _Answer:
+        asked.append(request)
+        return _Answer(answers[str(request.type.value)])  # type: ignore[attr-defined]
+
+    policy = {"queue": "work", "rollout": {"maxOldApplicationVersions": 1}}
+    entries = gather(policy, ask, lambda: at(0))
+    assert [(e["applicationVersion"], e["isLatest"], e["queueDepth"], e["desiredExecutors"]) for e in entries] == [
+        ("v3", True, 4, 2), ("v2", False, 1, 1)]
+    assert {e["observedAt"] for e in entries} == {int(at(0).timestamp() * 1000)}
+    backlog = asked[-1].body  # type: ignore[attr-defined]
+    assert (backlog.group_by_application_version, backlog.select_count, backlog.status, backlog.queue_name) == (
+        True, True, ["ENQUEUED", "PENDING"], ["work"])
+    assert versions_newest_first([{"version_name": 3}, "junk", {"version_name": "a", "version_timestamp": "x"}]) == [
+        "a"]
+
+
+def test_the_gauges_show_what_was_published_and_nothing_once_withdrawn() -> None:
+    recommendations = Recommendations()
+    recommendations.publish("acme", "shop", "work", recommend({"queue": "work"}, ["v1"], {"v1": 5}, QUEUE, 1))
+    samples = {(s.name, s.labels["version"], s.labels["queue"]): s.value
+               for family in recommendations.collect() for s in family.samples}
+    assert samples == {("relay_autoscale_desired_executors", "v1", "work"): 3,
+                       ("relay_autoscale_queue_depth", "v1", "work"): 5}
+    recommendations.withdraw("acme", "shop")
+    assert [s for family in recommendations.collect() for s in family.samples] == []
+    assert b"relay_autoscale_desired_executors" in generate_latest(metrics.REGISTRY)  # registered with Relay's own
