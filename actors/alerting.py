@@ -76,6 +76,7 @@ class AlertingConfig:
 
     interval_s: float = 30.0
     retention_interval_s: float = 300.0
+    autoscale_interval_s: float = 15.0
     request_timeout_s: float = 30.0
     probe_timeout_s: float = 10.0
     webhook: WebhookConfig | None = None

@@ -135,6 +135,7 @@ class Runtime:
         timeout = settings.limits.request_timeout_s
         return alerting.AlertingConfig(
             interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
+            autoscale_interval_s=settings.autoscale_interval_s,
             request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook,
             peers=self._local_executors, remote=self.forwarder, sinks=tuple(sinks), data_plane=self._data_plane,
         )

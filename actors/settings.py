@@ -97,6 +97,9 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("RELAY_RETENTION_INTERVAL_S", "300",
                "how often `retention` is sent to one executor of an app with `gcRowsThreshold`, "
                "`gcTimeThresholdMs` or `globalTimeoutMs` set"),
+    EnvSetting("RELAY_AUTOSCALE_INTERVAL_S", "15",
+               "how often the autoscaling recommendation of an app with an autoscaling policy is refreshed for "
+               "`GET /metrics` and the console (`GET .../autoscale` always asks the executors afresh)"),
     EnvSetting("RELAY_ALERT_WEBHOOK_URL", "", "optional: POST every alert there as JSON"),
     EnvSetting("RELAY_ALERT_WEBHOOK_SECRET", "",
                "optional: sign the webhook's POSTs (`X-Relay-Signature: sha256=HMAC(secret, "
@@ -204,6 +207,7 @@ def _alerting(env: dict[str, str]) -> dict[str, Any]:
     return {
         "alert_interval_s": _float(env, "RELAY_ALERT_INTERVAL_S"),
         "retention_interval_s": _float(env, "RELAY_RETENTION_INTERVAL_S"),
+        "autoscale_interval_s": _float(env, "RELAY_AUTOSCALE_INTERVAL_S"),
         "alert_webhook_url": url,
         "alert_webhook_secret": env.get("RELAY_ALERT_WEBHOOK_SECRET") or None,
         "alert_webhook_timeout_s": _float(env, "RELAY_ALERT_WEBHOOK_TIMEOUT_S"),
@@ -249,6 +253,7 @@ class Settings:
     # alerts are POSTed to (URL and secret from the environment only: never logged nor recorded).
     alert_interval_s: float = 30.0
     retention_interval_s: float = 300.0
+    autoscale_interval_s: float = 15.0
     alert_webhook_url: str | None = None
     alert_webhook_secret: str | None = None
     alert_webhook_timeout_s: float = 5.0

@@ -209,6 +209,21 @@ class RelayLog(Application[UUID]):
 
         return self._update(app_id(org, name), App, change)
 
+    def set_autoscaling_policy(
+        self, org: str, name: str, policy: dict[str, Any] | None, at: datetime, by: str = "relay"
+    ) -> App:
+        """Store (``policy``) or clear (None) an application's autoscaling policy."""
+        def change(found: App | None) -> App:
+            if found is None or found.deleted:
+                raise NotFoundError(f"no application '{name}' in '{org}'")
+            if policy is None:
+                found.clear_autoscaling_policy(at, by)
+            else:
+                found.set_autoscaling_policy(policy, at, by)
+            return found
+
+        return self._update(app_id(org, name), App, change)
+
     def delete_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
         def change(found: App | None) -> App:
             if found is None or found.deleted:

@@ -100,7 +100,19 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
                                            "RELAY_PORT, https when RELAY_TLS_CERT is set)")
         command.add_argument("--cacert", help="a PEM CA file to trust for https (default RELAY_CA_FILE)")
-    for command in (apps, keys, plane):
+    scale = sub.add_parser(
+        "autoscale", help="an application's autoscaling policy and recommendation (via the running server)",
+        description="Show the recommendation (executors each application version needs for the policy queue's "
+                    "backlog), set the policy (a queue with worker_concurrency, validated by an executor), or delete "
+                    "it.")
+    scale.add_argument("action", choices=["show", "set", "delete"], help="what to do with the autoscaling policy")
+    scale.add_argument("name", help="the application's name")
+    scale.add_argument("--queue", help="set: the queue whose backlog drives the recommendation")
+    scale.add_argument("--max-old-versions", type=int, metavar="N",
+                       help="set: old versions reported besides the latest, newest first (default 0)")
+    scale.add_argument("--max-old-executors", type=int, metavar="N",
+                       help="set: cap every old version's recommendation at N executors (default: no cap)")
+    for command in (apps, keys, plane, scale):
         command.add_argument("--org", help="the organization (default RELAY_DEFAULT_ORG, else local)")
         command.add_argument("--output", choices=["text", "json"], default="text", help="list: " + output_help)
         command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"

@@ -67,6 +67,10 @@ CLAIMED = [
     ("get", "/v2/orgs/{orgName}/apps/{appName}/alerting-rules"),
     ("post", "/v2/orgs/{orgName}/apps/{appName}/alerting-rules"),
     ("delete", "/v2/orgs/{orgName}/apps/{appName}/alerting-rules/{ruleId}"),
+    ("get", "/v2/orgs/{orgName}/apps/{appName}/autoscaling-policy"),
+    ("put", "/v2/orgs/{orgName}/apps/{appName}/autoscaling-policy"),
+    ("delete", "/v2/orgs/{orgName}/apps/{appName}/autoscaling-policy"),
+    ("get", "/v2/orgs/{orgName}/apps/{appName}/autoscale"),
 ]
 
 # Differences known and accepted for now; each must really differ (strict xfail), so fixing one shows here.
