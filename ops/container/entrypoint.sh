@@ -49,7 +49,8 @@ fi
 
 if [ "$1" = relay ] && [ -n "${RELAY_DATABASE_URL:-}" ]; then
     # Relay's own interpreter (beside the `relay` script) has psycopg.
-    python="$(dirname -- "$(command -v relay)")/python3"
+    relay="$(command -v relay)" || fail "relay is not on PATH ($PATH)"
+    python="$(dirname -- "$relay")/python3"
     WAIT_S="$wait_s" "$python" - <<'PY' || exit 1
 import os
 import sys
