@@ -413,7 +413,10 @@ def scratch() -> Iterator[list[Path]]:
     made: list[Path] = []
     yield made
     for path in made:
-        shutil.rmtree(path, ignore_errors=True)
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def run_entrypoint(env: dict[str, str], *args: str, root: bool = False) -> subprocess.CompletedProcess[str]:
