@@ -51,6 +51,7 @@ COMPOSE = REPO_ROOT / "compose.yaml"
 ENTRYPOINT = REPO_ROOT / "ops" / "container" / "entrypoint.sh"
 HEALTHCHECK = REPO_ROOT / "ops" / "container" / "healthcheck.py"
 ENV_EXAMPLE = REPO_ROOT / "ops" / "container" / "relay.env.example"
+POSTGRES_ENV_EXAMPLE = REPO_ROOT / "ops" / "container" / "postgres.env.example"
 RELAY_BIN = REPO_ROOT / ".venv-relay" / "bin"
 MINIMAL_APP = Path(__file__).resolve().parent / "executor_apps" / "minimal_app.py"
 ORG = "local"
@@ -317,7 +318,7 @@ def test_containerfile_runs_unprivileged_with_a_volume_and_a_healthcheck() -> No
     syntax = subprocess.run(["bash", "-n", str(ENTRYPOINT)], capture_output=True, text=True, check=False)
     assert syntax.returncode == 0, syntax.stderr
     ignored = (REPO_ROOT / ".dockerignore").read_text().split()
-    assert {".venv*", "relay-data", "ops/container/relay.env"} <= set(ignored)
+    assert {".venv*", "relay-data", "ops/container/relay.env", "ops/container/postgres.env"} <= set(ignored)
 
 
 def compose_engine() -> list[str] | None:
@@ -353,19 +354,25 @@ def test_compose_file_runs_relay_on_a_healthy_postgres_with_secrets_from_an_env_
     assert any(v.startswith("relay-data:/data") for v in relay["volumes"])
     assert any(v.startswith("postgres-data:/var/lib/postgresql/data") for v in postgres["volumes"])
     assert {"relay-data", "postgres-data"} <= set(compose["volumes"])
-    # Secrets come from the env file only.
+    # Secrets come from env files only, each read by the service that needs it.
+    assert postgres["env_file"] == ["${POSTGRES_ENV_FILE:-ops/container/postgres.env}"]
+    assert relay["env_file"] == ["${RELAY_ENV_FILE:-ops/container/relay.env}"]
     for service in (postgres, relay):
-        assert service["env_file"] == ["${RELAY_ENV_FILE:-ops/container/relay.env}"]
         assert not {"POSTGRES_PASSWORD", "RELAY_DATABASE_URL", "RELAY_ADMIN_TOKEN"} & set(service["environment"])
-    example = dict(line.split("=", 1) for line in ENV_EXAMPLE.read_text().splitlines()
-                   if line and not line.startswith("#"))
-    assert set(example) == {"POSTGRES_PASSWORD", "RELAY_DATABASE_URL", "RELAY_ADMIN_TOKEN"}
-    assert example["RELAY_DATABASE_URL"].startswith("postgresql://relay:") and "@postgres:5432/relay" in example[
-        "RELAY_DATABASE_URL"]
-    assert "ops/container/relay.env" in (REPO_ROOT / ".gitignore").read_text().splitlines()
+
+    def settings(path: Path) -> dict[str, str]:
+        return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
+
+    assert set(settings(POSTGRES_ENV_EXAMPLE)) == {"POSTGRES_PASSWORD"}
+    example = settings(ENV_EXAMPLE)
+    assert set(example) == {"RELAY_DATABASE_URL", "RELAY_ADMIN_TOKEN"}
+    assert example["RELAY_DATABASE_URL"].startswith("postgresql://relay:")
+    assert example["RELAY_DATABASE_URL"].endswith("@postgres:5432/relay")
+    ignored = (REPO_ROOT / ".gitignore").read_text().splitlines()
+    assert {"ops/container/relay.env", "ops/container/postgres.env"} <= set(ignored)
     cli = compose_cli()
     if cli is not None:  # `compose config` validates the file against the compose schema, with no engine
-        env = {**os.environ, "RELAY_ENV_FILE": str(ENV_EXAMPLE)}
+        env = {**os.environ, "RELAY_ENV_FILE": str(ENV_EXAMPLE), "POSTGRES_ENV_FILE": str(POSTGRES_ENV_EXAMPLE)}
         result = subprocess.run([*cli, "-f", str(COMPOSE), "config", "--quiet"], env=env, capture_output=True,
                                 text=True, timeout=120, check=False)
         assert result.returncode == 0, result.stderr
@@ -530,13 +537,13 @@ def compose_up_and_down(engine: list[str], scratch: list[Path]) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="relay-compose-"))
     scratch.append(workdir)
     password, token = secrets.token_urlsafe(16), secrets.token_urlsafe(32)
-    env_file = workdir / "relay.env"
-    env_file.write_text(f"POSTGRES_PASSWORD={password}\n"
-                        f"RELAY_DATABASE_URL=postgresql://relay:{password}@postgres:5432/relay\n"
-                        f"RELAY_ADMIN_TOKEN={token}\n")
+    (workdir / "postgres.env").write_text(f"POSTGRES_PASSWORD={password}\n")
+    (workdir / "relay.env").write_text(f"RELAY_DATABASE_URL=postgresql://relay:{password}@postgres:5432/relay\n"
+                                       f"RELAY_ADMIN_TOKEN={token}\n")
     port = free_port()
     project = f"relay-ops-{secrets.token_hex(4)}"
-    env = {**os.environ, "RELAY_ENV_FILE": str(env_file), "RELAY_PUBLISH": f"127.0.0.1:{port}"}
+    env = {**os.environ, "RELAY_ENV_FILE": str(workdir / "relay.env"),
+           "POSTGRES_ENV_FILE": str(workdir / "postgres.env"), "RELAY_PUBLISH": f"127.0.0.1:{port}"}
     base_cmd = [*engine, "-p", project, "-f", str(COMPOSE)]
 
     def compose(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
