@@ -48,18 +48,31 @@ run: runtime
 # none of them running): PostgreSQL's server binaries (tests/support/pg.py starts a throwaway cluster from them,
 # as a non-root user on a free port), haproxy (tests/integration/test_ha.py puts three instances behind it) and
 # chromium (the console's browser tests drive Debian's Chromium through Playwright, never a browser build of
-# Playwright's own). One apt-get run installs whichever is missing; nothing runs when all are there.
+# Playwright's own), and promtool, from the `prometheus` package (tests/integration/test_ops_kit.py checks the
+# alerting rules and lints a live scrape with it). apt-get installs whichever is missing; nothing runs when all
+# are there. Only promtool is wanted from `prometheus`: its recommended node exporter is left out, and
+# the server the package starts (systemd, or its init script where no systemd runs) is stopped and disabled.
 CHROMIUM := /usr/bin/chromium
 HAPROXY := /usr/sbin/haproxy
+PROMTOOL := /usr/bin/promtool
 PG_INITDB := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb))
 SYSTEM_PACKAGES := $(if $(PG_INITDB),,postgresql) $(if $(wildcard $(HAPROXY)),,haproxy) \
 	$(if $(wildcard $(CHROMIUM)),,chromium)
 SYSTEM_PACKAGES := $(strip $(SYSTEM_PACKAGES))
+PROMTOOL_PACKAGE := $(if $(wildcard $(PROMTOOL)),,prometheus)
 
 system-deps:
-ifneq ($(SYSTEM_PACKAGES),)
+ifneq ($(SYSTEM_PACKAGES)$(PROMTOOL_PACKAGE),)
 	apt-get update
+endif
+ifneq ($(SYSTEM_PACKAGES),)
 	DEBIAN_FRONTEND=noninteractive apt-get install -y $(SYSTEM_PACKAGES)
+endif
+ifneq ($(PROMTOOL_PACKAGE),)
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(PROMTOOL_PACKAGE)
+	-invoke-rc.d prometheus stop
+	-update-rc.d prometheus disable
+	-if [ -d /run/systemd/system ]; then systemctl disable --now prometheus; fi
 endif
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our

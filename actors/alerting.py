@@ -7,11 +7,12 @@ never the actor.
 
 An evaluation (`AlertRun`) reads the rules from the view and, per rule, what the executors report
 (`get_workflow_aggregates`, falling back to `list_workflows` on SDKs without it) or Relay's own registry
-(connected executors, and whether they answer). A rule that trips is recorded first, `Alert.Fired` through
-the event store's version check (events/alerting.py), and only then sent: to the receiving application's
-executors as an `alert` frame (name = rule type, message, string metadata with the keys Conductor documents)
-and, when RELAY_ALERT_WEBHOOK_URL is set, to that webhook as JSON. So of two instances evaluating at once
-exactly one sends. Where it went is recorded as `Alert.Delivered`.
+(connected executors, and whether they answer); Relay's own rule types (RecoveryFlapping, StrandedVersion) are
+evaluated by actors/alerting_fleet.py. A rule that trips is recorded first, `Alert.Fired` through the event
+store's version check (events/alerting.py), and only then sent: to the receiving application's executors as an
+`alert` frame (name = rule type, message, string metadata with the keys Conductor documents) and to the sinks
+configured (the webhook of RELAY_ALERT_WEBHOOK_URL, Slack, PagerDuty: actors/sinks.py). So of two instances
+evaluating at once exactly one sends. Where it went is recorded as `Alert.Delivered`.
 
 Alerts reach every executor of the receiving application: those connected to this instance directly, those
 connected to another instance (HA) through a signed forward to it (actors/delivery.py).
@@ -29,12 +30,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay.actors import metrics
+from relay.actors import dataplane_answers, metrics
+from relay.actors.alerting_fleet import (
+    Finding,
+    FleetSources,
+    count_rows,
+    evaluate_recovery_flapping,
+    evaluate_stranded_version,
+)
 from relay.actors.clock import Clock
+from relay.actors.dataplane import DataPlaneError
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
-from relay.events.alerting import SLOW_QUEUE, UNRESPONSIVE_APPLICATION, WORKFLOW_FAILURE
+from relay.actors.sinks import SinkConfig
+from relay.events.alerting import (
+    RECOVERY_FLAPPING,
+    SLOW_QUEUE,
+    STRANDED_VERSION,
+    UNRESPONSIVE_APPLICATION,
+    WORKFLOW_FAILURE,
+)
 from relay.events.errors import DomainError
 from relay.wire import protocol
 from relay.wire.errors import CannotAskError
@@ -54,15 +70,20 @@ class AlertingConfig:
     """What alerting and retention need from the process (the runtime, actors/runtime.py, builds it).
 
     ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
-    application of an alert); ``remote``: those connected to other instances, and how to reach them (HA)."""
+    application of an alert); ``remote``: those connected to other instances, and how to reach them (HA);
+    ``sinks``: Slack and PagerDuty, when configured; ``data_plane(org, app)``: the application's data plane
+    (actors/dataplane.py), None when it has none."""
 
     interval_s: float = 30.0
     retention_interval_s: float = 300.0
+    autoscale_interval_s: float = 15.0
     request_timeout_s: float = 30.0
     probe_timeout_s: float = 10.0
     webhook: WebhookConfig | None = None
     peers: Callable[[str, str], list[Any]] = field(default=lambda org, app: [])
     remote: RemoteExecutors | None = None
+    sinks: tuple[SinkConfig, ...] = ()
+    data_plane: Callable[[str, str], Any] = field(default=lambda org, app: None)
 
 
 def slot_of(at: datetime, interval_s: float) -> int:
@@ -77,16 +98,9 @@ def wire_time(at: datetime) -> str:
 # ------------------------------------------------------------------------------------------- evaluation
 
 
-@dataclass(frozen=True)
-class Finding:
-    """A rule that tripped: the alert's message and metadata (string values)."""
-
-    message: str
-    metadata: dict[str, str]
-
-
-class Sources(Protocol):
-    """What an evaluation reads: Relay's registry, and the application's executors connected here."""
+class Sources(FleetSources, Protocol):
+    """What an evaluation reads: Relay's registry, the application's executors connected here (`ask`), and its
+    system database (`ask_database`); the fleet's reads are FleetSources' (actors/alerting_fleet.py)."""
 
     def healthy_count(self) -> int:
         """HEALTHY executors of the application in the registry (any instance)."""
@@ -96,29 +110,15 @@ class Sources(Protocol):
         """Executors of the application connected to this instance."""
         ...
 
-    def ask(self, request: Any) -> Any:
-        """The answer of the best local executor (CannotAskError when none gave one)."""
-        ...
-
     def responsive_count(self) -> int:
         """How many local executors answer a probe in time."""
         ...
 
 
-def _count_rows(rows: Any) -> int:
-    total = 0
-    for row in rows or []:
-        try:
-            total += int(float(str(row.get("count") or 0)))
-        except (AttributeError, ValueError):
-            continue
-    return total
-
-
 def _ask_count(sources: Sources, aggregate: Any, listing: Any) -> int:
     """Count workflows with get_workflow_aggregates, or list_workflows on an SDK that lacks it."""
     try:
-        return _count_rows(sources.ask(aggregate).output)
+        return count_rows(sources.ask(aggregate).output)
     except CannotAskError as error:
         if not error.unsupported:
             raise
@@ -198,6 +198,10 @@ def evaluate(rule: dict[str, Any], sources: Sources, now: datetime) -> Finding |
         return evaluate_slow_queue(app, metadata, sources, now)
     if kind == UNRESPONSIVE_APPLICATION:
         return evaluate_unresponsive(app, sources)
+    if kind == RECOVERY_FLAPPING:
+        return evaluate_recovery_flapping(app, metadata, sources, now)
+    if kind == STRANDED_VERSION:
+        return evaluate_stranded_version(app, metadata, sources, now)
     return None
 
 
@@ -207,6 +211,7 @@ class LiveSources:
     def __init__(
         self, org: str, app: str, *, registry: Any, live: list[Any], latest: str | None, transport: Transport,
         request_timeout_s: float, probe_timeout_s: float, mark_unsupported: Callable[[str, str], None],
+        data_plane: Callable[[], Any] = lambda: None,
     ) -> None:
         self.org, self.app = org, app
         self.registry = registry
@@ -216,6 +221,7 @@ class LiveSources:
         self.request_timeout_s = request_timeout_s
         self.probe_timeout_s = probe_timeout_s
         self.mark_unsupported = mark_unsupported
+        self.data_plane = data_plane
         self._responsive: int | None = None
 
     def healthy_count(self) -> int:
@@ -245,6 +251,21 @@ class LiveSources:
         if lacking == len(candidates):
             raise CannotAskError(f"no executor of '{self.app}' supports {message_type}", unsupported=True)
         raise CannotAskError(last)
+
+    def recovered_deaths(self, since: datetime) -> list[dict[str, Any]]:
+        return self.registry.recovered_deaths(self.org, self.app, since.isoformat())
+
+    def executors(self) -> list[dict[str, Any]]:
+        return self.registry.executors(self.org, self.app, include_deleted=True)
+
+    def ask_database(self, request: Any) -> Any:
+        plane = self.data_plane()
+        if plane is None:
+            raise CannotAskError(f"application '{self.app}' has no data plane")
+        try:
+            return dataplane_answers.answer(plane, request)
+        except DataPlaneError as error:
+            raise CannotAskError(error.detail) from None
 
     def responsive_count(self) -> int:
         if self._responsive is None:
@@ -339,7 +360,7 @@ class AlertRun:
             delivery = Delivery([], [{"executorId": "*", "reason": "delivery failed inside Relay"}], None)
         try:
             self.log.record_alert_delivery(self.org, self.app, rule_id, alert.sequence, delivery.delivered_to,
-                                           delivery.failed, delivery.webhook, self.clock())
+                                           delivery.failed, delivery.webhook, self.clock(), delivery.sinks)
         except Exception:
             log.exception("recording the delivery of alert %d of rule %s failed", alert.sequence, rule_id)
         return alert
@@ -393,12 +414,12 @@ class AppAlerting(AppJob):
         sources = LiveSources(
             org, app, registry=ctx.views.registry, live=live, latest=latest, transport=self.transport,
             request_timeout_s=config.request_timeout_s, probe_timeout_s=config.probe_timeout_s,
-            mark_unsupported=self.mark_unsupported,
+            mark_unsupported=self.mark_unsupported, data_plane=lambda: config.data_plane(org, app),
         )
         rules = ctx.views.alerting.rules(org, app)
         if rules:
             deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=config.request_timeout_s,
-                                webhook=config.webhook, remote=config.remote)
+                                webhook=config.webhook, remote=config.remote, sinks=config.sinks)
             AlertRun(org, app, log=ctx.log, sources=sources, instance_id=ctx.instance_id,
                      interval_s=config.interval_s, clock=ctx.clock, deliver=deliver).run(rules)
         # The window ends a little in the past: SDKs store times coarsely (the SQLite system database, to the

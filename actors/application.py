@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 import pykka
 
-from relay.actors import alerting, retention
+from relay.actors import alerting, autoscale, retention
 from relay.actors.context import ActorContext
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
 from relay.events.alerting import AlertingRule
@@ -137,10 +137,14 @@ class ApplicationActor(pykka.ThreadingActor):
                                              mark_unsupported=self._tell_unsupported)
         self.retention = retention.AppRetention(org, app, ctx=ctx, snapshot=self.routing_snapshot,
                                                 post=self._post, mark_unsupported=self._tell_unsupported)
+        self.autoscale = autoscale.AppAutoscale(org, app, ctx=ctx, snapshot=self.routing_snapshot, post=self._post,
+                                                mark_unsupported=self._tell_unsupported)
+        self.jobs = {alerting.MESSAGE_KEY: self.alerting, retention.MESSAGE_KEY: self.retention,
+                     autoscale.MESSAGE_KEY: self.autoscale}
 
     def on_start(self) -> None:
-        self.alerting.start()
-        self.retention.start()
+        for job in self.jobs.values():
+            job.start()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, dict) and MESSAGE_KEY in message:
@@ -149,18 +153,17 @@ class ApplicationActor(pykka.ThreadingActor):
             except Exception:
                 # A told message has no caller to fail: an escaping error would stop this actor.
                 log.exception("lifecycle of %s/%s failed handling %s", self.org, self.app, message[MESSAGE_KEY])
-        elif isinstance(message, dict) and (alerting.MESSAGE_KEY in message or retention.MESSAGE_KEY in message):
-            owner = self.alerting if alerting.MESSAGE_KEY in message else self.retention
+        elif isinstance(message, dict) and (key := next((k for k in self.jobs if k in message), None)):
             try:
-                owner.handle(message)
+                self.jobs[key].handle(message)
             except Exception:
-                log.exception("alerting/retention of %s/%s failed handling %s", self.org, self.app, message)
+                log.exception("the %s job of %s/%s failed handling %s", key, self.org, self.app, message)
         return None
 
     def on_stop(self) -> None:
         self.lifecycle.stop()
-        self.alerting.stop()
-        self.retention.stop()
+        for job in self.jobs.values():
+            job.stop()
 
     # -- lifecycle commands (from the HTTP API) ---------------------------------------------------
     def register(self, by: str = "relay") -> App:
@@ -171,6 +174,9 @@ class ApplicationActor(pykka.ThreadingActor):
 
     def configure_data_plane(self, config: dict[str, Any] | None, by: str = "relay") -> App:
         return self.ctx.log.configure_data_plane(self.org, self.app, config, self.ctx.clock(), by)
+
+    def set_autoscaling_policy(self, policy: dict[str, Any] | None, by: str = "relay") -> App:
+        return self.ctx.log.set_autoscaling_policy(self.org, self.app, policy, self.ctx.clock(), by)
 
     def create_alerting_rule(
         self, rule_type: str, metadata: Any, receiving_app: str | None, min_interval_secs: Any, by: str = "relay"
@@ -184,10 +190,12 @@ class ApplicationActor(pykka.ThreadingActor):
 
     def delete(self, by: str = "relay") -> App:
         deleted = self.ctx.log.delete_app(self.org, self.app, self.ctx.clock(), by)
-        # A deleted application keeps no executors: close their sockets.
-        for executor in list(self.live.values()):
-            executor.ref.tell({"close": "application deleted"})
+        self.close_executors("application deleted")  # a deleted application keeps no executors
         return deleted
+
+    def close_executors(self, reason: str) -> None:
+        for executor in list(self.live.values()):
+            executor.ref.tell({"close": reason})
 
     # -- live executors ---------------------------------------------------------------------------
     def claim(self, executor: LiveExecutor) -> pykka.ActorRef[Any] | None:

@@ -1,7 +1,8 @@
 """Where a fired alert goes: every executor of the receiving application (an `alert` frame each), those
 connected here directly and, with several instances (HA), those connected to another instance through it
-(the signed forward of actors/forwarder.py); and the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
-backoff, signed when a secret is set).
+(the signed forward of actors/forwarder.py); the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
+backoff, signed when a secret is set); and Slack and PagerDuty when configured (actors/sinks.py). The sinks
+do not depend on executors: they get the alert when no executor is connected at all.
 """
 
 from __future__ import annotations
@@ -11,14 +12,17 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC
 from typing import Any, Protocol
 
 from relay.actors import metrics
 from relay.actors.executor_requests import Transport, request_all
-from relay.actors.http_client import HttpClient, UnreachableError
+from relay.actors.sinks import HttpError, SinkConfig, http_post, post_with_retries, send_sink
 from relay.wire import protocol, signing
+
+__all__ = ["Deliverer", "Delivery", "HttpError", "RemoteExecutors", "WebhookConfig", "alert_payload", "http_post",
+           "send_webhook"]
 
 log = logging.getLogger("relay.actors.delivery")
 
@@ -43,7 +47,7 @@ class Delivery:
     delivered_to: list[str]
     failed: list[dict[str, str]]
     webhook: dict[str, Any] | None
-
+    sinks: dict[str, dict[str, Any]] = field(default_factory=dict)  # Slack's and PagerDuty's outcomes
 
 
 def alert_payload(alert: Any) -> dict[str, Any]:
@@ -73,26 +77,6 @@ class RemoteExecutors(Protocol):
     def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> Any: ...
 
 
-class HttpError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-
-
-_WEBHOOKS = HttpClient()  # one pool for every webhook call of this process
-
-
-def http_post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
-    """POST and return the status; HttpError for 4xx/5xx, OSError for the network."""
-    try:
-        answer = _WEBHOOKS.request("POST", url, body, headers, timeout, max_bytes=65536)
-    except UnreachableError as error:
-        raise ConnectionError(f"unreachable ({type(error.reason).__name__})") from None
-    if answer.status >= 400:
-        raise HttpError(answer.status)
-    return answer.status
-
-
 def send_webhook(
     config: WebhookConfig,
     payload: dict[str, Any],
@@ -105,34 +89,22 @@ def send_webhook(
     other 4xx are not). With a secret, ``X-Relay-Signature: sha256=HMAC(secret, "<timestamp>.<body>")``
     and ``X-Relay-Timestamp`` let the receiver check it came from Relay; the secret is never sent."""
     body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    status: int | None = None
-    error = ""
-    attempts = 0
-    for attempt in range(1, max(1, config.attempts) + 1):
-        attempts = attempt
-        headers = {"Content-Type": "application/json", "User-Agent": "relay-alerting"}
+
+    def headers() -> dict[str, str]:
+        sent = {"Content-Type": "application/json", "User-Agent": "relay-alerting"}
         if config.secret:
             stamp = int(now())
-            headers |= {signing.TIMESTAMP_HEADER: str(stamp),
-                        signing.SIGNATURE_HEADER: f"sha256={signing.sign(config.secret, stamp, body)}"}
-        try:
-            status = post(config.url, body, headers, config.timeout_s)
-        except HttpError as failure:
-            status, error = failure.status, f"HTTP {failure.status}"
-            if failure.status < 500 and failure.status != 429:
-                break
-        except (OSError, ValueError) as failure:
-            status, error = None, type(failure).__name__
-        else:
-            return {"outcome": "delivered", "attempts": attempt, "status": status, "error": None}
-        if attempt < config.attempts:
-            sleep(config.backoff_s * 2 ** (attempt - 1))
-    return {"outcome": "failed", "attempts": attempts, "status": status, "error": error}
+            sent |= {signing.TIMESTAMP_HEADER: str(stamp),
+                     signing.SIGNATURE_HEADER: f"sha256={signing.sign(config.secret, stamp, body)}"}
+        return sent
+
+    return post_with_retries(config.url, body, headers, timeout_s=config.timeout_s, attempts=config.attempts,
+                             backoff_s=config.backoff_s, post=post, sleep=sleep)
 
 
 class Deliverer:
-    """Sends a fired alert to the receiving application's executors, here and on other instances, and to the
-    webhook."""
+    """Sends a fired alert to the receiving application's executors, here and on other instances, to the
+    webhook and to the other sinks (Slack, PagerDuty)."""
 
     def __init__(
         self,
@@ -143,6 +115,8 @@ class Deliverer:
         webhook: WebhookConfig | None,
         send_hook: Callable[[WebhookConfig, dict[str, Any]], dict[str, Any]] = send_webhook,
         remote: RemoteExecutors | None = None,
+        sinks: tuple[SinkConfig, ...] = (),
+        send_to_sink: Callable[[SinkConfig, dict[str, Any]], dict[str, Any]] = send_sink,
     ) -> None:
         self.transport = transport
         self.peers = peers
@@ -150,6 +124,8 @@ class Deliverer:
         self.webhook = webhook
         self.send_hook = send_hook
         self.remote = remote
+        self.sinks = sinks
+        self.send_to_sink = send_to_sink
 
     def __call__(self, alert: Any) -> Delivery:
         org, receiver = alert.org, alert.receiving_app
@@ -171,11 +147,22 @@ class Deliverer:
         for outcome, count in (("delivered", len(delivered)), ("failed", len(failed))):
             if count:
                 metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "executor", outcome).inc(count)
+        payload = alert_payload(alert)
         hook = None
         if self.webhook is not None:
-            hook = self.send_hook(self.webhook, alert_payload(alert))
+            hook = self.send_hook(self.webhook, payload)
             metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "webhook", hook["outcome"]).inc()
-        return Delivery(delivered, failed, hook)
+        sinks = {sink.name: self._send_to_sink(sink, payload) for sink in self.sinks}
+        for name, outcome in sinks.items():
+            metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, name, outcome["outcome"]).inc()
+        return Delivery(delivered, failed, hook, sinks)
+
+    def _send_to_sink(self, sink: SinkConfig, payload: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.send_to_sink(sink, payload)
+        except Exception as error:  # one sink's fault must not keep the alert from the others
+            log.warning("sending an alert to %s failed inside Relay: %s", sink.name, type(error).__name__)
+            return {"outcome": "failed", "attempts": 0, "status": None, "error": type(error).__name__}
 
     def _remote_executors(self, org: str, receiver: str, here: set[str]) -> list[Any]:
         if self.remote is None:

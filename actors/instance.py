@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import uuid
 from typing import Any
 from uuid import UUID
 
@@ -12,6 +14,7 @@ import pykka
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
+from relay.events.config_plan import APP, KEY, Change
 from relay.events.organization import Organization
 
 log = logging.getLogger("relay.actors.instance")
@@ -93,6 +96,27 @@ class InstanceActor(pykka.ThreadingActor):
     def record_operation(self, operation_id: UUID, **fields: Any) -> None:
         """The audit trail's entry for one control-plane action (events/operation.py)."""
         self.ctx.log.record_operation(operation_id, self.ctx.clock(), **fields)
+
+    def apply_config(self, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
+                     by: str = "relay") -> int:
+        """Record a configuration plan (events/config.py) in one save: the organization's keys are this actor's,
+        and the plan's changes to applications and rules go in the same transaction (all or none; the
+        aggregates' versions and the plan's expectations guard against concurrent writers). Then act as the
+        single commands do: close the sockets of replaced or revoked keys and of deleted applications, and start
+        the actors of the applications changed (they evaluate alerting rules and run retention). Returns how
+        many aggregates changed."""
+        changed = self.ctx.log.apply_config(org, changes, key_hashes, lambda: str(uuid.uuid4()), self.ctx.clock(),
+                                            by)
+        for change in changes:
+            if change.kind == KEY and change.op != "+":
+                for ref in self.directory.connections_of_key(org, change.name):
+                    ref.tell({"close": "API key revoked"})
+            elif change.kind == APP and change.op == "-":
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.directory.application(org, change.name).proxy().close_executors("application deleted")
+            elif change.app is not None:
+                self.directory.application(org, change.app)  # started, if it was not: it watches its rules
+        return len(changed)
 
     def revoke_key(self, org: str, key_name: str, by: str = "relay") -> int:
         """Revoke a key and close every socket that connected with it; return how many were closed."""

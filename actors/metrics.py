@@ -4,7 +4,8 @@ One registry per process (`REGISTRY`, not the library's global one): `GET /metri
 it together with what it reads from the views at scrape time (executors by state, recoveries by outcome,
 projection lag, instances). Everything here is a counter or a histogram that code increments as it acts:
 
-- executor connections and disconnections (actors/executor.py);
+- executor connections and disconnections (actors/executor.py), and handshakes refused, by status and reason
+  (web/websocket.py);
 - requests sent to executors, by type and outcome, with their latency (web/executor_calls.py, and the
   alerting and retention actors);
 - alerts fired and their deliveries, retention runs (actors/alerting.py, actors/retention.py);
@@ -45,6 +46,14 @@ EXECUTOR_CONNECTS = Counter(
 EXECUTOR_DISCONNECTS = Counter(
     "relay_executor_disconnects", "Executor disconnections recorded.", ["org", "app"], registry=REGISTRY,
 )
+# Refused executor handshakes, by HTTP status and reason (fixed words: never the application named in the path,
+# which anyone may write, nor an address).
+HANDSHAKES_REFUSED = Counter(
+    "relay_executor_handshakes_refused",
+    "Executor WebSocket handshakes refused: 503 busy (RELAY_MAX_HANDSHAKES_IN_FLIGHT), at_capacity "
+    "(RELAY_MAX_CONNECTIONS), store_unavailable; 429 too_many_failures; 401/403 refused (key or application).",
+    ["status", "reason"], registry=REGISTRY,
+)
 EXECUTOR_REQUESTS = Counter(
     "relay_executor_requests", "Requests sent to executors, by message type and outcome.",
     ["org", "app", "type", "outcome"], registry=REGISTRY,
@@ -58,7 +67,8 @@ ALERTS_FIRED = Counter(
     registry=REGISTRY,
 )
 ALERT_DELIVERIES = Counter(
-    "relay_alert_deliveries", "Alert deliveries: to executors of the receiving application, and to the webhook.",
+    "relay_alert_deliveries", "Alert deliveries: to executors of the receiving application, the webhook, Slack and "
+    "PagerDuty (channel).",
     ["org", "app", "channel", "outcome"], registry=REGISTRY,
 )
 RETENTION_RUNS = Counter(
@@ -96,6 +106,17 @@ def observe_request(org: str, app: str, message_type: str, outcome: str, seconds
         timer = _REQUEST_TIMERS[timed] = EXECUTOR_REQUEST_SECONDS.labels(*timed)
     counter.inc()
     timer.observe(max(0.0, seconds))
+
+
+_REFUSAL_COUNTERS: dict[tuple[int, str], Any] = {}
+
+
+def count_refused_handshake(status: int, reason: str) -> None:
+    # A connect storm refuses thousands a second (503 busy): the child is looked up once, not labelled each time.
+    counter = _REFUSAL_COUNTERS.get((status, reason))
+    if counter is None:
+        counter = _REFUSAL_COUNTERS[status, reason] = HANDSHAKES_REFUSED.labels(str(status), reason)
+    counter.inc()
 
 
 def outcome_of(response: protocol.Response) -> str:

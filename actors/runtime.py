@@ -28,6 +28,7 @@ from relay.actors.heartbeats import InstanceTable
 from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON, RESTART_REASON
 from relay.actors.settings import Settings
+from relay.actors.sinks import PAGERDUTY, SLACK, SinkConfig
 from relay.events.instance import RUNNING
 from relay.events.log import RelayLog
 from relay.projections import eventsourcing_recorders, pool_reconnect
@@ -124,12 +125,24 @@ class Runtime:
                 url=settings.alert_webhook_url, secret=settings.alert_webhook_secret,
                 timeout_s=settings.alert_webhook_timeout_s, attempts=settings.alert_webhook_attempts,
             )
+        sinks = []
+        http = {"timeout_s": settings.alert_webhook_timeout_s, "attempts": settings.alert_webhook_attempts}
+        if settings.alert_slack_webhook_url:
+            sinks.append(SinkConfig(SLACK, settings.alert_slack_webhook_url, **http))
+        if settings.alert_pagerduty_routing_key:
+            sinks.append(SinkConfig(PAGERDUTY, settings.alert_pagerduty_url,
+                                    routing_key=settings.alert_pagerduty_routing_key, **http))
         timeout = settings.limits.request_timeout_s
         return alerting.AlertingConfig(
             interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
+            autoscale_interval_s=settings.autoscale_interval_s,
             request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook,
-            peers=self._local_executors, remote=self.forwarder,
+            peers=self._local_executors, remote=self.forwarder, sinks=tuple(sinks), data_plane=self._data_plane,
         )
+
+    def _data_plane(self, org: str, app: str) -> Any:
+        """The application's data plane on this instance (StrandedVersion reads it), None without one."""
+        return self.data_planes.get(org, app, self.views.applications.app_setting(org, app, "dataPlane"))
 
     def _local_executors(self, org: str, app: str) -> list[Any]:
         """The live executors of an application connected to this instance (where an alert is delivered)."""

@@ -97,13 +97,25 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("RELAY_RETENTION_INTERVAL_S", "300",
                "how often `retention` is sent to one executor of an app with `gcRowsThreshold`, "
                "`gcTimeThresholdMs` or `globalTimeoutMs` set"),
+    EnvSetting("RELAY_AUTOSCALE_INTERVAL_S", "15",
+               "how often the autoscaling recommendation of an app with an autoscaling policy is refreshed for "
+               "`GET /metrics` and the console (`GET .../autoscale` always asks the executors afresh)"),
     EnvSetting("RELAY_ALERT_WEBHOOK_URL", "", "optional: POST every alert there as JSON"),
     EnvSetting("RELAY_ALERT_WEBHOOK_SECRET", "",
                "optional: sign the webhook's POSTs (`X-Relay-Signature: sha256=HMAC(secret, "
                "\"<X-Relay-Timestamp>.<body>\")`); the secret itself is never sent"),
-    EnvSetting("RELAY_ALERT_WEBHOOK_TIMEOUT_S", "5", "the timeout of one webhook POST"),
+    EnvSetting("RELAY_ALERT_SLACK_WEBHOOK_URL", "",
+               "optional: a Slack incoming webhook; every alert is posted there (`text` and Block Kit `blocks`). "
+               "A secret: never logged, recorded or shown"),
+    EnvSetting("RELAY_ALERT_PAGERDUTY_ROUTING_KEY", "",
+               "optional: a PagerDuty Events API v2 integration key; every alert triggers a PagerDuty event "
+               "(one dedup key per rule). A secret: never logged, recorded or shown"),
+    EnvSetting("RELAY_ALERT_PAGERDUTY_URL", "https://events.pagerduty.com/v2/enqueue",
+               "where PagerDuty events are sent (its EU endpoint, or a test receiver)"),
+    EnvSetting("RELAY_ALERT_WEBHOOK_TIMEOUT_S", "5", "the timeout of one POST to the webhook, Slack or PagerDuty"),
     EnvSetting("RELAY_ALERT_WEBHOOK_ATTEMPTS", "3",
-               "webhook attempts (backoff 0.5 s, 1 s, ...; 5xx, 429 and network errors are retried)"),
+               "attempts per alert at the webhook, Slack and PagerDuty each (backoff 0.5 s, 1 s, ...; 5xx, 429 "
+               "and network errors are retried)"),
 )
 _DEFAULTS = {setting.name: setting.default for setting in ENV_SETTINGS}
 
@@ -185,15 +197,24 @@ def _ca_file(env: dict[str, str]) -> Path | None:
 def _alerting(env: dict[str, str]) -> dict[str, Any]:
     """Alerting and managed retention (actors/alerting.py, actors/retention.py)."""
     url = env.get("RELAY_ALERT_WEBHOOK_URL") or None
-    if url is not None and urlparse(url).scheme not in ("http", "https"):
-        raise ConfigError("RELAY_ALERT_WEBHOOK_URL must be an http:// or https:// URL")
+    for name in ("RELAY_ALERT_WEBHOOK_URL", "RELAY_ALERT_SLACK_WEBHOOK_URL", "RELAY_ALERT_PAGERDUTY_URL"):
+        value = env.get(name) or None
+        if value is not None and (urlparse(value).scheme not in ("http", "https") or not urlparse(value).netloc):
+            raise ConfigError(f"{name} must be an http:// or https:// URL")
+    routing_key = env.get("RELAY_ALERT_PAGERDUTY_ROUTING_KEY") or None
+    if routing_key is not None and (not routing_key.isprintable() or len(routing_key) > 256):
+        raise ConfigError("RELAY_ALERT_PAGERDUTY_ROUTING_KEY must be a printable key of at most 256 characters")
     return {
         "alert_interval_s": _float(env, "RELAY_ALERT_INTERVAL_S"),
         "retention_interval_s": _float(env, "RELAY_RETENTION_INTERVAL_S"),
+        "autoscale_interval_s": _float(env, "RELAY_AUTOSCALE_INTERVAL_S"),
         "alert_webhook_url": url,
         "alert_webhook_secret": env.get("RELAY_ALERT_WEBHOOK_SECRET") or None,
         "alert_webhook_timeout_s": _float(env, "RELAY_ALERT_WEBHOOK_TIMEOUT_S"),
         "alert_webhook_attempts": _int(env, "RELAY_ALERT_WEBHOOK_ATTEMPTS"),
+        "alert_slack_webhook_url": env.get("RELAY_ALERT_SLACK_WEBHOOK_URL") or None,
+        "alert_pagerduty_routing_key": routing_key,
+        "alert_pagerduty_url": _text(env, "RELAY_ALERT_PAGERDUTY_URL"),
     }
 
 
@@ -232,10 +253,15 @@ class Settings:
     # alerts are POSTed to (URL and secret from the environment only: never logged nor recorded).
     alert_interval_s: float = 30.0
     retention_interval_s: float = 300.0
+    autoscale_interval_s: float = 15.0
     alert_webhook_url: str | None = None
     alert_webhook_secret: str | None = None
     alert_webhook_timeout_s: float = 5.0
     alert_webhook_attempts: int = 3
+    # The other sinks (actors/sinks.py): a Slack hook URL and a PagerDuty routing key are secrets themselves.
+    alert_slack_webhook_url: str | None = field(default=None, repr=False)
+    alert_pagerduty_routing_key: str | None = field(default=None, repr=False)
+    alert_pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:

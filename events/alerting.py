@@ -8,6 +8,15 @@ Conductor's three rule types (API.md, "Alerting"):
 - ``UnresponsiveApplication``: no connected executor, or connected ones that do not answer. The receiving
   application must then be another one (an unresponsive application cannot be told about itself).
 
+And two of Relay's own, read from what Relay itself knows of the fleet:
+
+- ``RecoveryFlapping``: the application's executors died and were recovered at least ``threshold`` times within
+  the last ``periodSecs`` seconds (each death whose recovery Relay dispatched counts once, however many peers
+  that recovery took);
+- ``StrandedVersion``: at least ``minPending`` workflows are PENDING or ENQUEUED on an application version that
+  no connected executor runs, and none has for ``thresholdSecs`` seconds (the SDKs recover and dequeue only
+  their own version's workflows, so nothing will run them).
+
 Each firing of a rule is an `Alert` aggregate of its own, numbered 1, 2, ... per rule. Its id comes from
 (org, app, rule, number), so two Relay instances firing the same rule at once both try to create the same
 aggregate: the event store's version check lets one of them append it, the other gets a conflict and, on
@@ -33,7 +42,11 @@ from relay.events.versions import versioned
 WORKFLOW_FAILURE = "WorkflowFailure"
 SLOW_QUEUE = "SlowQueue"
 UNRESPONSIVE_APPLICATION = "UnresponsiveApplication"
-RULE_TYPES = (WORKFLOW_FAILURE, SLOW_QUEUE, UNRESPONSIVE_APPLICATION)
+RECOVERY_FLAPPING = "RecoveryFlapping"
+STRANDED_VERSION = "StrandedVersion"
+CONDUCTOR_RULE_TYPES = (WORKFLOW_FAILURE, SLOW_QUEUE, UNRESPONSIVE_APPLICATION)
+RELAY_RULE_TYPES = (RECOVERY_FLAPPING, STRANDED_VERSION)  # Relay's own: Conductor has no such types
+RULE_TYPES = CONDUCTOR_RULE_TYPES + RELAY_RULE_TYPES
 
 INT32_MAX = 2**31 - 1
 MAX_ID_CHARS = 128
@@ -53,6 +66,14 @@ _METADATA: dict[str, dict[str, tuple[str, Any, str]]] = {
         "thresholdSecs": ("threshold_secs", 60, "secs"),
     },
     UNRESPONSIVE_APPLICATION: {},
+    RECOVERY_FLAPPING: {
+        "threshold": ("threshold", 3, "count"),
+        "periodSecs": ("period_secs", 600, "secs"),
+    },
+    STRANDED_VERSION: {
+        "minPending": ("min_pending", 1, "count"),
+        "thresholdSecs": ("threshold_secs", 60, "secs"),
+    },
 }
 
 
@@ -194,7 +215,12 @@ class AlertingRule(Aggregate):
         self.deleted_at = at
 
 
-@versioned({"Fired": 1, "Delivered": 1})
+def _no_sinks(state: dict[str, Any]) -> None:
+    """Delivered v1 (before the Slack and PagerDuty sinks) went to no sink but the webhook."""
+    state["sinks"] = {}
+
+
+@versioned({"Fired": 1, "Delivered": 2}, upcasters={"Delivered": {1: _no_sinks}})
 class Alert(Aggregate):
     """One firing of a rule: number `sequence` of that rule, in evaluation interval `slot`."""
 
@@ -278,9 +304,11 @@ class Alert(Aggregate):
         failed: list[dict[str, str]],
         webhook: dict[str, Any] | None,
         at: datetime,
+        sinks: dict[str, dict[str, Any]] | None = None,
     ) -> None:
-        """Where the alert went: executors that acknowledged it, those that failed (with a reason), and the
-        webhook's outcome (never its URL). Once per alert."""
+        """Where the alert went: executors that acknowledged it, those that failed (with a reason), the
+        webhook's outcome and each other sink's (``{"slack": {...}, "pagerduty": {...}}``), never a sink's URL
+        or key. Once per alert."""
         if self.delivered:
             raise IllegalTransitionError(f"alert {self.sequence} of rule '{self.rule_id}'", "delivered",
                                          "record its delivery again")
@@ -288,11 +316,16 @@ class Alert(Aggregate):
             raise InvalidValueError("delivered_to must list executor ids")
         if not all(isinstance(f, dict) and isinstance(f.get("executorId"), str) for f in failed):
             raise InvalidValueError("failed must list {executorId, reason} objects")
-        self._delivered(delivered_to=sorted(delivered_to), failed=list(failed), webhook=webhook, at=at)
+        if sinks is not None and not (isinstance(sinks, dict) and all(
+                isinstance(k, str) and isinstance(v, dict) for k, v in sinks.items())):
+            raise InvalidValueError("sinks must map sink names to their outcomes")
+        self._delivered(delivered_to=sorted(delivered_to), failed=list(failed), webhook=webhook,
+                        sinks=dict(sinks or {}), at=at)
 
     @event("Delivered")
     def _delivered(
-        self, delivered_to: list[str], failed: list[dict[str, str]], webhook: dict[str, Any] | None, at: datetime
+        self, delivered_to: list[str], failed: list[dict[str, str]], webhook: dict[str, Any] | None,
+        sinks: dict[str, dict[str, Any]], at: datetime,
     ) -> None:
         self.delivered = True
         self.delivered_at = at

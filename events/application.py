@@ -8,6 +8,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from relay.events.autoscaling import check_policy
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.ids import app_id
@@ -43,7 +44,7 @@ def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
 
 @versioned({
     "Registered": 1, "Reregistered": 1, "SettingsChanged": 1, "Deleted": 1, "DataPlaneConfigured": 1,
-    "DataPlaneRemoved": 1,
+    "DataPlaneRemoved": 1, "AutoscalingPolicySet": 1, "AutoscalingPolicyCleared": 1,
 })
 class App(Aggregate):
     """A registered application. Deleted apps keep their history and can be registered again."""
@@ -61,6 +62,7 @@ class App(Aggregate):
         self.deleted = False
         self.settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
         self.data_plane: dict[str, Any] | None = None
+        self.autoscaling_policy: dict[str, Any] | None = None
 
     @classmethod
     def register(cls, org: str, name: str, at: datetime, by: str = "relay") -> App:
@@ -77,6 +79,7 @@ class App(Aggregate):
         self.deleted = False
         self.settings = dict(DEFAULT_SETTINGS)
         self.data_plane = None
+        self.autoscaling_policy = None
         self.updated_at = at
 
     def change_settings(self, changes: dict[str, Any], at: datetime, by: str = "relay") -> None:
@@ -111,6 +114,30 @@ class App(Aggregate):
     @event("DataPlaneRemoved")
     def _data_plane_removed(self, at: datetime, by: str) -> None:
         self.data_plane = None
+        self.updated_at = at
+
+    def set_autoscaling_policy(self, policy: dict[str, Any], at: datetime, by: str = "relay") -> None:
+        """Store the queue-based autoscaling policy (events/autoscaling.py); the queue itself is checked against an
+        executor by the caller, which the domain cannot ask."""
+        self._check_live("set its autoscaling policy")
+        checked = check_policy(policy)
+        if checked != self.autoscaling_policy:
+            self._autoscaling_policy_set(policy=checked, at=at, by=by)
+
+    @event("AutoscalingPolicySet")
+    def _autoscaling_policy_set(self, policy: dict[str, Any], at: datetime, by: str) -> None:
+        self.autoscaling_policy = dict(policy)
+        self.updated_at = at
+
+    def clear_autoscaling_policy(self, at: datetime, by: str = "relay") -> None:
+        """Clearing an absent policy records nothing (and succeeds: the reference's DELETE does)."""
+        self._check_live("clear its autoscaling policy")
+        if self.autoscaling_policy is not None:
+            self._autoscaling_policy_cleared(at=at, by=by)
+
+    @event("AutoscalingPolicyCleared")
+    def _autoscaling_policy_cleared(self, at: datetime, by: str) -> None:
+        self.autoscaling_policy = None
         self.updated_at = at
 
     def delete(self, at: datetime, by: str = "relay") -> None:

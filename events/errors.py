@@ -25,3 +25,7 @@ class AlreadyExistsError(DomainError):
 
 class InvalidValueError(DomainError):
     """A value outside what the domain accepts (a bad name, a negative timeout)."""
+
+
+class ConcurrentChangeError(DomainError):
+    """What a command expected to find changed meanwhile (another request, an HA peer): nothing was recorded."""

@@ -17,7 +17,9 @@ from eventsourcing.persistence import IntegrityError, Notification, Recording, S
 
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from relay.events.application import App
-from relay.events.errors import AlreadyExistsError, NotFoundError
+from relay.events.config_apply import apply_changes
+from relay.events.config_plan import Change
+from relay.events.errors import AlreadyExistsError, ConcurrentChangeError, NotFoundError
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.group_commit import GroupCommitter
 from relay.events.ids import app_id, executor_id, instance_id, organization_id
@@ -207,6 +209,21 @@ class RelayLog(Application[UUID]):
 
         return self._update(app_id(org, name), App, change)
 
+    def set_autoscaling_policy(
+        self, org: str, name: str, policy: dict[str, Any] | None, at: datetime, by: str = "relay"
+    ) -> App:
+        """Store (``policy``) or clear (None) an application's autoscaling policy."""
+        def change(found: App | None) -> App:
+            if found is None or found.deleted:
+                raise NotFoundError(f"no application '{name}' in '{org}'")
+            if policy is None:
+                found.clear_autoscaling_policy(at, by)
+            else:
+                found.set_autoscaling_policy(policy, at, by)
+            return found
+
+        return self._update(app_id(org, name), App, change)
+
     def delete_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
         def change(found: App | None) -> App:
             if found is None or found.deleted:
@@ -380,11 +397,12 @@ class RelayLog(Application[UUID]):
         failed: list[dict[str, str]],
         webhook: dict[str, Any] | None,
         at: datetime,
+        sinks: dict[str, dict[str, Any]] | None = None,
     ) -> Alert:
         def change(found: Alert | None) -> Alert:
             if found is None:
                 raise NotFoundError(f"no alert {sequence} of rule '{rule_id}' in '{org}/{app}'")
-            found.deliver(delivered_to, failed, webhook, at)
+            found.deliver(delivered_to, failed, webhook, at, sinks)
             return found
 
         return self._update(alert_aggregate_id(org, app, rule_id, sequence), Alert, change)
@@ -419,6 +437,26 @@ class RelayLog(Application[UUID]):
             return found
 
         return self._update(retention_run_id(org, app, slot), RetentionRun, change)
+
+    # -- declarative configuration (events/config*.py) --------------------------------------------
+    def apply_config(self, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
+                     new_rule_id: Callable[[], str], at: datetime, by: str = "relay") -> list[Aggregate]:
+        """Every change of a configuration plan, on the organization, its applications and their rules, in ONE
+        save (one store transaction): all of them or none. A change whose aggregate no longer holds what the plan
+        expected raises ConcurrentChangeError, as does a concurrent append that keeps conflicting."""
+        for attempt in range(_SAVE_ATTEMPTS):
+            ids = iter(new_rule_id, None)
+            changed = apply_changes(org, changes, self._get, key_hashes, ids, at, by)
+            try:
+                recordings = self.save(*changed)
+            except IntegrityError:
+                if attempt == _SAVE_ATTEMPTS - 1:
+                    raise ConcurrentChangeError("the organization kept changing while the plan was applied: "
+                                                "nothing was applied; plan again") from None
+                continue  # reloaded next time round: the plan's expectations are checked again
+            self._appended([r.notification.id for r in recordings])
+            return changed
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- operations (the audit trail of control-plane actions) ------------------------------------
     def record_operation(self, operation_id: UUID, at: datetime, **fields: Any) -> Operation:

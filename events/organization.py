@@ -23,6 +23,8 @@ PERMISSIONS: tuple[str, ...] = (
     "organization.read",
     "organization.write",
 )
+# What a key gets when its creator names no permissions: everything an application's executors and tools need.
+DEFAULT_KEY_PERMISSIONS: tuple[str, ...] = ("application.read", "application.write", "metric.read", "websocket.connect")
 
 
 @versioned({"Created": 1, "ApiKeyIssued": 1, "ApiKeyRevoked": 1})

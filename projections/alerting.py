@@ -15,7 +15,7 @@ from relay.projections.projector import Handler, ViewProjection, iso, to_json
 
 class AlertingSchema:
     name = "alerting"
-    tables = ("relay_alerting_rules", "relay_alerting_alerts")
+    tables = ("relay_alerting_rules", "relay_alerting_alerts", "relay_alerting_sinks")
     create_statements = (
         "CREATE TABLE IF NOT EXISTS {s}relay_alerting_rules (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
         "app TEXT NOT NULL, rule_id TEXT NOT NULL, rule_type TEXT NOT NULL, metadata TEXT NOT NULL, "
@@ -27,6 +27,9 @@ class AlertingSchema:
         "slot BIGINT NOT NULL, message TEXT NOT NULL, metadata TEXT NOT NULL, receiving_app TEXT NOT NULL, "
         "instance TEXT, fired_at TEXT, delivered_at TEXT, delivered_to TEXT, failed TEXT, webhook TEXT)",
         "CREATE INDEX IF NOT EXISTS relay_alerting_alerts_app ON {s}relay_alerting_alerts (org, app, fired_at)",
+        # Each alert's outcome at the sinks besides the webhook (Slack, PagerDuty), when it went to any. A table of
+        # its own: stores made before the sinks get it as they start, and their older alerts have none.
+        "CREATE TABLE IF NOT EXISTS {s}relay_alerting_sinks (id TEXT PRIMARY KEY, sinks TEXT NOT NULL)",
     )
 
 
@@ -68,6 +71,8 @@ class AlertingProjection(ViewProjection):
             "delivered_at": iso(e.at), "delivered_to": to_json(e.delivered_to), "failed": to_json(e.failed),
             "webhook": to_json(e.webhook) if e.webhook is not None else None,
         })
+        if e.sinks:
+            sql.insert("relay_alerting_sinks", {"id": str(e.originator_id), "sinks": to_json(e.sinks)})
 
 
 def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -82,6 +87,7 @@ def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
     row["metadata"] = json.loads(row["metadata"])
     for key in ("delivered_to", "failed", "webhook"):
         row[key] = json.loads(row[key]) if row[key] is not None else None
+    row["sinks"] = json.loads(row["sinks"]) if row.get("sinks") else {}
     return row
 
 
@@ -109,8 +115,9 @@ class AlertingQueries:
         """What the app's rules fired, newest first, with where each alert went."""
         with self.store.transaction(commit=False) as sql:
             rows = sql.all(
-                "SELECT * FROM {s}relay_alerting_alerts WHERE org = ? AND app = ? "
-                "ORDER BY fired_at DESC, sequence DESC LIMIT ? OFFSET ?",
+                "SELECT a.*, k.sinks FROM {s}relay_alerting_alerts a LEFT JOIN {s}relay_alerting_sinks k "
+                "ON k.id = a.id WHERE a.org = ? AND a.app = ? "
+                "ORDER BY a.fired_at DESC, a.sequence DESC LIMIT ? OFFSET ?",
                 (org, app, limit, offset),
             )
         return [_alert_row(r) for r in rows]

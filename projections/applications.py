@@ -55,6 +55,8 @@ class ApplicationsProjection(ViewProjection):
             "App.SettingsChanged": self.settings_changed,
             "App.DataPlaneConfigured": self.data_plane_configured,
             "App.DataPlaneRemoved": self.data_plane_removed,
+            "App.AutoscalingPolicySet": self.autoscaling_policy_set,
+            "App.AutoscalingPolicyCleared": self.autoscaling_policy_cleared,
             "App.Deleted": self.app_deleted,
         }
 
@@ -108,6 +110,13 @@ class ApplicationsProjection(ViewProjection):
 
     def data_plane_removed(self, sql: Sql, e: Any, _: int) -> None:
         self._merge_settings(sql, e, {"dataPlane": None})
+
+    # The autoscaling policy (events/autoscaling.py) rides there too, under "autoscalingPolicy".
+    def autoscaling_policy_set(self, sql: Sql, e: Any, _: int) -> None:
+        self._merge_settings(sql, e, {"autoscalingPolicy": dict(e.policy)})
+
+    def autoscaling_policy_cleared(self, sql: Sql, e: Any, _: int) -> None:
+        self._merge_settings(sql, e, {"autoscalingPolicy": None})
 
     def _merge_settings(self, sql: Sql, e: Any, changes: dict[str, Any]) -> None:
         row = sql.one("SELECT settings FROM {s}relay_apps WHERE id = ?", (str(e.originator_id),))

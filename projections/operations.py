@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, iso, to_json
+from relay.projections.projector import Handler, ViewProjection, iso, recovery_row_id, to_json
 
 _RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 
@@ -99,13 +99,15 @@ class OperationsProjection(ViewProjection):
     def recovery_dispatched(self, sql: Sql, e: Any, _: int) -> None:
         row = sql.one("SELECT org, app FROM {s}relay_operations_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the view never saw"
+        key = recovery_row_id(sql, "relay_operations_recoveries", str(e.originator_id), e.attempt, dispatched=True)
         sql.insert("relay_operations_recoveries", {
-            "id": str(e.originator_id), "attempt": e.attempt, "org": row["org"], "app": row["app"],
+            "id": key, "attempt": e.attempt, "org": row["org"], "app": row["app"],
             "outcome": "pending", "dispatched_at": iso(e.at),
         })
 
     def _recovery_finished(self, sql: Sql, e: Any, outcome: str) -> None:
-        sql.update("relay_operations_recoveries", {"id": str(e.originator_id), "attempt": e.attempt},
+        key = recovery_row_id(sql, "relay_operations_recoveries", str(e.originator_id), e.attempt)
+        sql.update("relay_operations_recoveries", {"id": key, "attempt": e.attempt},
                    {"outcome": outcome, "finished_at": iso(e.at)})
 
 

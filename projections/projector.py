@@ -34,6 +34,19 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+def recovery_row_id(sql: Any, table: str, originator: str, attempt: int, *, dispatched: bool = False) -> str:
+    """The row id of an executor's recovery attempt in ``table`` (keyed by id and attempt). An executor that
+    connects again starts its attempts at 1, so each later death of the same executor (one that reports a fixed
+    executor_id, DBOS__VMID...) gets rows of its own: ``<originator>``, then ``<originator>#2``, ``#3``...
+    ``dispatched``: the attempt is being recorded now (attempt 1 then opens a new death's rows)."""
+    firsts = sql.all(
+        f"SELECT id FROM {{s}}{table} WHERE attempt = 1 AND (id = ? OR (id > ? AND id < ?))",  # noqa: S608
+        (originator, f"{originator}#", f"{originator}$"),  # '$' follows '#': the range holds '<originator>#...'
+    )
+    deaths = len(firsts) + (1 if dispatched and attempt == 1 else 0)
+    return originator if deaths <= 1 else f"{originator}#{deaths}"
+
+
 def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 

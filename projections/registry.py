@@ -6,7 +6,7 @@ from collections.abc import Collection
 from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, iso, to_json
+from relay.projections.projector import Handler, ViewProjection, iso, recovery_row_id, to_json
 
 HEALTHY = "HEALTHY"
 # Ids per IN (...) lookup (well under SQLite's limit on bound parameters).
@@ -92,17 +92,18 @@ class RegistryProjection(ViewProjection):
         self._set(sql, e, {"recovery_attempts": e.attempt, "recovery_peer": e.peer})
         row = sql.one("SELECT org, app, executor_id FROM {s}relay_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the registry never saw"
+        key = recovery_row_id(sql, "relay_recoveries", str(e.originator_id), e.attempt, dispatched=True)
         sql.write(
             "INSERT INTO {s}relay_recoveries (id, attempt, org, app, executor_id, peer, instance, "
             "dispatched_at, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
-            (str(e.originator_id), e.attempt, row["org"], row["app"], row["executor_id"], e.peer, e.instance,
-             iso(e.at)),
+            (key, e.attempt, row["org"], row["app"], row["executor_id"], e.peer, e.instance, iso(e.at)),
         )
 
     def _finish(self, sql: Sql, e: Any, outcome: str, reason: str | None) -> None:
+        key = recovery_row_id(sql, "relay_recoveries", str(e.originator_id), e.attempt)
         sql.write(
             "UPDATE {s}relay_recoveries SET outcome = ?, reason = ?, finished_at = ? WHERE id = ? AND attempt = ?",
-            (outcome, reason, iso(e.at), str(e.originator_id), e.attempt),
+            (outcome, reason, iso(e.at), key, e.attempt),
         )
 
     def recovery_failed(self, sql: Sql, e: Any, _: int) -> None:
@@ -197,6 +198,16 @@ class RegistryQueries:
                 "SELECT * FROM {s}relay_recoveries WHERE org = ? AND app = ? "
                 "ORDER BY dispatched_at DESC, attempt DESC LIMIT ? OFFSET ?",
                 (org, app, limit, offset),
+            )
+
+    def recovered_deaths(self, org: str, app: str, since: str) -> list[dict[str, Any]]:
+        """The app's executor deaths whose recovery was first dispatched at or after ``since`` (an ISO time),
+        oldest first: one row per death (its first attempt), however many peers its recovery then took."""
+        with self.store.transaction(commit=False) as sql:
+            return sql.all(
+                "SELECT executor_id, dispatched_at FROM {s}relay_recoveries WHERE org = ? AND app = ? "
+                "AND attempt = 1 AND dispatched_at >= ? ORDER BY dispatched_at, executor_id",
+                (org, app, since),
             )
 
     def latest_recoveries(self, org: str, app: str, executor_ids: Collection[str]) -> dict[str, dict[str, Any]]:

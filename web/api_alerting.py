@@ -4,7 +4,11 @@
   reference's ``AlertingRule`` and ``CreateAlertInputBody``. ``ruleMetadata`` per type (camelCase, or the
   snake_case the alert metadata uses): WorkflowFailure ``workflowName`` (default every workflow),
   ``threshold`` (1), ``periodSecs`` (60); SlowQueue ``queueName`` (every queue), ``thresholdSecs`` (60);
-  UnresponsiveApplication none (``receivingAppName`` must then name another application).
+  UnresponsiveApplication none (``receivingAppName`` must then name another application). Relay's own types
+  (an extension of the reference's enum): RecoveryFlapping ``threshold`` (3), ``periodSecs`` (600);
+  StrandedVersion ``minPending`` (1), ``thresholdSecs`` (60). Every body goes through
+  events/alerting.py `check_rule_metadata` (in `AlertingRule.create`), so whatever creates rules gets the same
+  checks and the same 422s.
 - ``GET /relay/v1/orgs/{org}/apps/{app}/alerts``: alerts fired, newest first, and where each went.
 - ``GET /relay/v1/orgs/{org}/apps/{app}/retention-runs``: managed retention runs and their outcomes.
 
@@ -18,7 +22,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from relay.events.alerting import RULE_TYPES
+from relay.events.alerting import RULE_TYPES, check_rule_metadata
+from relay.events.errors import InvalidValueError
 from relay.events.ids import app_id
 from relay.events.names import APP_NAME
 from relay.web.context import ask, authorize, require_app, runtime
@@ -57,6 +62,8 @@ COMPONENTS.update({
         "firedAt": TIME, "deliveredAt": NTIME, "deliveredTo": _t(["array", "null"], items=STR),
         "failed": _t(["array", "null"], items={"$ref": "#/components/schemas/RelayAlertFailure"}),
         "webhook": {"oneOf": [{"$ref": "#/components/schemas/RelayAlertWebhook"}, {"type": "null"}]},
+        # Each other sink's outcome (`slack`, `pagerduty`), the webhook's shape: never a URL or a key.
+        "sinks": _t("object", additionalProperties={"$ref": "#/components/schemas/RelayAlertWebhook"}),
     }),
     "RelayAlertList": _all_required({"alerts": _t("array", items={"$ref": "#/components/schemas/RelayAlert"})}),
     "RelayRetentionRun": _all_required({
@@ -100,6 +107,7 @@ def alert_v1(row: dict[str, Any]) -> dict[str, Any]:
         "deliveredTo": row["delivered_to"],
         "failed": row["failed"],
         "webhook": row["webhook"],
+        "sinks": row["sinks"],
     }
 
 
@@ -131,6 +139,10 @@ def check_rule_body(org: str, body: dict[str, Any]) -> dict[str, Any]:
         raise invalid("body.ruleType", f"must be one of {', '.join(RULE_TYPES)}", body["ruleType"])
     if not isinstance(body["ruleMetadata"], dict):
         raise invalid("body.ruleMetadata", "must be an object", body["ruleMetadata"])
+    try:  # the domain's own check (AlertingRule.create runs it again), here to name the field in the 422
+        check_rule_metadata(body["ruleType"], body["ruleMetadata"])
+    except InvalidValueError as error:
+        raise invalid("body.ruleMetadata", str(error), body["ruleMetadata"]) from None
     interval = body.get("minIntervalSecs")
     if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
                                  or not 0 <= interval < 2**31):

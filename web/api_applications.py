@@ -8,6 +8,7 @@ from flask import Blueprint, Response, jsonify
 
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.names import APP_NAME, TOKEN_NAME
+from relay.events.organization import DEFAULT_KEY_PERMISSIONS as _DEFAULT_PERMISSIONS
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.web import views_to_api
@@ -20,7 +21,7 @@ from relay.web.translate import format_time
 bp = Blueprint("v2_apps", __name__)
 
 # What a token gets when the caller names no permissions: everything an application needs.
-DEFAULT_KEY_PERMISSIONS = ["application.read", "application.write", "metric.read", "websocket.connect"]
+DEFAULT_KEY_PERMISSIONS = list(_DEFAULT_PERMISSIONS)
 
 _INT_SETTINGS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 # Settings a PATCH may clear with a JSON null: those the reference's Application shows as nullable (null = no

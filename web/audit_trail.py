@@ -31,7 +31,8 @@ log = logging.getLogger("relay.web.audit")
 
 # POSTs that only read (the body carries a search) and the instance-to-instance forward (the instance the
 # call came in on records it).
-READ_ONLY = frozenset({"searchWorkflows", "getWorkflowAggregates", "getStepAggregates", "forwardToExecutor"})
+READ_ONLY = frozenset({"searchWorkflows", "getWorkflowAggregates", "getStepAggregates", "forwardToExecutor",
+                       "planConfig"})
 # GETs that hand out a workflow's whole data: an auditor wants to know who took it.
 AUDITED_READS = frozenset({"exportWorkflow"})
 RAW = "sendRawExecutorRequest"
@@ -81,7 +82,9 @@ def _api_note() -> Note | None:
     body = body if isinstance(body, dict) else {}
     if name == RAW and is_read_frame(body.get("type")):
         return None
-    return Note(name, tuple(_targets(body)))
+    if g.get("audit_nothing_done"):  # a view that found nothing to do (an apply of what is there already)
+        return None
+    return Note(name, tuple(g.get("audit_targets") or _targets(body)))
 
 
 def _targets(body: dict[str, Any]) -> list[str]:

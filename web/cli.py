@@ -1,4 +1,4 @@
-"""The `relay` command: serve, apps, keys, replay, events."""
+"""The `relay` command: serve, apps, keys, data-plane, diff, apply, replay, events."""
 
 from gevent import monkey
 
@@ -191,6 +191,34 @@ def cmd_data_plane(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_autoscale(settings: Settings, args: argparse.Namespace) -> int:
+    """An application's autoscaling policy (Conductor's .../autoscaling-policy) and its recommendation."""
+    org = args.org or settings.default_org
+    target = Target(settings, args.url, args.cacert)
+    base = f"/v2/orgs/{org}/apps/{args.name}"
+    if args.action == "delete":
+        _api(target, settings, "DELETE", base + "/autoscaling-policy")
+        print(f"autoscaling policy of {org}/{args.name} deleted")
+        return 0
+    if args.action == "set":
+        if not args.queue:
+            print("relay: autoscale set needs --queue NAME", file=sys.stderr)
+            return 2
+        rollout = {"maxOldApplicationVersions": args.max_old_versions,
+                   "maxExecutorsForOldApplicationVersions": args.max_old_executors}
+        body: dict[str, Any] = {"queue": args.queue}
+        if any(v is not None for v in rollout.values()):
+            body["rollout"] = {k: v for k, v in rollout.items() if v is not None}
+        policy = _api(target, settings, "PUT", base + "/autoscaling-policy", body)["policy"]
+        print(json.dumps(policy, indent=2) if args.output == "json" else f"policy\t{json.dumps(policy)}")
+        return 0
+    entries = _api(target, settings, "GET", base + "/autoscale") or []
+    rows = [(e["applicationVersion"], "yes" if e["isLatest"] else "no", e.get("queueName", "-"), e["queueDepth"],
+             e["desiredExecutors"]) for e in entries]
+    _table(args, ("VERSION", "LATEST", "QUEUE", "QUEUE_DEPTH", "DESIRED_EXECUTORS"), rows, entries)
+    return 0
+
+
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     org = args.org or settings.default_org
     target = Target(settings, args.url, args.cacert)
@@ -210,6 +238,17 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
                 for k in keys]
         _table(args, ("NAME", "APPS", "PERMISSIONS", "CREATED_AT"), rows, keys)
     return 0
+
+
+def cmd_config(settings: Settings, args: argparse.Namespace) -> int:
+    """`relay diff|apply -f FILE` (web/cli_config.py)."""
+    from relay.web.cli_config import ConfigFileError, run
+
+    target = Target(settings, args.url, args.cacert)
+    try:
+        return run(args, settings.default_org, lambda method, path, body: _api(target, settings, method, path, body))
+    except ConfigFileError as error:
+        raise CliError(str(error)) from None
 
 
 # -- working on the store directly ----------------------------------------------------------------
@@ -408,8 +447,9 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return supervisor.run()
 
 
-COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane, "replay": cmd_replay,
-            "events": cmd_events}
+COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane,
+            "autoscale": cmd_autoscale, "replay": cmd_replay, "events": cmd_events, "diff": cmd_config,
+            "apply": cmd_config}
 
 
 def main(argv: list[str] | None = None) -> int:

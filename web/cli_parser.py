@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from relay.actors.settings import MAX_WORKERS, settings_help
 from relay.events.organization import PERMISSIONS
@@ -23,8 +24,9 @@ def _worker_count(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="relay", description="Self-hosted control plane for DBOS apps",
-        epilog="Exit codes: 0 done, 1 replay --verify found a mismatch, 2 refused (bad arguments or settings, "
-               "missing store, server unreachable or answering an error), 130 interrupted (Ctrl-C).")
+        epilog="Exit codes: 0 done, 1 replay --verify found a mismatch or diff found changes, 2 refused (bad "
+               "arguments or settings, missing store, server unreachable or answering an error), 130 interrupted "
+               "(Ctrl-C).")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
     serve = sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)",
                            description="Run one Relay instance: HTTP API, console and executor WebSockets on one "
@@ -68,7 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="set: each query's statement timeout (default 10000)")
     plane.add_argument("--pool-size", type=int, metavar="N", help="set: connections to the database (default 2)")
     plane.add_argument("--schema", help="set: the DBOS system schema on PostgreSQL (default dbos)")
-    for command in (apps, keys, plane):
+    _add_config_commands(sub)
+    scale = sub.add_parser(
+        "autoscale", help="an application's autoscaling policy and recommendation (via the running server)",
+        description="Show the recommendation (executors each application version needs for the policy queue's "
+                    "backlog), set the policy (a queue with worker_concurrency, validated by an executor), or delete "
+                    "it.")
+    scale.add_argument("action", choices=["show", "set", "delete"], help="what to do with the autoscaling policy")
+    scale.add_argument("name", help="the application's name")
+    scale.add_argument("--queue", help="set: the queue whose backlog drives the recommendation")
+    scale.add_argument("--max-old-versions", type=int, metavar="N",
+                       help="set: old versions reported besides the latest, newest first (default 0)")
+    scale.add_argument("--max-old-executors", type=int, metavar="N",
+                       help="set: cap every old version's recommendation at N executors (default: no cap)")
+    for command in (apps, keys, plane, scale):
         command.add_argument("--org", help="the organization (default RELAY_DEFAULT_ORG, else local)")
         command.add_argument("--output", choices=["text", "json"], default="text", help="list: " + output_help)
         command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
@@ -96,3 +111,38 @@ def build_parser() -> argparse.ArgumentParser:
                         help="text: tab-separated columns under a header line (default); json: JSON Lines, "
                              "one object per event")
     return parser
+
+
+def _add_config_commands(sub: Any) -> None:
+    """`relay diff` and `relay apply`: the declarative configuration."""
+    config_help = ("a configuration file (apiVersion: relay/v1, kind: Config): applications, their settings, data "
+                   "planes and alerting rules, and API keys by name and scope; - reads stdin")
+    diff = sub.add_parser(
+        "diff", help="show what `apply` would change (exit 0: nothing, 1: something, 2: refused)",
+        description="Compare a configuration file with the organization (via the running server) and print the "
+                    "plan: + creates, ~ changes, - removes. Exit 0 when nothing would change, 1 when something "
+                    "would, 2 when refused (a bad file, the server unreachable or answering an error).")
+    apply = sub.add_parser(
+        "apply", help="bring the organization to a configuration file: every change or none (via the running "
+                      "server)",
+        description="Print the plan of a configuration file, then apply it in one transaction: every change is "
+                    "recorded, each as an event, or none is (a bad item, or a change made meanwhile, refuses the "
+                    "whole file). Applying the same file again changes and records nothing. Keys it issues are "
+                    "printed once on stdout.")
+    for command in (diff, apply):
+        command.add_argument("-f", "--filename", required=True, metavar="FILE", help=config_help)
+        command.add_argument("--prune", action="store_true",
+                             help="also remove what the file leaves out: applications, keys, alerting rules and "
+                                  "data planes, and reset settings it does not give (as `prune: true` in the file)")
+    apply.add_argument("--replace-keys", action="store_true",
+                       help="replace keys whose scope differs from the file (keys cannot change: revoked, then issued "
+                            "again with new secrets; executors using them are disconnected). Without it such a file "
+                            "is refused")
+    diff.add_argument("--output", choices=["text", "json"], default="text",
+                      help="text: the plan's lines (default); json: the server's plan")
+    for command in (diff, apply):
+        command.add_argument("--org", help="the organization (default: the file's org, else RELAY_DEFAULT_ORG, else "
+                                           "local)")
+        command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
+                                           "RELAY_PORT, https when RELAY_TLS_CERT is set)")
+        command.add_argument("--cacert", help="a PEM CA file to trust for https (default RELAY_CA_FILE)")

@@ -10,6 +10,7 @@ from flask import current_app, g, request
 
 from relay.events.errors import (
     AlreadyExistsError,
+    ConcurrentChangeError,
     DomainError,
     IllegalTransitionError,
     InvalidValueError,
@@ -67,7 +68,7 @@ def ask(call: Callable[[], pykka.Future[T]], timeout: float = ASK_TIMEOUT_S) -> 
         raise not_found(str(error)) from None
     except AlreadyExistsError as error:
         raise ApiError(409, str(error)) from None
-    except IllegalTransitionError as error:
+    except (IllegalTransitionError, ConcurrentChangeError) as error:
         raise ApiError(409, str(error)) from None
     except InvalidValueError as error:
         raise invalid("body", str(error)) from None

@@ -77,6 +77,17 @@ COMPONENTS: dict[str, Schema] = {
     "BackfillOutputBody": _all_required({"workflowIds": STRS}),
     "TriggerOutputBody": _all_required({"workflowId": STR}),
     "PatchLatestVersionInputBody": body_schema(bodies.LATEST_VERSION_BODY, ["versionName"]),
+    # -- autoscaling (web/api_autoscaling.py; the policy is checked by events/autoscaling.py)
+    "QueueAutoscale": _obj({
+        "applicationVersion": STR, "desiredExecutors": INT64, "isLatest": BOOL, "observedAt": INT64,
+        "queueDepth": INT64, "queueName": STR,
+    }, ["applicationVersion", "isLatest", "desiredExecutors", "queueDepth", "observedAt"]),
+    "RolloutPolicy": _obj({
+        "maxExecutorsForOldApplicationVersions": _t("integer", "int64", minimum=0),
+        "maxOldApplicationVersions": _t("integer", "int64", minimum=0),
+    }),
+    "AutoscalePolicy": _obj({"queue": STR, "rollout": ref("RolloutPolicy")}, ["queue"]),
+    "PolicyOutputBody": _obj({"policy": ref("AutoscalePolicy")}, ["policy"]),
     # -- served from Relay's store (web/views_to_api.py)
     # The reference's Organization (web/views_to_api.py organization() fills every field it requires).
     "Organization": _all_required({

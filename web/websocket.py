@@ -16,6 +16,7 @@ import gevent
 import pykka
 from flask import Blueprint, Response, request
 
+from relay.actors import metrics
 from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
 from relay.web.openapi import operation
@@ -149,6 +150,7 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
         if wait is not None:
             environ["relay.ws_refusal"] = (429, TOO_MANY_FAILURES)
             environ["relay.ws_retry_after"] = retry_after_header(wait)
+            metrics.count_refused_handshake(429, "too_many_failures")
             return
     ticket: HandshakeTicket | None = None
     if gate is not None:
@@ -157,6 +159,7 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
             environ["relay.ws_refusal"] = (503, HANDSHAKES_BUSY)
             environ["relay.ws_retry_after"] = "1"
             environ["relay.ws_busy"] = True  # answered by the handler itself (web/server.py), not logged one by one
+            metrics.count_refused_handshake(503, "busy")
             return
     try:
         _check_admission(rt, environ, edge, match, address)
@@ -204,11 +207,14 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
         log.warning("executor handshake from %s refused: store unavailable (%s)", address, type(error).__name__)
         environ["relay.ws_refusal"] = (503, STORE_UNAVAILABLE)
         environ["relay.ws_retry_after"] = "5"
+        metrics.count_refused_handshake(503, "store_unavailable")
         return
     if refused:
         environ["relay.ws_refusal"] = (401 if principal is None else 403, REFUSED)
         if edge is not None:
             _count_failure(edge, environ, address, app, match)
+        status = environ["relay.ws_refusal"][0]  # 429 when the failures of this address reached the limit
+        metrics.count_refused_handshake(status, "too_many_failures" if status == 429 else "refused")
         return
     if edge is not None:
         if not edge.slots.acquire():
@@ -216,6 +222,7 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
                         address, edge.slots.limit)
             environ["relay.ws_refusal"] = (503, AT_CAPACITY)
             environ["relay.ws_retry_after"] = "1"
+            metrics.count_refused_handshake(503, "at_capacity")
             return
         environ["relay.ws_slot"] = True
     environ["relay.ws_org"] = org

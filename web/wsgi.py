@@ -15,7 +15,9 @@ from relay.web import api_alerting as alerting_api
 from relay.web import (
     api_applications,
     api_audit,
+    api_autoscaling,
     api_catalog,
+    api_config,
     api_dataplane,
     api_raw,
     api_relay,
@@ -103,6 +105,8 @@ def create_app(rt: Runtime) -> Flask:
     for blueprint in (alerting_api.bp, metrics_api.bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(api_dataplane.bp)  # an application's data plane settings (issue 15)
+    app.register_blueprint(api_config.bp)  # declarative configuration: relay diff|apply (issue 17)
+    app.register_blueprint(api_autoscaling.bp)  # queue-based autoscaling: policy and recommendation (issue 17)
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
     app.register_blueprint(console.bp)  # the web console, at /
     audit_trail.install(app)  # every action, API or console, recorded as an Operation event

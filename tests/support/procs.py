@@ -42,7 +42,8 @@ READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 CLI_TIMEOUT_S = 60.0
 _DROPPED_PREFIXES = ("RELAY_", "DBOS_")
-_SECRET_ENV = ("RELAY_ADMIN_TOKEN", "RELAY_FORWARD_SECRET")
+_SECRET_ENV = ("RELAY_ADMIN_TOKEN", "RELAY_FORWARD_SECRET", "RELAY_ALERT_SLACK_WEBHOOK_URL",
+               "RELAY_ALERT_PAGERDUTY_ROUTING_KEY")
 _MIN_SECRET_CHARS = 12  # shorter strings are not secrets a test minted, and would match by chance
 _API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{20,}")
 # Every secret of the session (value -> label), and every Relay log written in it: see sweep_session_logs.

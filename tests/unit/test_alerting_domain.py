@@ -3,10 +3,14 @@ RelayLog commands that record them, including two instances racing for the same 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from uuid import UUID
 
 import pytest
+from eventsourcing.application import Application
 
 from relay.events.alerting import (
     Alert,
@@ -58,6 +62,12 @@ def test_rule_metadata_gets_its_defaults_and_canonical_keys() -> None:
     assert check_rule_metadata("SlowQueue", {"queue_name": "q", "thresholdSecs": 5}) == {
         "queueName": "q", "thresholdSecs": 5}
     assert check_rule_metadata("UnresponsiveApplication", {}) == {}
+    assert check_rule_metadata("RecoveryFlapping", {}) == {"threshold": 3, "periodSecs": 600}
+    assert check_rule_metadata("RecoveryFlapping", {"period_secs": 60, "threshold": 2}) == {
+        "threshold": 2, "periodSecs": 60}
+    assert check_rule_metadata("StrandedVersion", None) == {"minPending": 1, "thresholdSecs": 60}
+    assert check_rule_metadata("StrandedVersion", {"min_pending": 5, "thresholdSecs": 1}) == {
+        "minPending": 5, "thresholdSecs": 1}
 
 
 @pytest.mark.parametrize(("rule_type", "metadata", "named"), [
@@ -71,6 +81,12 @@ def test_rule_metadata_gets_its_defaults_and_canonical_keys() -> None:
     ("WorkflowFailure", {"period_secs": 5, "periodSecs": 6}, "twice"),
     ("SlowQueue", {"queueName": 7}, "ruleMetadata.queueName"),
     ("UnresponsiveApplication", {"thresholdSecs": 5}, "known: none"),
+    ("RecoveryFlapping", {"threshold": 0}, "ruleMetadata.threshold must be a positive integer"),
+    ("RecoveryFlapping", {"periodSecs": 2.5}, "ruleMetadata.periodSecs"),
+    ("RecoveryFlapping", {"workflowName": "x"}, "known: threshold, periodSecs"),
+    ("StrandedVersion", {"minPending": -1}, "ruleMetadata.minPending"),
+    ("StrandedVersion", {"thresholdSecs": "60"}, "ruleMetadata.thresholdSecs"),
+    ("StrandedVersion", {"version": "v1"}, "known: minPending, thresholdSecs"),
 ])
 def test_bad_rule_metadata_is_refused_naming_the_key(rule_type: str, metadata: object, named: str) -> None:
     with pytest.raises(InvalidValueError, match=named):
@@ -173,6 +189,42 @@ def test_an_alert_records_where_it_went_once() -> None:
     assert isinstance(rebuilt, Alert) and rebuilt.delivered and rebuilt.metadata == META
     with pytest.raises(InvalidValueError):
         fire(rule(), None, 1, 0).deliver([], [{"reason": "no id"}], None, at(1))
+
+
+def test_relay_rule_types_may_alert_their_own_app() -> None:
+    for rule_type in ("RecoveryFlapping", "StrandedVersion"):
+        made = rule(rule_type=rule_type)
+        assert (made.rule_type, made.receiving_app) == (rule_type, "shop")
+    assert rule(rule_type="StrandedVersion", metadata={"minPending": 2}).metadata == {
+        "minPending": 2, "thresholdSecs": 60}
+
+
+def test_an_alert_records_each_sinks_outcome_and_nothing_else() -> None:
+    outcome = {"outcome": "failed", "attempts": 3, "status": 500, "error": "HTTP 500"}
+    alert = fire(rule(), None, slot=1, when=0)
+    alert.deliver([], [], None, at(1), {"slack": outcome, "pagerduty": {**outcome, "outcome": "delivered"}})
+    delivered = alert.collect_events()[1]
+    assert delivered.sinks == {"slack": outcome, "pagerduty": {**outcome, "outcome": "delivered"}}
+    assert type(delivered).class_version == 2
+    with pytest.raises(InvalidValueError, match="sinks"):
+        fire(rule(), None, 1, 0).deliver([], [], None, at(1), {"slack": "https://hooks.example/secret"})
+
+
+def test_a_delivery_recorded_before_the_sinks_reads_with_none() -> None:
+    """Alert.Delivered v1 (no ``sinks``) in a store reads as today's v2, with no sink."""
+    then = Application[UUID](env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    alert = fire(rule(), None, slot=1, when=0)
+    alert.deliver(["exec-a"], [], None, at(1), {"slack": {"outcome": "delivered"}})
+    then.save(alert)
+    fired, delivered = then.recorder.select_events(alert.id)
+    state = json.loads(delivered.state)
+    del state["sinks"], state["class_version"]
+    older = replace(delivered, state=json.dumps(state).encode())
+    now = Application[UUID](env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    now.recorder.insert_events([fired, older])
+    event = now.mapper.to_domain_event(now.recorder.select_events(alert.id)[1])
+    assert (event.delivered_to, event.sinks) == (["exec-a"], {})
+    assert now.repository.get(alert.id).delivered
 
 
 # -- RetentionRun -------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The console's alerts page over a real (not served) Relay app and store: the app's alerting rules, the
 alerts they fired (newest first, with their delivery outcome) and its managed retention runs, from the alerts
-view; and nothing secret on it (webhook URL and secret, the admin token, API keys)."""
+view; and nothing secret on it (webhook URL and secret, Slack hook URL, PagerDuty routing key, the admin token,
+API keys)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ ADMIN = "console-alerts-admin-token"
 HOOK_URL = "https://hookuser:hunter2-pass@hooks.example.test/relay"
 HOOK_SECRET = "whsec-do-not-show-0123456789"
 OTHER_KEY = "dbos_other_app_key_0123456789abcdef0123"
+SLACK_URL = "https://hooks.slack.example/services/T0/B0/slack-token-do-not-show"
+ROUTING_KEY = "pd0123456789abcdef0123456789abcd"
 
 
 def login(client: FlaskClient, token: str) -> None:
@@ -34,7 +37,8 @@ def login(client: FlaskClient, token: str) -> None:
 @pytest.fixture
 def relay(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
     rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN, alert_webhook_url=HOOK_URL,
-                          alert_webhook_secret=HOOK_SECRET))
+                          alert_webhook_secret=HOOK_SECRET, alert_slack_webhook_url=SLACK_URL,
+                          alert_pagerduty_routing_key=ROUTING_KEY))
     try:
         log = rt.log
         log.ensure_organization("acme", at(0))
@@ -49,7 +53,9 @@ def relay(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
         log.fire_alert("acme", "shop", "rule-fail", 1, "3 workflows named 'checkout' failed",
                        {"workflow_name": "checkout", "failed_workflow_count": "3"}, "relay-a", at(10))
         log.record_alert_delivery("acme", "shop", "rule-fail", 1, ["exec-1"], [], {
-            "outcome": "delivered", "attempts": 2, "status": 200, "error": None}, at(11))
+            "outcome": "delivered", "attempts": 2, "status": 200, "error": None}, at(11), {
+            "slack": {"outcome": "delivered", "attempts": 1, "status": 200, "error": None},
+            "pagerduty": {"outcome": "delivered", "attempts": 2, "status": 202, "error": None}})
         log.fire_alert("acme", "shop", "rule-dead", 2, "application 'shop' is unresponsive", {}, "relay-a", at(20))
         log.record_alert_delivery("acme", "shop", "rule-dead", 1, [], [
             {"executorId": "*", "reason": "no executor of 'pager' is connected"}], {
@@ -90,6 +96,8 @@ def test_the_page_lists_rules_alerts_and_retention_runs(relay: tuple[Runtime, Fl
     assert "d-failed" in rows[1] and "no executor of &#39;pager&#39; is connected" in rows[1]
     assert "webhook: failed after 3 attempt(s), HTTP 503" in rows[1]
     assert "d-delivered" in rows[2] and "exec-1" in rows[2] and "webhook: delivered after 2 attempt(s)" in rows[2]
+    assert "slack: delivered after 1 attempt(s), HTTP 200" in rows[2]
+    assert "pagerduty: delivered after 2 attempt(s), HTTP 202" in rows[2]
 
     runs = html.split('data-testid="retention-runs"', 1)[1].split("</table>", 1)[0]
     assert "exec-1" in runs and "d-failed" in runs and "did not answer" in runs and "gc_rows_threshold" in runs
@@ -98,9 +106,9 @@ def test_the_page_lists_rules_alerts_and_retention_runs(relay: tuple[Runtime, Fl
 def test_no_secret_on_the_page(relay: tuple[Runtime, FlaskClient]) -> None:
     _, client = relay
     html = client.get("/orgs/acme/apps/shop/alerts").get_data(as_text=True)
-    assert "webhook configured on this instance" in html
+    assert "webhook configured on this instance" in html and "to Slack and PagerDuty (configured" in html
     for secret in (HOOK_URL, "hunter2", "hookuser", "hooks.example.test", HOOK_SECRET, ADMIN, OTHER_KEY,
-                   hash_key(OTHER_KEY), hash_key(ADMIN)):
+                   hash_key(OTHER_KEY), hash_key(ADMIN), SLACK_URL, "slack-token", ROUTING_KEY):
         assert secret not in html
 
 

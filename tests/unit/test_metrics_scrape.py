@@ -18,6 +18,7 @@ from relay.actors.settings import Settings
 from relay.projections.identity import hash_key
 from relay.web.metrics import timed_request
 from relay.web.problems import ApiError
+from relay.web.websocket import HandshakeGate, check_handshake
 from relay.web.wsgi import create_app
 from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError
@@ -156,3 +157,19 @@ def test_app_metrics_rows_feed_the_per_app_counters() -> None:
     ])
     assert current("relay_app_workflows_total", app="counted", workflow_name="greet") == before + 3
     assert current("relay_app_steps_total", app="counted", step_name="shout") >= 2
+
+
+def test_refused_handshakes_are_counted_by_status_and_reason_never_by_application() -> None:
+    def refused(**labels: str) -> float:
+        return metrics.REGISTRY.get_sample_value("relay_executor_handshakes_refused_total", labels) or 0.0
+
+    gate = HandshakeGate(1, wait_s=0)
+    assert gate.enter() is not None  # the one place is taken: the next handshake is refused busy
+    before = refused(status="503", reason="busy")
+    environ = {"PATH_INFO": "/websocket/any-name-at-all/dbos_not_a_key_0123456789", "REMOTE_ADDR": "127.0.0.1"}
+    check_handshake(None, environ, gate=gate)  # type: ignore[arg-type] - refused before the runtime is asked
+    assert environ["relay.ws_refusal"][0] == 503
+    assert refused(status="503", reason="busy") == before + 1
+    labelled = {s.labels.get("app") for family in metrics.REGISTRY.collect() for s in family.samples
+                if s.name == "relay_executor_handshakes_refused_total"}
+    assert labelled == {None}  # the path's application name is anyone's to write: never a label

@@ -52,23 +52,30 @@ def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
     delivered = list(row["delivered_to"] or [])
     failed = [{"executor": _scrub(f.get("executorId")), "reason": _scrub(f.get("reason"))}
               for f in row["failed"] or []]
-    hook = row["webhook"]
-    webhook = None if hook is None else {
-        "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),
-        "error": _scrub(hook.get("error")) if hook.get("error") else None,
-    }  # never the webhook's URL or secret: the event holds neither, and the page shows only these fields
+    webhook = _sink(row["webhook"])
+    sinks = [(name, shown) for name, hook in sorted((row.get("sinks") or {}).items())
+             if (shown := _sink(hook)) is not None]
     if row["delivered_at"] is None:
         outcome = "pending"
     else:
-        oks = len(delivered) + (webhook is not None and webhook["outcome"] == "delivered")
-        kos = len(failed) + (webhook is not None and webhook["outcome"] != "delivered")
+        outcomes = [s["outcome"] for s in [webhook, *(shown for _, shown in sinks)] if s is not None]
+        oks = len(delivered) + outcomes.count("delivered")
+        kos = len(failed) + len(outcomes) - outcomes.count("delivered")
         outcome = "delivered" if oks and not kos else "partial" if oks else "failed"
     return {
         "rule_id": row["rule_id"], "rule_type": row["rule_type"], "sequence": row["sequence"],
         "message": _scrub(row["message"]), "metadata": _shown(row["metadata"]),
         "receiving_app": row["receiving_app"], "instance": row["instance"] or "", "fired_at": row["fired_at"],
         "delivered_at": row["delivered_at"], "delivered_to": delivered, "failed": failed, "webhook": webhook,
-        "outcome": outcome,
+        "sinks": sinks, "outcome": outcome,
+    }
+
+
+def _sink(hook: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A sink's outcome as the page shows it: never its URL, secret or key (the event holds none of them)."""
+    return None if hook is None else {
+        "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),
+        "error": _scrub(hook.get("error")) if hook.get("error") else None,
     }
 
 
@@ -96,6 +103,8 @@ def alerts(org: str, app: str) -> str:
         alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
         runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
         webhook=runtime().settings.alert_webhook_url is not None,
+        sinks=[name for name, on in (("Slack", runtime().settings.alert_slack_webhook_url),
+                                     ("PagerDuty", runtime().settings.alert_pagerduty_routing_key)) if on],
         interval_s=runtime().settings.alert_interval_s,
         rule_types=[(t, metadata_fields(t)) for t in RULE_TYPES],
         app_names=[a["name"] for a in runtime().views.applications.apps(org)],

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 
+from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane
@@ -158,8 +159,19 @@ def app_overview(org: str, app: str) -> str:
     chart = charts.app_charts(org, app) if executors else None
     return render_template(
         "console/app.html", org=org, app=app, summary=_app_summary(org, row), executors=executors,
-        history=history, chart=chart, tab="overview",
+        history=history, chart=chart, tab="overview", autoscaling=_autoscaling(org, app, row),
     )
+
+
+def _autoscaling(org: str, app: str, row: dict[str, Any]) -> dict[str, Any] | None:
+    """The application's autoscaling policy and the latest recommendation this instance computed (actors/autoscale.py):
+    read from memory, so the page never waits on an executor. None without a policy."""
+    policy = row["settings"].get(POLICY_SETTING)
+    if policy is None:
+        return None
+    latest = RECOMMENDATIONS.get(org, app)
+    return {"policy": policy, "entries": latest.entries if latest is not None else None,
+            "interval_s": runtime().settings.autoscale_interval_s}
 
 
 @bp.get("/orgs/<org>/apps/<app>/executors.json")
