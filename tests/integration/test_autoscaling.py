@@ -240,7 +240,7 @@ def test_without_an_executor_the_policy_stays_and_the_recommendation_is_a_503(wo
 
 
 def console_page(relay: RelayProcess, path: str) -> str:
-    browser = requests.Session()
+    browser = relay.http_session()
     login = browser.get(f"{relay.base_url}/login", timeout=10).text
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', login)
     assert csrf is not None
