@@ -3,9 +3,6 @@ App events folded into the applications view, and replay: a rebuilt view equals 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from prometheus_client import generate_latest
 
@@ -24,7 +21,7 @@ from relay.events.log import RelayLog
 from relay.projections import replay
 from relay.projections.backend import StoreConfig
 from relay.projections.views import Views
-from tests.unit.store_cases import STORES, at, make_store_config, open_log
+from tests.unit.store_cases import at
 
 QUEUE = {"name": "work", "worker_concurrency": 2, "partition_queue": False, "concurrency": None}
 
@@ -146,17 +143,6 @@ def test_the_aggregate_refuses_a_bad_policy() -> None:
 
 
 # -- the view, and replay
-
-
-@pytest.fixture(params=STORES)
-def store_config(request: pytest.FixtureRequest, tmp_data_dir: Path) -> StoreConfig:
-    return make_store_config(request, tmp_data_dir)
-
-
-@pytest.fixture
-def relay_log(store_config: StoreConfig) -> Iterator[RelayLog]:
-    with open_log(store_config) as opened:
-        yield opened
 
 
 def _policy_history(relay_log: RelayLog) -> None:

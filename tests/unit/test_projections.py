@@ -34,11 +34,9 @@ from tests.unit.store_cases import (
     INFO_1,
     KEY_CI,
     KEY_DEPLOY,
-    STORES,
     at,
     execute_directly,
     history,
-    make_store_config,
     more_history,
     notification_ids,
     open_log,
@@ -58,17 +56,6 @@ PROJECTIONS: dict[str, type[ViewProjection]] = {
 }
 VIEWS = tuple(PROJECTIONS)
 N = len(HISTORY_EVENTS)
-
-
-@pytest.fixture(params=STORES)
-def store_config(request: pytest.FixtureRequest, tmp_data_dir: Path) -> StoreConfig:
-    return make_store_config(request, tmp_data_dir)
-
-
-@pytest.fixture
-def relay_log(store_config: StoreConfig) -> Iterator[RelayLog]:
-    with open_log(store_config) as opened:
-        yield opened
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,25 +21,12 @@ from tests.unit.store_cases import (
     HASH_CI,
     HASH_DEPLOY,
     INFO_1,
-    STORES,
     at,
     history,
-    make_store_config,
     more_history,
     notification_ids,
     open_log,
 )
-
-
-@pytest.fixture(params=STORES)
-def store_config(request: pytest.FixtureRequest, tmp_data_dir: Path) -> StoreConfig:
-    return make_store_config(request, tmp_data_dir)
-
-
-@pytest.fixture
-def relay_log(store_config: StoreConfig) -> Iterator[RelayLog]:
-    with open_log(store_config) as opened:
-        yield opened
 
 
 @pytest.fixture

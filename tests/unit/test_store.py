@@ -5,7 +5,6 @@ what this object appended, and a concurrent append by another RelayLog object is
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import pytest
 from eventsourcing.persistence import IntegrityError
@@ -25,20 +24,13 @@ from tests.unit.store_cases import (
     INFO_1,
     INFO_2,
     INFO_2B,
-    STORES,
     Race,
     at,
     history,
-    make_store_config,
     notification_ids,
     open_log,
     topics,
 )
-
-
-@pytest.fixture(params=STORES)
-def store_config(request: pytest.FixtureRequest, tmp_data_dir: Path) -> StoreConfig:
-    return make_store_config(request, tmp_data_dir)
 
 
 @pytest.fixture
