@@ -3,13 +3,12 @@ user, the address, the targets and the outcome; a confirmation page alone record
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import requests
 
+from tests.support.console_http import console_session
 from tests.support.procs import RelayProcess
 
 pytestmark = pytest.mark.integration
@@ -21,20 +20,6 @@ ORG = "local"
 def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
     with RelayProcess(tmp_path_factory.mktemp("relay-data")) as server:
         yield server
-
-
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', page)
-    assert found, "the page carries no CSRF token"
-    return found.group(1)
-
-
-def console_session(relay: RelayProcess, token: str) -> tuple[requests.Session, str]:
-    browser = relay.http_session()
-    csrf = _csrf(browser.get(f"{relay.base_url}/login", timeout=10).text)
-    answer = browser.post(f"{relay.base_url}/login", data={"token": token, "csrf_token": csrf}, timeout=10)
-    assert answer.status_code == 200, answer.text[:300]
-    return browser, _csrf(browser.get(f"{relay.base_url}/orgs/{ORG}/apps", timeout=10).text)
 
 
 def test_console_actions_are_audited(relay: RelayProcess, tmp_path: Path) -> None:

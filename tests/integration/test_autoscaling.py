@@ -23,6 +23,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.console_http import console_session
 from tests.support.openapi_ref import check, reference, response_schema
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
@@ -240,13 +241,7 @@ def test_without_an_executor_the_policy_stays_and_the_recommendation_is_a_503(wo
 
 
 def console_page(relay: RelayProcess, path: str) -> str:
-    browser = relay.http_session()
-    login = browser.get(f"{relay.base_url}/login", timeout=10).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', login)
-    assert csrf is not None
-    answer = browser.post(f"{relay.base_url}/login", data={"token": relay.admin_token, "csrf_token": csrf.group(1)},
-                          timeout=10)
-    assert answer.status_code == 200, answer.status_code
+    browser, _csrf = console_session(relay)
     page = browser.get(f"{relay.base_url}{path}", timeout=10)
     assert page.status_code == 200, page.status_code
     return page.text

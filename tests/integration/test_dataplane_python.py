@@ -29,6 +29,7 @@ import requests
 from tests.integration.sdk_apps import ready_info
 from tests.support import pg
 from tests.support.api_shapes import bad_times
+from tests.support.console_http import console_session, csrf_token
 from tests.support.openapi_ref import check, reference, response_schema
 from tests.support.ports import wait_until
 from tests.support.procs import REPO_ROOT, ExecutorProcess, RelayProcess
@@ -264,15 +265,10 @@ def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_p
 
 def _console(relay: RelayProcess) -> tuple[requests.Session, str]:
     """A console session of the admin, and its CSRF token."""
-    browser = relay.http_session()
-    token = re.search(r'name="csrf_token" value="([^"]+)"', browser.get(f"{relay.base_url}/login", timeout=10).text)
-    assert token, "the login page carries no CSRF token"
-    assert browser.post(f"{relay.base_url}/login", data={"token": relay.admin_token, "csrf_token": token.group(1)},
-                        timeout=10).status_code == 200
+    browser, _login_csrf = console_session(relay)
     page = browser.get(f"{relay.base_url}/orgs/{ORG}/apps/{APP}/settings", timeout=10).text
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
-    assert csrf and 'id="data-plane"' in page
-    return browser, csrf.group(1)
+    assert 'id="data-plane"' in page
+    return browser, csrf_token(page)
 
 
 def test_the_console_shows_and_manages_the_app_through_its_system_database(world: World) -> None:

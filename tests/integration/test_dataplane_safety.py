@@ -22,6 +22,7 @@ import pytest
 
 from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION
 from tests.integration.sdk_apps import OLD_PYTHON
+from tests.support.console_http import console_session
 from tests.support.ports import free_port, wait_until
 from tests.support.procs import RELAY_PYTHON, RelayProcess
 
@@ -169,10 +170,7 @@ def test_the_url_is_never_shown_and_a_database_coming_back_is_picked_up(pg_url: 
         texts.append(relay.api("GET", f"/v2/orgs/{ORG}/audit-logs").text)
         texts.append(relay.run_cli(["events", "--output", "json"]).stdout)
         texts.append(relay.run_cli(["data-plane", "show", "down-app"]).stdout)
-        browser = relay.http_session()
-        page = browser.get(f"{relay.base_url}/login", timeout=10).text
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-        browser.post(f"{relay.base_url}/login", data={"token": relay.admin_token, "csrf_token": csrf}, timeout=10)
+        browser, _csrf = console_session(relay)
         settings = browser.get(f"{relay.base_url}/orgs/{ORG}/apps/down-app/settings", timeout=10).text
         assert "file:" in settings and "ready" in settings
         texts.append(settings)
