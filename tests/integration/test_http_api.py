@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 ORG = "local"
 
-# The v2 `Application` schema (reference/conductor-openapi.json): every field required, no others.
+# The v2 `Application` schema (tests/fixtures/conductor-openapi.json): every field required, no others.
 APPLICATION_FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "name": (str,),

@@ -1,10 +1,11 @@
 """Conductor's reference OpenAPI document, and a small JSON Schema checker for the subset it uses.
 
-The reference lives beside the repository, at ``../shared/reference/conductor-openapi.json`` (CI puts it
-there). ``normalize`` resolves ``$ref``s and drops what does not change meaning (descriptions, examples,
-Huma's optional ``$schema`` property), so two documents' schemas compare with ``==``. ``check`` validates
-a JSON value against a schema: types, required, additionalProperties, items, enums and formats
-(date-time as RFC 3339, int32/int64 ranges).
+The reference is the repository's own copy, ``tests/fixtures/conductor-openapi.json`` (where and when it was
+taken: ``tests/fixtures/conductor-openapi.md``), so a fresh clone tests itself with nothing beside it.
+``normalize`` resolves ``$ref``s and drops what does not change meaning (descriptions, examples, Huma's
+optional ``$schema`` property), so two documents' schemas compare with ``==``. ``check`` validates a JSON
+value against a schema: types, required, additionalProperties, items, enums and formats (date-time as
+RFC 3339, int32/int64 ranges).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-REFERENCE_PATH = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "conductor-openapi.json"
+REFERENCE_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "conductor-openapi.json"
 _DROPPED = {"description", "examples", "readOnly", "summary", "title"}
 _INT_RANGE = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
