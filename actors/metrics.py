@@ -11,7 +11,8 @@ projection lag, instances). Everything here is a counter or a histogram that cod
 - alerts fired and their deliveries, retention runs (actors/alerting.py, actors/retention.py);
 - event-store appends and how long each took (a RelayLog save observer);
 - per-application workflow and step counts, as the executors report them (get_metrics, each evaluation
-  interval).
+  interval);
+- API query parameters ignored because their operation does not declare them, by operation id (web/openapi.py).
 
 Label values are organization, application, message-type and rule-type names, and fixed outcome words:
 never a key, a workflow input, or an executor's error text.
@@ -83,6 +84,12 @@ APP_WORKFLOWS = Counter(
     "relay_app_workflows", "Workflows created, as the application's executors report them (get_metrics).",
     ["org", "app", "workflow_name"], registry=REGISTRY,
 )
+# API calls' query parameters their operation does not declare (web/openapi.py ignores them), by operation id:
+# never the parameter's name or value, which any caller may write.
+IGNORED_QUERY_PARAMS = Counter(
+    "relay_api_ignored_query_params", "Query parameters the API ignored because their operation does not "
+    "declare them, by operation id.", ["operation"], registry=REGISTRY,
+)
 APP_STEPS = Counter(
     "relay_app_steps", "Steps completed, as the application's executors report them (get_metrics).",
     ["org", "app", "step_name"], registry=REGISTRY,
@@ -117,6 +124,10 @@ def count_refused_handshake(status: int, reason: str) -> None:
     if counter is None:
         counter = _REFUSAL_COUNTERS[status, reason] = HANDSHAKES_REFUSED.labels(str(status), reason)
     counter.inc()
+
+
+def count_ignored_query(operation_id: str, count: int) -> None:
+    IGNORED_QUERY_PARAMS.labels(operation_id).inc(count)
 
 
 def outcome_of(response: protocol.Response) -> str:

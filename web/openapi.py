@@ -1,5 +1,5 @@
 """GET /openapi.json (and /openapi.yaml, and /docs rendering it): Relay's OpenAPI 3.1 document, generated from
-the routes it serves; and the check that a request uses only the query parameters its operation declares.
+the routes it serves; and the check of undeclared query parameters (ignored and counted, never refused).
 
 Every route of the Flask app appears (its path and methods come from the URL map); what the URL map cannot
 say (operation id, query parameters, body, response) comes from ``@operation(...)`` on the view itself, so a
@@ -10,6 +10,7 @@ tests/unit/test_openapi_conformance.py fails on it. Flask's variable names are m
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,12 +19,17 @@ from typing import Any, TypeVar
 import yaml
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 
+from relay.actors.metrics import count_ignored_query
 from relay.web.openapi_schemas import COMPONENTS, Schema, array_of, ref
-from relay.web.problems import bad_request
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 bp = Blueprint("openapi", __name__)
+log = logging.getLogger("relay.web.openapi")
+
+# What the debug line shows of the ignored names (never their values): a few, cut short.
+_LOGGED_NAMES = 5
+_LOGGED_NAME_CHARS = 40
 
 OPENAPI_VERSION = "3.1.0"
 
@@ -117,10 +123,12 @@ def operation_of(view: Callable[..., Any]) -> Operation | None:
     return _REGISTRY.get(_key(view))
 
 
-def reject_undeclared_query() -> None:
-    """Before every request: a query parameter the matched operation does not declare is a 400 naming it, not
-    silently ignored (a misspelt filter would otherwise list everything). Pages without an operation (the
-    console) and the executor WebSocket (SDKs own its URL) are left alone."""
+def ignore_undeclared_query() -> None:
+    """Before every request: a query parameter the matched operation does not declare is ignored, counted
+    (relay_api_ignored_query_params_total{operation}) and logged at debug. Clients written against Conductor
+    (dbosctl, dbos-mcp, newer clients) send parameters Relay may not know (``?loadOutput=true`` on a get): what
+    Conductor accepts must not be refused. Declared parameters are still checked by each view (a bad value is a
+    4xx). Pages without an operation (the console) and the executor WebSocket (SDKs own its URL) are left alone."""
     if not request.environ.get("QUERY_STRING"):
         return  # most calls: no query at all
     view = current_app.view_functions.get(request.endpoint or "")
@@ -130,8 +138,11 @@ def reject_undeclared_query() -> None:
     declared = {p.name for p in op.query}
     unknown = sorted(set(request.args) - declared)
     if unknown:
-        allowed = ", ".join(sorted(declared)) or "none"
-        raise bad_request(f"query.{unknown[0]}", f"unknown query parameter (this operation takes: {allowed})")
+        # The operation id, never the name or value: the label set stays bounded whatever callers send.
+        count_ignored_query(op.operation_id, len(unknown))
+        if log.isEnabledFor(logging.DEBUG):
+            names = ", ".join(name[:_LOGGED_NAME_CHARS] for name in unknown[:_LOGGED_NAMES])
+            log.debug("%s: ignored %d undeclared query parameter(s): %s", op.operation_id, len(unknown), names)
 
 
 def _response_schema(returns: str | Schema) -> Schema:

@@ -111,7 +111,7 @@ def create_app(rt: Runtime) -> Flask:
     app.register_blueprint(console.bp)  # the web console, at /
     audit_trail.install(app)  # every action, API or console, recorded as an Operation event
 
-    app.before_request(openapi.reject_undeclared_query)
+    app.before_request(openapi.ignore_undeclared_query)
     app.after_request(_no_type_without_content)
     app.after_request(_served_from)
 

@@ -1,4 +1,4 @@
-"""The API's surface, on a real (not started) Relay app: undeclared query parameters are a 400 naming them,
+"""The API's surface, on a real (not started) Relay app: undeclared query parameters are ignored and counted,
 /docs is Redoc from local files only, /openapi.yaml is /openapi.json."""
 
 from __future__ import annotations
@@ -42,22 +42,43 @@ def _problem(response: Any, status: int) -> dict[str, Any]:
     return response.get_json()
 
 
-@pytest.mark.parametrize(("path", "param"), [
-    ("/v2/orgs/local/apps", "limit"),  # declares none
-    ("/v2/orgs/local/apps/some-app/workflows", "stauts"),  # a misspelt filter must not list everything
-    ("/v2/orgs/local/audit-logs", "since"),
-    ("/relay/v1/events", "offset"),
-    ("/healthz", "verbose"),
-    ("/openapi.json", "x"),
+def _ignored(client: FlaskClient, operation_id: str) -> float:
+    """relay_api_ignored_query_params_total{operation=operation_id}, as GET /metrics shows it."""
+    text = client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).get_data(as_text=True)
+    series = f'relay_api_ignored_query_params_total{{operation="{operation_id}"}} '
+    return next((float(line.removeprefix(series)) for line in text.splitlines() if line.startswith(series)), 0.0)
+
+
+@pytest.mark.parametrize(("path", "param", "operation_id"), [
+    ("/relay/v1/instances", "limit", "listRelayInstances"),  # a list that declares none
+    ("/relay/v1/events", "newerClientFilter", "listRelayEvents"),  # a list that declares others
+    ("/healthz", "verbose", "getHealth"),
+    ("/openapi.json", "x", "getOpenAPI"),
 ])
-def test_an_undeclared_query_parameter_is_a_400_naming_it(client: FlaskClient, path: str, param: str) -> None:
-    body = _problem(client.get(f"{path}?{param}=1", headers={"Authorization": f"Bearer {ADMIN}"}), 400)
-    assert f"query.{param}" in body["detail"]
-    assert body["errors"][0]["location"] == f"query.{param}"
+def test_an_undeclared_query_parameter_is_ignored_and_counted(client: FlaskClient, path: str, param: str,
+                                                              operation_id: str) -> None:
+    """Clients written against Conductor send parameters Relay does not know: answered as without them."""
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    before = _ignored(client, operation_id)
+    plain = client.get(path, headers=auth)
+    with_param = client.get(f"{path}?{param}=secret-value-1", headers=auth)
+    assert with_param.status_code == plain.status_code == 200, with_param.data
+    assert _ignored(client, operation_id) == before + 1
+    metrics = client.get("/metrics", headers=auth).get_data(as_text=True)
+    assert "secret-value-1" not in metrics and f'"{param}"' not in metrics  # the label is the operation id
 
 
-def test_an_undeclared_parameter_is_refused_before_authentication(client: FlaskClient) -> None:
-    _problem(client.get("/v2/orgs/local/apps?nope=1"), 400)
+def test_an_undeclared_parameter_changes_no_other_answer(client: FlaskClient) -> None:
+    assert client.get("/v2/orgs/local/apps?nope=1").status_code == 401  # authentication still comes first
+    auth = {"Authorization": f"Bearer {ADMIN}"}
+    assert client.get("/v2/orgs/local/apps?nope=1", headers=auth).status_code == 404  # the org is not created
+
+
+@pytest.mark.parametrize("query", ["limit=abc", "limit=-1", "since=yesterday"])
+def test_a_declared_parameter_with_a_bad_value_is_still_a_4xx(client: FlaskClient, query: str) -> None:
+    body = _problem(client.get(f"/relay/v1/events?{query}&unknownToo=1",
+                               headers={"Authorization": f"Bearer {ADMIN}"}), 422)
+    assert body["errors"][0]["location"] == f"query.{query.split('=')[0]}", body
 
 
 def test_declared_parameters_pass(client: FlaskClient) -> None:
