@@ -1,0 +1,95 @@
+"""The suite runs from a fresh clone with nothing beside it (issue 29).
+
+A `git clone` of the committed HEAD into an empty temporary folder collects the whole suite without an error,
+every test module of the clone contributes tests, and a module unchanged since HEAD collects exactly the tests it
+collects here. No file of the repository's tests, benchmarks or build reads anything beside the repository
+(the workplace's shared folder): the suite keeps its own copy of Conductor's OpenAPI document, whose notes name
+its sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.support.openapi_ref import REFERENCE_PATH
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE = REPO / "tests" / "fixtures" / "conductor-openapi.json"
+FIXTURE_NOTES = REPO / "tests" / "fixtures" / "conductor-openapi.md"
+# The whole suite has about 2,000 tests: a collection far below that lost modules without saying so.
+SANE_FLOOR = 1500
+# Paths into the folder beside the repository: "../shared", ".parent / 'shared'", "/work/shared".
+OUTSIDE = re.compile(r"\.\./shared\b|/\s*[\"']shared[\"']|/work/shared\b")
+
+
+def collect(root: Path) -> dict[str, list[str]]:
+    """The test ids `pytest --collect-only -q` finds under ``root``, by file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(root)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, f"collection in {root} failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+    assert " error" not in result.stdout.splitlines()[-1], result.stdout[-4000:]
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for line in result.stdout.splitlines():
+        if "::" in line:
+            by_file[line.split("::", 1)[0]].append(line)
+    return dict(by_file)
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    parent = tmp_path_factory.mktemp("fresh-clone")
+    target = parent / "relay"
+    subprocess.run(["git", "clone", "--quiet", str(REPO), str(target)], check=True, timeout=60,
+                   capture_output=True, text=True)
+    assert [p.name for p in parent.iterdir()] == ["relay"], "the clone must have nothing beside it"
+    return target
+
+
+def test_a_fresh_clone_collects_the_whole_suite(clone: Path) -> None:
+    theirs = collect(clone)
+    assert sum(len(ids) for ids in theirs.values()) > SANE_FLOOR
+    tracked = subprocess.run(["git", "ls-files", "tests/**/test_*.py"], cwd=clone, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert set(theirs) == set(tracked), "test modules of the clone that collected nothing"
+
+    # Here, other work may be under way: compare only the modules the clone has unchanged.
+    ours = collect(REPO)
+    unchanged = [f for f in tracked if (REPO / f).is_file() and (REPO / f).read_bytes() == (clone / f).read_bytes()]
+    assert unchanged, "no test module is the same in the clone and here"
+    for name in unchanged:
+        assert theirs[name] == ours.get(name), f"{name} collects differently in a fresh clone"
+
+
+def test_nothing_reads_beside_the_repository() -> None:
+    tracked = subprocess.run(["git", "ls-files", "tests", "bench", "ops", ".ci", "Makefile"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+    offenders = []
+    for name in tracked:
+        path = REPO / name
+        # This module holds the patterns themselves; data files hold no paths the suite opens.
+        if path == Path(__file__).resolve() or not path.is_file() or path.suffix in {".json", ".jsonl", ".png"}:
+            continue
+        text = path.read_text(errors="replace")
+        offenders += [f"{name}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
+                      if OUTSIDE.search(line)]
+    assert offenders == []
+
+
+def test_the_openapi_fixture_is_the_one_its_notes_describe() -> None:
+    assert REFERENCE_PATH == FIXTURE  # what every test comparing with Conductor reads
+    digest = hashlib.sha256(FIXTURE.read_bytes()).hexdigest()
+    notes = FIXTURE_NOTES.read_text()
+    assert f"sha256: `{digest}`" in notes
+    assert "Taken on: 2026-12-05" in notes
+    assert "shared/reference/conductor-openapi.json" in notes
