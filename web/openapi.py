@@ -1,11 +1,12 @@
-"""GET /openapi.json (and /openapi.yaml, and /docs rendering it): Relay's OpenAPI 3.1 document, generated from
-the routes it serves; and the check of undeclared query parameters (ignored and counted, never refused).
+"""GET /openapi.json (and /openapi.yaml, /openapi-3.0.json rendered by web/openapi_30.py, and /docs rendering
+it): Relay's OpenAPI 3.1 document, generated from the routes it serves; and the check of undeclared query
+parameters (ignored and counted, never refused).
 
-Every route of the Flask app appears (its path and methods come from the URL map); what the URL map cannot
-say (operation id, query parameters, body, response) comes from ``@operation(...)`` on the view itself, so a
-renamed or moved view keeps its description. A route without one still appears, marked undocumented, and
-tests/unit/test_openapi_conformance.py fails on it. Flask's variable names are mapped to the API's
-(``<org>`` → ``{orgName}``).
+Every route of the Flask app appears (its path and methods come from the URL map) but the web console's pages,
+which are not API; what the URL map cannot say (operation id, query parameters, body, response) comes from
+``@operation(...)`` on the view itself, so a renamed or moved view keeps its description. A route without one
+still appears, marked undocumented, and tests/unit/test_openapi_conformance.py fails on it. Flask's variable
+names are mapped to the API's (``<org>`` → ``{orgName}``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import yaml
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 
 from relay.actors.metrics import count_ignored_query
+from relay.web.openapi_30 import to_openapi_30
 from relay.web.openapi_schemas import COMPONENTS, Schema, array_of, ref
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -187,11 +189,20 @@ def _undocumented(endpoint: str, method: str, path_params: list[dict[str, Any]])
     }
 
 
+# Blueprints whose routes are not API: the console's HTML pages and forms (a browser's, behind a session
+# cookie and CSRF tokens) would otherwise fill Redoc with an "Undocumented" group. Plus the static files.
+NOT_API_BLUEPRINTS = frozenset({"console"})
+
+
+def is_api_endpoint(endpoint: str) -> bool:
+    return endpoint != "static" and endpoint.partition(".")[0] not in NOT_API_BLUEPRINTS
+
+
 def build_document(app: Flask, version: str) -> dict[str, Any]:
-    """The OpenAPI document of every route ``app`` serves."""
+    """The OpenAPI document of every API route ``app`` serves (see NOT_API_BLUEPRINTS)."""
     paths: dict[str, dict[str, Any]] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
-        if rule.endpoint == "static":
+        if not is_api_endpoint(rule.endpoint):
             continue
         view = app.view_functions[rule.endpoint]
         op = _REGISTRY.get(_key(view))
@@ -242,6 +253,16 @@ def _document() -> dict[str, Any]:
 @operation("getOpenAPI", summary="This OpenAPI document", tag="Relay", returns="OpenAPIDocument", public=True)
 def openapi_json() -> Response:
     return jsonify(_document())
+
+
+@bp.get("/openapi-3.0.json")
+@operation("getOpenAPI30", summary="This OpenAPI document, rendered as OpenAPI 3.0 (for generators without 3.1)",
+           tag="Relay", returns="OpenAPIDocument", public=True)
+def openapi_30_json() -> Response:
+    cached = current_app.extensions.get("relay.openapi.3.0")
+    if cached is None:
+        cached = current_app.extensions["relay.openapi.3.0"] = to_openapi_30(_document())
+    return jsonify(cached)
 
 
 @bp.get("/openapi.yaml")
