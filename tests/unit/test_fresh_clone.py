@@ -30,10 +30,11 @@ SANE_FLOOR = 1500
 OUTSIDE = re.compile(r"\.\./shared\b|/\s*[\"']shared[\"']|/work/shared\b")
 
 
-def collect(root: Path) -> dict[str, list[str]]:
-    """The test ids `pytest --collect-only -q` finds under ``root``, by file."""
+def collect(root: Path, import_root: Path | None = None) -> dict[str, list[str]]:
+    """The test ids `pytest --collect-only -q` finds under ``root``, by file; ``import_root`` is put first on the
+    path (where a clone's own code is importable as ``relay``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = str(root)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (import_root, root) if p is not None)
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
         cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -56,8 +57,18 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return target
 
 
-def test_a_fresh_clone_collects_the_whole_suite(clone: Path) -> None:
-    theirs = collect(clone)
+@pytest.fixture(scope="module")
+def clone_as_relay(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder (elsewhere) whose ``relay`` is the clone: the harness's editable install maps ``relay`` to this
+    working tree, and a fresh clone's own `make venv` would map it to the clone. Entries on PYTHONPATH come before
+    the editable install's finder."""
+    import_root = tmp_path_factory.mktemp("import-root")
+    (import_root / "relay").symlink_to(clone, target_is_directory=True)
+    return import_root
+
+
+def test_a_fresh_clone_collects_the_whole_suite(clone: Path, clone_as_relay: Path) -> None:
+    theirs = collect(clone, clone_as_relay)
     assert sum(len(ids) for ids in theirs.values()) > SANE_FLOOR
     tracked = subprocess.run(["git", "ls-files", "tests/**/test_*.py"], cwd=clone, capture_output=True,
                              text=True, check=True).stdout.split()
