@@ -299,8 +299,12 @@ class Runtime:
             pykka.ActorRegistry.stop_all(timeout=STOP_TIMEOUT_S)
         except pykka.Timeout:
             log.warning("some actors did not stop within %g s", STOP_TIMEOUT_S)
-        self.data_planes.close()
         self.runner.stop()
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the stores. Alone (without start and stop): a start refused before anything was recorded."""
+        self.data_planes.close()
         self.table.close()
         self.views.close()
         self.log.close()

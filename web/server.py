@@ -22,6 +22,7 @@ from gevent.event import Event
 from gevent.pywsgi import WSGIServer, format_date_time
 from geventwebsocket.handler import WebSocketHandler
 
+from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
 from relay.actors.settings import ConfigError, Settings
 from relay.web.gc_tuning import tune_gc
@@ -368,6 +369,48 @@ def tls_context(settings: Settings) -> ssl.SSLContext | None:
     return context
 
 
+def _close_listeners(servers: list[RelayServer]) -> None:
+    for server in servers:
+        with contextlib.suppress(Exception):
+            server.close()
+
+
+def _identity_free(rt: Runtime) -> bool:
+    """Whether no other live process is this instance (actors/identity_claim.py); says why not."""
+    settings = rt.settings
+    try:
+        held_by_dead = claim_identity(rt.table, settings.instance_id, timeout_s=settings.instance_timeout_s,
+                                      heartbeat_interval_s=settings.heartbeat_interval_s)
+    except IdentityInUse as refusal:
+        log.error("not starting: %s", refusal)
+        return False
+    if held_by_dead is not None:
+        log.info("instance %s last beat %.1f s ago and no longer beats (its process ended without a clean stop): "
+                 "starting as it", settings.instance_id, held_by_dead)
+    return True
+
+
+def _servers(settings: Settings, context: ssl.SSLContext | None, public: socket.socket | None,
+             private: socket.socket | None) -> list[RelayServer]:
+    """The servers (not bound yet, no application yet): one on the address, or a worker's two sockets."""
+    tls: dict[str, Any] = {"ssl_context": context} if context is not None else {}
+    servers = []
+    for listener in ([public, private] if public is not None else [(settings.host, settings.port)]):
+        # A socket comes with its own backlog (gevent refuses one then); an address is bound here.
+        backlog = {"backlog": LISTEN_BACKLOG} if isinstance(listener, tuple) else {}
+        server = RelayServer(listener, None, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
+                             **backlog, **tls)
+        # gevent-websocket's access-log logger without the do-nothing handler it would add (it emits only in its
+        # debug mode): the lines propagate to the root handler as they did, one handler pass fewer each.
+        server.logger = logging.getLogger("geventwebsocket.handler")  # type: ignore[attr-defined]
+        server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
+        server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
+        servers.append(server)
+    if len(servers) == 2:  # one worker's limits hold over both its ports
+        servers[1].relay_edge, servers[1].relay_handshakes = servers[0].relay_edge, servers[0].relay_handshakes  # type: ignore[attr-defined]
+    return servers
+
+
 def serve(settings: Settings, worker: int | None = None) -> int:
     """Run one instance until SIGTERM/SIGINT. `worker`: this process is that worker of `relay serve --workers`
     (web/workers.py): the public port is shared (SO_REUSEPORT), and a port of its own is what peers reach."""
@@ -382,26 +425,27 @@ def serve(settings: Settings, worker: int | None = None) -> int:
             log.error("cannot listen on %s:%d: %s", settings.host, settings.port, error.strerror or error)
             return 2
         settings.peer_port = int(private.getsockname()[1])
+    servers = _servers(settings, context, public, private)
+    try:
+        # The port before anything is recorded: a process that cannot have it must leave the log as it was
+        # (issue 29: a second `relay serve` on a taken port recorded a restart and a stop of the live one).
+        for server in servers:
+            server.init_socket()
+    except OSError as error:  # the port taken, or not ours to bind: say so and exit
+        log.error("cannot listen on %s:%d: %s", settings.host, settings.port, error.strerror or error)
+        _close_listeners(servers)
+        return 2
     rt = Runtime(settings)
+    if not _identity_free(rt):
+        rt.close()
+        _close_listeners(servers)
+        return 2
     rt.start()
     app = create_app(rt)
     install_store_errors(app)
-    tls: dict[str, Any] = {"ssl_context": context} if context is not None else {}
-    servers = []
-    for listener in ([public, private] if public is not None else [(settings.host, settings.port)]):
-        # A socket comes with its own backlog (gevent refuses one then); an address is bound here.
-        backlog = {"backlog": LISTEN_BACKLOG} if isinstance(listener, tuple) else {}
-        server = RelayServer(listener, app, handler_class=RelayHandler, log=_AccessLog(), error_log=_AccessLog(),
-                             **backlog, **tls)
+    for server in servers:
+        server.application = app
         server.relay = rt  # type: ignore[attr-defined]
-        # gevent-websocket's access-log logger without the do-nothing handler it would add (it emits only in its
-        # debug mode): the lines propagate to the root handler as they did, one handler pass fewer each.
-        server.logger = logging.getLogger("geventwebsocket.handler")  # type: ignore[attr-defined]
-        server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
-        server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
-        servers.append(server)
-    if len(servers) == 2:  # one worker's limits hold over both its ports
-        servers[1].relay_edge, servers[1].relay_handshakes = servers[0].relay_edge, servers[0].relay_handshakes  # type: ignore[attr-defined]
     stopping = Event()
 
     def _stop(*_: Any) -> None:
@@ -414,7 +458,7 @@ def serve(settings: Settings, worker: int | None = None) -> int:
             public.listen(LISTEN_BACKLOG)  # now the kernel may hand this worker connections
         for server in servers:
             server.start()
-    except OSError as error:  # the port taken, or not ours to bind: say so and exit, not hang with actors alive
+    except OSError as error:  # not expected once bound: say so and exit, not hang with actors alive
         log.error("cannot listen on %s:%d: %s", settings.host, settings.port, error.strerror or error)
         rt.stop()
         return 2
