@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from relay.actors.context import Limits
-from relay.projections.backend import StoreConfig
+from relay.projections.backend import StoreConfig, private_dir
 
 ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a token
 MAX_WORKERS = 64
@@ -38,14 +38,17 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("RELAY_HOST", "127.0.0.1", "where `relay serve` listens (HTTP API, console, `/websocket/...`)"),
     EnvSetting("RELAY_PORT", "8090", "the port it listens on"),
     EnvSetting("RELAY_DATA_DIR", "relay-data",
-               "the embedded SQLite store (event log + views) and the generated admin token"),
+               "the embedded SQLite store (event log + views) and the generated admin token; the directory is "
+               "made (or set) 0700 and Relay's files in it 0600"),
     EnvSetting("RELAY_DATABASE_URL", "",
                "`postgresql://user:pass@host:port/db`: use PostgreSQL instead of SQLite"),
     EnvSetting("RELAY_DATABASE_SCHEMA", "public", "the PostgreSQL schema Relay's tables live in"),
     EnvSetting("RELAY_ADMIN_TOKEN", "",
                "bootstrap bearer token with every permission (else generated into RELAY_DATA_DIR/admin_token)"),
     EnvSetting("RELAY_DEFAULT_ORG", "local", "the organization Relay starts with (Conductor's no-auth name)"),
-    EnvSetting("RELAY_INSTANCE_ID", "", "this instance's identity (default: hostname:port)"),
+    EnvSetting("RELAY_INSTANCE_ID", "",
+               "this instance's identity (default: hostname:port); a start is refused (exit 2, nothing recorded) "
+               "while another live process beats with it"),
     EnvSetting("RELAY_ADVERTISE_ADDRESS", "", "the address peers reach this instance at (default: RELAY_HOST)"),
     EnvSetting("RELAY_WORKERS", "1",
                "worker processes `relay serve` runs on its one port (SO_REUSEPORT), each an instance of one cluster "
@@ -343,7 +346,7 @@ class Settings:
             if token:
                 self.admin_token = token
                 return token, False
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         token = "relay_admin_" + secrets.token_urlsafe(32)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:

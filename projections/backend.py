@@ -6,7 +6,9 @@ one transaction, so an event is applied exactly once even across crashes.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +32,33 @@ from relay.projections.eventsourcing_recorders import (
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 SQLITE_LOG_FILE = "events.sqlite"
+# The data directory and what is in it (the store, its -wal/-shm files, the admin token) are the owner's only.
+# `relay` runs with umask 077 (web/cli.py), so what it creates is born private; `private_dir` also closes up a
+# directory made by an older Relay (0755, files 0644), before SQLite opens its files: the -wal and -shm files
+# SQLite creates copy the database file's mode.
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+
+
+def relays_own_file(name: str) -> bool:
+    """Whether a file of the data directory is one Relay writes (the store's files, the admin token)."""
+    return name.startswith(SQLITE_LOG_FILE) or (name.startswith("view_") and ".sqlite" in name) \
+        or name == "admin_token"
+
+
+def private_dir(directory: Path) -> None:
+    """Make `directory` (0700) if missing; make it and Relay's own files in it owner-only (other files there
+    are left as they are)."""
+    directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    if stat.S_IMODE(directory.stat().st_mode) != PRIVATE_DIR_MODE:
+        directory.chmod(PRIVATE_DIR_MODE)
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if (relays_own_file(entry.name) and entry.is_file(follow_symlinks=False)
+                    and stat.S_IMODE(entry.stat().st_mode) & 0o077):
+                os.chmod(entry.path, PRIVATE_FILE_MODE)
 
 @dataclass(frozen=True)
 class StoreConfig:
@@ -78,7 +107,7 @@ class StoreConfig:
     def event_store_env(self) -> dict[str, str]:
         """The environment eventsourcing's persistence modules read for the event log."""
         if self.database_url is None:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.data_dir)
             return {
                 # eventsourcing.sqlite, tuned
                 "PERSISTENCE_MODULE": "relay.projections.eventsourcing_recorders:RelaySQLiteFactory",
@@ -246,7 +275,7 @@ class ViewStore:
         self.is_scratch = location is not None
         if config.database_url is None:
             directory = Path(location) if location else config.data_dir
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dir(directory)
             self.prefix = ""
             sqlite_store = tune_sqlite(
                 SQLiteDatastore(db_name=str(directory / f"view_{schema.name}.sqlite"), lock_timeout=30),

@@ -455,6 +455,7 @@ COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane"
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _setup_logging()
+    os.umask(0o077)  # the store, its -wal/-shm files and the admin token: the owner's only (projections/backend.py)
     if args.command in ("apps", "keys") and args.action in ("create", "delete", "revoke") and not args.name:
         print(f"relay {args.command} {args.action}: a NAME is required", file=sys.stderr)
         return 2

@@ -186,8 +186,7 @@ def login() -> Any:
         who = rt.auth.principal_for(token) if token else None
         if who is None:
             flash("Unknown or revoked token.", "error")
-            return render_template("console/login.html", next=request.form.get("next", ""),
-                                   token_file=_token_file()), 401
+            return render_template("console/login.html", next=request.form.get("next", "")), 401
         next_url = safe_path(request.form.get("next"))
         session.clear()  # a new session (and CSRF token) at every login: no fixation
         session.permanent = True
@@ -195,13 +194,9 @@ def login() -> Any:
         session["t"] = time.time()
         csrf_token()
         return redirect(next_url)
-    return render_template("console/login.html", next=request.args.get("next", ""), token_file=_token_file())
-
-
-def _token_file() -> str:
-    """Where this instance keeps its admin token (RELAY_DATA_DIR/admin_token), absolute: the login page
-    tells the operator where to look. The path only, never the file's content."""
-    return str(runtime().settings.admin_token_path.resolve())
+    # The page names the token's file relative to the data directory, never its absolute path: the page is
+    # shown to anyone who reaches it, before any authentication.
+    return render_template("console/login.html", next=request.args.get("next", ""))
 
 
 @bp.post("/logout")
