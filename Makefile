@@ -77,7 +77,8 @@ endif
 
 # The other clients of Relay that integration tests run, each in an environment of its own (none shares our
 # dependencies): an older DBOS Python release (version skew), the current one (whose conductor client is no
-# longer open source: the data plane's test app), dbos-mcp (a real Conductor API v2 client), the DBOS
+# longer open source: the data plane's test app), dbos-mcp (a real Conductor API v2 client),
+# openapi-python-client (a real generator of clients from /openapi-3.0.json), the DBOS
 # TypeScript, Go and Java SDKs, and the current TypeScript and Go releases (no open conductor client either: the
 # data plane's other test apps). Pins: tests/integration/requirements/*.txt, ts_app/package-lock.json,
 # go_app/go.mod+go.sum, java_app/pom.xml, ts_current_app/package-lock.json, go_current_app/go.mod+go.sum.
@@ -86,6 +87,7 @@ REQS := tests/integration/requirements
 VENV_DBOS2 := .venv-dbos2
 VENV_DBOS_CURRENT := .venv-dbos-current
 VENV_MCP := .venv-mcp
+VENV_OPENAPI_CLIENT := .venv-openapi-client
 TS_APP := tests/integration/ts_app
 GO_APP := tests/integration/go_app
 GO_APP_BIN := $(GO_APP)/bin/relay-go-app
@@ -95,7 +97,8 @@ TS_CURRENT_APP := tests/integration/ts_current_app
 GO_CURRENT_APP := tests/integration/go_current_app
 GO_CURRENT_APP_BIN := $(GO_CURRENT_APP)/bin/relay-go-current-app
 
-test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed $(TS_APP)/node_modules/.installed \
+test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed \
+	$(VENV_OPENAPI_CLIENT)/.installed $(TS_APP)/node_modules/.installed \
 	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN)
 
 $(VENV_DBOS2)/bin/python:
@@ -107,6 +110,9 @@ $(VENV_DBOS_CURRENT)/bin/python:
 $(VENV_MCP)/bin/python:
 	$(PYTHON) -m venv $(VENV_MCP)
 
+$(VENV_OPENAPI_CLIENT)/bin/python:
+	$(PYTHON) -m venv $(VENV_OPENAPI_CLIENT)
+
 $(VENV_DBOS2)/.installed: $(REQS)/dbos2.txt | $(VENV_DBOS2)/bin/python
 	$(VENV_DBOS2)/bin/python -m pip install --disable-pip-version-check -q -r $<
 	touch $@
@@ -117,6 +123,10 @@ $(VENV_DBOS_CURRENT)/.installed: $(REQS)/dbos-current.txt | $(VENV_DBOS_CURRENT)
 
 $(VENV_MCP)/.installed: $(REQS)/mcp.txt | $(VENV_MCP)/bin/python
 	$(VENV_MCP)/bin/python -m pip install --disable-pip-version-check -q -r $<
+	touch $@
+
+$(VENV_OPENAPI_CLIENT)/.installed: $(REQS)/openapi-client.txt | $(VENV_OPENAPI_CLIENT)/bin/python
+	$(VENV_OPENAPI_CLIENT)/bin/python -m pip install --disable-pip-version-check -q -r $<
 	touch $@
 
 # npm ci installs exactly package-lock.json (and starts from an empty node_modules).
@@ -173,5 +183,5 @@ clean:
 		-o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target \
+	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(VENV_OPENAPI_CLIENT) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target \
 		$(TS_CURRENT_APP)/node_modules $(GO_CURRENT_APP)/bin
