@@ -19,7 +19,7 @@ DBOS_SDK := dbos==3.2.0
 PYTEST_ARGS ?=
 RELAY_ARGS ?=
 
-.PHONY: venv runtime system-deps test-deps run test compat-matrix lint bench clean distclean
+.PHONY: toolchains venv runtime system-deps test-deps run test compat-matrix lint bench clean distclean
 
 venv: $(STAMP)
 
@@ -150,13 +150,21 @@ $(JAVA_APP_JAR): $(JAVA_APP)/pom.xml $(shell find $(JAVA_APP)/src -type f 2>/dev
 	cd $(JAVA_APP) && mvn -q -B package
 	touch $@
 
+# The toolchains the test apps build with (Go, Node.js, a JDK, Maven) and the Python the environments are made
+# with, checked first: a missing or too old one stops `make test` at once, naming it, the version needed (read from
+# the pins) and how to get it.
+toolchains:
+	@command -v $(PYTHON) >/dev/null || { echo "make test: $(PYTHON) not found: Python 3.11 or newer is needed" \
+		"(apt-get install python3 python3-venv, or make PYTHON=python3.1x)." >&2; exit 1; }
+	$(PYTHON) tests/support/check_toolchains.py
+
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
-test: venv runtime system-deps test-deps
+test: toolchains venv runtime system-deps test-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Rewrite the README's generated blocks (the SDK compatibility matrix, what dbos-mcp exercised) from a real run.
-compat-matrix: venv system-deps test-deps
+compat-matrix: toolchains venv system-deps test-deps
 	RELAY_UPDATE_README=1 $(BIN)/python -m pytest -q tests/integration/test_compat_matrix.py \
 		tests/integration/test_dbos_mcp.py
 

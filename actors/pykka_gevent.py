@@ -24,7 +24,25 @@ import gevent.monkey
 import pykka
 from pykka._envelope import Envelope
 
+from relay.events.errors import DomainError
+
 PINNED = "pykka 4.5.0"
+# pykka logs every exception an actor hands back to the caller of an ask, at INFO with its traceback (and so
+# does `_handle_envelope` below, as pykka does). The caller gets the exception and decides; for the outcomes a
+# caller expects (a DomainError: not found, exists already, invalid, illegal now: the API's 404/409/422) the
+# line is noise, a traceback per refused API call (issue 29): `QuietRefusals` drops it. Any other exception
+# is still logged so.
+RETURNED_TO_CALLER = "Exception returned from "
+EXPECTED_OUTCOMES: tuple[type[Exception], ...] = (DomainError,)
+
+
+class QuietRefusals(logging.Filter):
+    """On the `pykka` logger: no line for an expected outcome returned to the caller of an ask."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(RETURNED_TO_CALLER) or not record.exc_info:
+            return True
+        return not isinstance(record.exc_info[1], EXPECTED_OUTCOMES)
 # How long a drained inbox's greenlet waits for more before it ends (a busy connection keeps its greenlet).
 DRAIN_LINGER_S = 2.0
 
@@ -39,6 +57,9 @@ def install() -> None:
     if missing:
         raise RuntimeError(f"pykka changed since {PINNED}: {', '.join(missing)} (actors/pykka_gevent.py)")
     DrainedActor.drain_with_greenlets = gevent.monkey.is_module_patched("threading")
+    pykka_log = logging.getLogger("pykka")
+    if not any(isinstance(f, QuietRefusals) for f in pykka_log.filters):
+        pykka_log.addFilter(QuietRefusals())
 
 
 class _DrainedInbox:
@@ -188,7 +209,7 @@ class DrainedActor(pykka.ThreadingActor):
                 envelope.reply_to.set(response)
         except Exception:
             if envelope.reply_to is not None:
-                logging.getLogger("pykka").info("Exception returned from %s to caller:", self, exc_info=True)
+                logging.getLogger("pykka").info(f"{RETURNED_TO_CALLER}{self} to caller:", exc_info=True)
                 envelope.reply_to.set_exception()
             else:
                 self._handle_failure(*sys.exc_info())
