@@ -7,8 +7,6 @@ prefers executors of that version.
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import translate
@@ -43,14 +41,6 @@ def _succeeded(response: object, what: str) -> None:
         raise ApiError(502, f"the executor reported that {what} failed", title="Executor Error")
 
 
-def _of_app(record: dict[str, Any], app: str) -> dict[str, Any]:
-    """Name the application a queue or schedule belongs to when the SDK leaves it out (Java 1.1 sends none):
-    every record an executor of this app reports is the app's own."""
-    if not record.get("applicationName"):
-        record["applicationName"] = app
-    return record
-
-
 # -- queues
 
 
@@ -59,7 +49,7 @@ def _of_app(record: dict[str, Any], app: str) -> dict[str, Any]:
 def list_queues(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
     response = call(org, app, protocol.ListQueuesRequest())
-    return jsonify([_of_app(translate.queue(r), app) for r in response.output or []])
+    return jsonify([translate.of_app(translate.queue(r), app) for r in response.output or []])
 
 
 @bp.get(APP + "/queues/<queue_name>")
@@ -69,7 +59,7 @@ def get_queue(org: str, app: str, queue_name: str) -> Response:
     response = call(org, app, protocol.GetQueueRequest(name=translate.queue_name(queue_name)))
     if response.output is None:
         raise not_found(f"queue '{queue_name}' not found in application '{app}'")
-    return jsonify(_of_app(translate.queue(response.output), app))
+    return jsonify(translate.of_app(translate.queue(response.output), app))
 
 
 # -- schedules
@@ -84,7 +74,7 @@ def get_queue(org: str, app: str, queue_name: str) -> Response:
 def list_schedules(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
     response = call(org, app, translate.list_schedules_request(request.args))
-    return jsonify([_of_app(translate.schedule(r), app) for r in response.output or []])
+    return jsonify([translate.of_app(translate.schedule(r), app) for r in response.output or []])
 
 
 @bp.get(SCHEDULE)
@@ -94,7 +84,7 @@ def get_schedule(org: str, app: str, schedule_name: str) -> Response:
     response = call(org, app, protocol.GetScheduleRequest(schedule_name=translate.schedule_name(schedule_name)))
     if response.output is None:
         raise not_found(f"schedule '{schedule_name}' not found in application '{app}'")
-    return jsonify(_of_app(translate.schedule(response.output), app))
+    return jsonify(translate.of_app(translate.schedule(response.output), app))
 
 
 @bp.post(SCHEDULE + "/pause")

@@ -2,8 +2,10 @@
 
 Each view checks the caller and every input first (web/translate.py), then asks one executor
 (web/executor_calls.py), then translates its answer. Operations on one workflow first make sure it exists
-(404 otherwise): the SDKs answer an unknown id with empty lists or an error; so do bulk resume and fork, whose
-SDKs disagree on an unknown id. Bulk cancel and delete stay idempotent (every SDK skips an unknown id).
+(404 otherwise): the SDKs answer an unknown id with empty lists or an error. The four bulk actions (cancel,
+resume, delete, fork from failure) follow one rule (docs/adr/0002-bulk-actions-all-or-nothing.md): every id
+is checked first; if any is unknown the whole request is a 404 naming the missing ids and nothing is done (the
+SDKs disagree: some skip an unknown id, some fail).
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ def _listed(org: str, app: str, req: object, shape: Callable[[Any], dict[str, An
     return jsonify([shape(r) for r in getattr(response, field) or []])
 
 
+def _workflow(app: str) -> Callable[[Any], dict[str, Any]]:
+    """A workflow record in its v2 shape, its application named (Java 1.1 sends none)."""
+    return lambda record: translate.of_app(translate.workflow(record), app)
+
+
 def _succeeded(response: object, what: str) -> None:
     # An SDK that failed says so in error_message (a 502 already); success false without one is odd but real.
     if getattr(response, "success", True) is False:
@@ -53,7 +60,7 @@ def _succeeded(response: object, what: str) -> None:
 ))
 def list_workflows(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return _listed(org, app, translate.list_workflows_request(request.args), translate.workflow)
+    return _listed(org, app, translate.list_workflows_request(request.args), _workflow(app))
 
 
 @bp.post(APP + "/workflows/search")
@@ -61,7 +68,7 @@ def list_workflows(org: str, app: str) -> Response:
            body="WorkflowSearchBody")
 def search_workflows(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return _listed(org, app, translate.search_workflows_request(json_body()), translate.workflow)
+    return _listed(org, app, translate.search_workflows_request(json_body()), _workflow(app))
 
 
 @bp.post(APP + "/workflows/aggregates")
@@ -87,7 +94,7 @@ def get_workflow(org: str, app: str, workflow_id: str) -> Response:
     response = call(org, app, translate.get_workflow_request(workflow_id))
     if response.output is None:
         raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
-    return jsonify(translate.workflow(response.output))
+    return jsonify(_workflow(app)(response.output))
 
 
 @bp.get(ONE + "/steps")
@@ -201,7 +208,9 @@ def import_workflow(org: str, app: str) -> Response:
            body_required=True)
 def bulk_cancel(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    _succeeded(call(org, app, translate.bulk_cancel_request(json_body(required=True))), "the cancellation")
+    cancel = translate.bulk_cancel_request(json_body(required=True))
+    require_workflows(org, app, cancel.workflow_ids or [])
+    _succeeded(call(org, app, cancel), "the cancellation")
     return _no_content()
 
 
@@ -221,7 +230,9 @@ def bulk_resume(org: str, app: str) -> Response:
            body_required=True)
 def bulk_delete(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    _succeeded(call(org, app, translate.bulk_delete_request(json_body(required=True))), "the deletion")
+    delete = translate.bulk_delete_request(json_body(required=True))
+    require_workflows(org, app, delete.workflow_ids or [])
+    _succeeded(call(org, app, delete), "the deletion")
     return _no_content()
 
 

@@ -411,8 +411,9 @@ def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:
 
 
 def require_workflows(org: str, app: str, workflow_ids: list[str]) -> None:
-    """404 naming the ids the executors have no workflow for, with one list request: for the bulk actions whose
-    SDKs disagree on an unknown id (Python and TypeScript fail, Go and Java skip it or fail otherwise)."""
+    """404 naming the ids the executors have no workflow for, with one list request: the four bulk actions check
+    every id first, all or nothing (docs/adr/0002-bulk-actions-all-or-nothing.md), since the SDKs disagree on an
+    unknown id (some skip it, some fail)."""
     wanted = list(dict.fromkeys(workflow_ids))
     body = protocol.ListWorkflowsBody(workflow_uuids=wanted, limit=len(wanted))
     listed = {str(r.get("WorkflowUUID")) for r in call(org, app, protocol.ListWorkflowsRequest(body=body)).output or []}

@@ -19,7 +19,12 @@ them); an unrecognized text stays a 502.
 - Go and Java, fork from failure of a workflow without steps: ``workflow a has no steps``.
 - Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``, ``Unrecognized token``, JSON of
   another shape ``Cannot invoke ... because "status" is null``.
-- Imports of a workflow still there, every SDK: the database's unique violation (409).
+- Imports of a workflow still there, and forks to a ``newWorkflowId`` that already exists, every SDK: the
+  database's unique violation (409), e.g. Python ``sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation)
+  duplicate key value violates unique constraint "workflow_status_pkey"`` (SQLite: ``UNIQUE constraint failed``),
+  TypeScript the bare PostgreSQL message, Java ``org.postgresql.util.PSQLException: ERROR: duplicate key
+  value ...``, Go ``failed to fork workflow: failed to insert forked workflow
+  statuses: ERROR: duplicate key value ... (SQLSTATE 23505)``: no SDK checks the new id first.
 """
 
 from __future__ import annotations
@@ -60,6 +65,9 @@ _ATTRIBUTES = ClientError(
 _NO_STEPS = ClientError(422, "body.workflowIds", "a workflow has no step to fork from")
 _NOT_AN_EXPORT = ClientError(422, "body.serializedWorkflow", "not a workflow exported by this application's SDK")
 _ALREADY_THERE = ClientError(409, "body.serializedWorkflow", "a workflow of this export already exists")
+_FORK_ID_TAKEN = ClientError(409, "body.newWorkflowId", "a workflow with this newWorkflowId already exists")
+# The system database's unique violation (PostgreSQL, SQLite, psycopg's class name).
+_UNIQUE_VIOLATION = re.compile(r"UNIQUE constraint failed|duplicate key value|UniqueViolation", re.IGNORECASE)
 
 RULES: tuple[_Rule, ...] = (
     _Rule(_ON_WORKFLOWS, re.compile(
@@ -86,9 +94,9 @@ RULES: tuple[_Rule, ...] = (
         r"|violates not-null constraint"  # Go
         r"|because \"[^\"]+\" is null",  # Java
     ), _NOT_AN_EXPORT),
-    _Rule(_IMPORT, re.compile(
-        r"UNIQUE constraint failed|duplicate key value|UniqueViolation", re.IGNORECASE,
-    ), _ALREADY_THERE),
+    _Rule(_IMPORT, _UNIQUE_VIOLATION, _ALREADY_THERE),
+    # A fork writes one new workflow (and its copied steps, in the same transaction): a unique violation is its id.
+    _Rule(frozenset({"fork_workflow"}), _UNIQUE_VIOLATION, _FORK_ID_TAKEN),
 )
 
 

@@ -121,6 +121,14 @@ queue = QUEUE.read
 schedule = SCHEDULE.read
 
 
+def of_app(record: dict[str, Any], app: str) -> dict[str, Any]:
+    """Name the application a workflow, queue or schedule belongs to when the SDK leaves it out (Java 1.1 sends
+    none): every record an executor of this app reports is the app's own."""
+    if not record.get("applicationName"):
+        record["applicationName"] = app
+    return record
+
+
 # A version record (list_application_versions) as a v2 ``ApplicationVersion``.
 APPLICATION_VERSION = RecordShape({
     "versionId": ("version_id", STRING), "versionName": ("version_name", STRING),

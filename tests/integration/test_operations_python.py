@@ -437,8 +437,8 @@ def test_every_action_is_audited_with_who_what_where_and_outcome(world: World) -
     wait_status(w.relay, forked, "SUCCESS", "ERROR")
     assert as_key("GET", f"{BASE}/workflows/{forked}/export").status_code == 200
     assert as_key("POST", f"{BASE}/workflows/{forked}/cancel", json={}).status_code == 204
-    bulk_ids = [forked, f"{w.run}-x"]
-    assert as_key("POST", f"{BASE}/workflows/bulk-cancel", json={"workflowIds": bulk_ids}).status_code == 204
+    bulk_ids = [forked, f"{w.run}-x"]  # one unknown: the whole request is refused, nothing done
+    assert as_key("POST", f"{BASE}/workflows/bulk-cancel", json={"workflowIds": bulk_ids}).status_code == 404
     assert as_key("DELETE", f"{BASE}/workflows/{forked}").status_code == 204
     raw = f"/relay/v1/orgs/{ORG}/apps/{APP}/executors/{w.v1}/requests"
     assert as_key("POST", raw, json={"type": "cancel", "workflow_id": f"{w.run}-raw"}).status_code == 200
@@ -458,7 +458,7 @@ def test_every_action_is_audited_with_who_what_where_and_outcome(world: World) -
         ("forkWorkflow", "success", "workflow", w.ids["greet"]),
         ("exportWorkflow", "success", "workflow", forked),
         ("cancelWorkflow", "success", "workflow", forked),
-        ("bulkCancelWorkflows", "success", "workflow", forked),
+        ("bulkCancelWorkflows", "failure", "workflow", forked),
         ("deleteWorkflow", "success", "workflow", forked),
         ("sendRawExecutorRequest", "success", "application", APP),
         ("deleteToken", "failure", "token", name),
@@ -468,6 +468,7 @@ def test_every_action_is_audited_with_who_what_where_and_outcome(world: World) -
     assert {(e["subject"]["type"], e["subject"]["id"]) for e in entries} == {("api_key", name)}
     bulk = next(e for e in entries if e["operation"] == "bulkCancelWorkflows")
     assert bulk["details"]["targets"] == [forked, f"{w.run}-x"] and bulk["details"]["via"] == "api"
+    assert bulk["details"]["status"] == 404 and f"'{w.run}-x'" in bulk["details"]["detail"]
     refused = next(e for e in entries if e["operation"] == "deleteToken")
     assert refused["details"]["status"] == 403 and refused["details"]["detail"]
     assert next(e for e in entries if e["operation"] == "sendRawExecutorRequest")["details"]["targets"] == [

@@ -277,6 +277,16 @@ CLASSIFIED = [
     ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: "
      'duplicate key value violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409,
      "body.serializedWorkflow"),  # Go
+    # A fork to a newWorkflowId that already exists: each SDK's unique violation (Python, TS and Java, Go, SQLite).
+    ("fork_workflow", "Exception encountered when forking workflow x to new workflow y on step 0, app version None: "
+     "sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation) duplicate key value violates unique "
+     'constraint "workflow_status_pkey"', 409, "body.newWorkflowId"),
+    ("fork_workflow", 'duplicate key value violates unique constraint "workflow_status_pkey"', 409,
+     "body.newWorkflowId"),
+    ("fork_workflow", "failed to fork workflow: failed to insert forked workflow statuses: ERROR: duplicate key value "
+     'violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409, "body.newWorkflowId"),
+    ("fork_workflow", "sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: "
+     "workflow_status.workflow_uuid", 409, "body.newWorkflowId"),
     ("fork_from_failure", "failed to fork workflows from failure: workflow wf-1 has no steps", 422,
      "body.workflowIds"),  # Go
     ("fork_from_failure", "Workflow wf-1 has no steps", 422, "body.workflowIds"),  # Java

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from relay.web import executor_calls, translate
-from relay.web.api_catalog import _of_app
 from relay.wire import protocol
 from tests.support.openapi_ref import check, reference
 
@@ -70,10 +69,10 @@ _V2: dict[str, Any] = {
     "get_workflow_streams": lambda r: [("StreamEntry", translate.stream_entry(s)) for s in r.streams],
     "get_workflow_aggregates": lambda r: [("WorkflowAggregate", translate.workflow_aggregate(a)) for a in r.output],
     "get_step_aggregates": lambda r: [("StepAggregate", translate.step_aggregate(a)) for a in r.output],
-    "list_queues": lambda r: [("Queue", _of_app(translate.queue(q), APP)) for q in r.output],
-    "get_queue": lambda r: [("Queue", _of_app(translate.queue(r.output), APP))],
-    "list_schedules": lambda r: [("Schedule", _of_app(translate.schedule(s), APP)) for s in r.output],
-    "get_schedule": lambda r: [("Schedule", _of_app(translate.schedule(r.output), APP))],
+    "list_queues": lambda r: [("Queue", translate.of_app(translate.queue(q), APP)) for q in r.output],
+    "get_queue": lambda r: [("Queue", translate.of_app(translate.queue(r.output), APP))],
+    "list_schedules": lambda r: [("Schedule", translate.of_app(translate.schedule(s), APP)) for s in r.output],
+    "get_schedule": lambda r: [("Schedule", translate.of_app(translate.schedule(r.output), APP))],
     "list_application_versions": lambda r: [("ApplicationVersion", v)
                                             for v in translate.application_versions(r.output)],
     "get_metrics": lambda r: [("Metric", translate.metric(m, APP_ID, WINDOW)) for m in r.metrics],
@@ -194,14 +193,16 @@ def test_workflow_times_are_epoch_ms_strings_and_priority_a_string() -> None:
     assert translate.workflow({**java, "Priority": "7"})["priority"] == 7  # the string is read, not defaulted
 
 
-def test_workflow_application_name_go_sends_java_does_not() -> None:
+def test_workflow_application_name_go_sends_java_does_not_relay_names_the_app() -> None:
     go = response(GO, "get_workflow")["output"]
     java = response(JAVA, "get_workflow")["output"]
     assert go["ApplicationName"] == "ts-list-get-steps-children-eve"
     assert "ApplicationName" not in java  # Java 1.1's WorkflowsOutput has no such field
-    assert translate.workflow(go)["applicationName"] == "ts-list-get-steps-children-eve"
-    # Null is the schema's "recorded before DBOS Transact tracked application names", not a guess.
-    assert translate.workflow(java)["applicationName"] is None
+    assert translate.of_app(translate.workflow(go), APP)["applicationName"] == "ts-list-get-steps-children-eve"
+    # As for queues and schedules: every workflow an executor of this app reports is the app's own.
+    assert translate.of_app(translate.workflow(java), APP)["applicationName"] == APP
+    [listed] = response(JAVA, "list_workflows")["output"]
+    assert translate.of_app(translate.workflow(listed), APP)["applicationName"] == APP
 
 
 def test_a_dequeued_workflow_keeps_its_dequeue_time() -> None:
@@ -277,8 +278,8 @@ def test_queues_java_sends_no_application_name_relay_names_the_app() -> None:
     assert go["application_name"] == "ts-queues-schedules-versions-a" and go["polling_interval_sec"] == 1
     assert "application_name" not in java and java["polling_interval_sec"] == 1.0
     assert "partition_concurrency" in go  # newer Go fields Relay does not model: ignored
-    assert _of_app(translate.queue(go), APP)["applicationName"] == "ts-queues-schedules-versions-a"
-    out = _of_app(translate.queue(java), APP)
+    assert translate.of_app(translate.queue(go), APP)["applicationName"] == "ts-queues-schedules-versions-a"
+    out = translate.of_app(translate.queue(java), APP)
     assert out == {"name": "java_queue", "concurrency": None, "workerConcurrency": 2, "rateLimitMax": None,
                    "rateLimitPeriodSecs": None, "priorityEnabled": False, "partitionQueue": False,
                    "pollingIntervalSecs": 1.0, "applicationName": APP}
@@ -290,10 +291,10 @@ def test_schedules_java_sends_no_application_name_relay_names_the_app() -> None:
     assert go["application_name"] == "ts-queues-schedules-versions-a" and go["workflow_class_name"] is None
     assert "application_name" not in java and java["workflow_class_name"] == "RelayJavaApp"
     assert go["schedule"] == java["schedule"] == "0 0 0 1 1 *"  # both crons have a seconds field
-    out = _of_app(translate.schedule(java), APP)
+    out = translate.of_app(translate.schedule(java), APP)
     assert (out["applicationName"], out["workflowClass"], out["cronExpression"], out["lastFiredAt"]) == (
         APP, "RelayJavaApp", "0 0 0 1 1 *", None)
-    assert _of_app(translate.schedule(go), APP)["applicationName"] == "ts-queues-schedules-versions-a"
+    assert translate.of_app(translate.schedule(go), APP)["applicationName"] == "ts-queues-schedules-versions-a"
 
 
 def test_successful_answers_leave_error_message_out() -> None:

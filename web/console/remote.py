@@ -64,13 +64,13 @@ def _act(org: str, app: str, request: Any, what: str) -> Any:
 def search_workflows(org: str, app: str, search: dict[str, Any]) -> list[dict[str, Any]]:
     """`search` is a v2 WorkflowSearchBody (status, workflowName, startTime, limit, ...)."""
     response = _call(org, app, translate.search_workflows_request(search))
-    return [translate.workflow(r) for r in response.output or []]
+    return [translate.of_app(translate.workflow(r), app) for r in response.output or []]
 
 
 @_problems
 def get_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any] | None:
     response = _call(org, app, translate.get_workflow_request(workflow_id))
-    return translate.workflow(response.output) if response.output else None
+    return translate.of_app(translate.workflow(response.output), app) if response.output else None
 
 
 @_problems
@@ -104,6 +104,7 @@ def cancel(org: str, app: str, workflow_ids: list[str]) -> None:
         executor_calls.require_workflow(org, app, workflow_ids[0])
     else:
         request = translate.bulk_cancel_request({"workflowIds": workflow_ids})
+        executor_calls.require_workflows(org, app, workflow_ids)  # the API's rule: all or nothing
     _act(org, app, request, "the cancellation")
 
 
@@ -114,6 +115,7 @@ def resume(org: str, app: str, workflow_ids: list[str]) -> None:
         executor_calls.require_workflow(org, app, workflow_ids[0])
     else:
         request = translate.bulk_resume_request({"workflowIds": workflow_ids})
+        executor_calls.require_workflows(org, app, workflow_ids)  # the API's rule: all or nothing
     _act(org, app, request, "the resumption")
 
 
