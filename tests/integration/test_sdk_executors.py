@@ -77,6 +77,7 @@ def test_list_get_steps_children_events_and_export_import(app: SdkApp) -> None:
     done = app.wait_status(greet, "SUCCESS")
     assert done["workflowName"] == "greet" and done["appVersion"] == "v1"
     assert done["executorId"] == app.ready[0]["executor_id"]
+    assert done["applicationName"] == app.name  # Java 1.1 sends none: Relay names the app
     assert "HELLO TS!" in (done["output"] or "")
     assert "ts" in (done["input"] or "")
 
