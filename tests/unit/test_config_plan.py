@@ -13,6 +13,7 @@ import pytest
 import yaml
 from eventsourcing.domain import Aggregate
 
+from relay.actors.alerting import LiveSources, evaluate
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.config import ConfigInvalidError, KeySpec, RuleSpec, parse_config
@@ -20,6 +21,7 @@ from relay.events.config_apply import apply_changes
 from relay.events.config_plan import AppState, State, plan
 from relay.events.errors import ConcurrentChangeError
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS, Organization
+from relay.wire.errors import CannotAskError
 
 AT = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 ORG = "local"
@@ -303,6 +305,40 @@ def test_the_documented_examples_are_valid_and_plan_from_nothing(document: Any) 
     assert "+ app orders" in texts and "+ app ops" in texts
     assert any(t.startswith("+ key orders-executor") for t in texts)
     assert plan(parse_config(document), state_of(document), org=ORG, prune=True).changes == ()
+
+
+class NoExecutorRegistry:
+    """The registry of an application that never had an executor: none connected, none died."""
+
+    def counts_by_status(self, org: str, app: str) -> dict[str, int]:
+        return {}
+
+    def recovered_deaths(self, org: str, app: str, since: str) -> list[dict[str, Any]]:
+        return []
+
+    def executors(self, org: str, app: str, include_deleted: bool = False) -> list[dict[str, Any]]:
+        return []
+
+
+@pytest.mark.parametrize("document", [
+    pytest.param(yaml.safe_load((REPO / "examples" / "relay.yaml").read_text()), id="examples/relay.yaml"),
+    pytest.param(readme_config(), id="README"),
+])
+def test_the_documented_examples_page_nobody_for_an_app_with_no_executor(document: Any) -> None:
+    """Applied as they are, before any executor runs, their rules fire nothing (the alerting evaluator's own
+    sources: nothing connected here or elsewhere, no data plane to ask, no deaths)."""
+    config = parse_config(document)
+    rules = [(app.name, rule) for app in config.apps for rule in app.rules]
+    assert rules
+    for app, rule in rules:
+        sources = LiveSources(ORG, app, registry=NoExecutorRegistry(), live=[], latest=None, transport=None,
+                              request_timeout_s=1, probe_timeout_s=1, mark_unsupported=lambda *_: None)
+        row = {"app": app, "rule_type": rule.rule_type, "metadata": rule.metadata}
+        try:
+            finding = evaluate(row, sources, AT)
+        except CannotAskError:
+            finding = None  # not evaluated: AlertRun fires nothing for it
+        assert finding is None, f"{app}'s {rule.rule_type} rule fires for an app with no executor: {finding}"
 
 
 def test_a_deleted_application_registered_again_gets_its_rules_back_and_they_count() -> None:
