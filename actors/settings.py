@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import secrets
@@ -15,6 +16,7 @@ from urllib.parse import urlparse
 from relay.actors.context import Limits
 from relay.projections.backend import StoreConfig, private_dir
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a token
 MAX_WORKERS = 64
 
@@ -85,6 +87,11 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "401/403. A valid key is never refused for other keys' failures (one stale executor behind NAT "
                "does not lock out the fleet); a lockout is logged once, naming the application (counted in "
                "memory, per instance)"),
+    EnvSetting("RELAY_TRUSTED_PROXIES", "",
+               "comma-separated CIDRs of reverse proxies (e.g. `10.0.0.0/8,127.0.0.1/32`) whose `X-Forwarded-For` "
+               "names the caller, for the audit log's `sourceIp` and the per-address limits: the right-most address "
+               "in it that is not itself a trusted proxy. From any other peer the header is ignored. Unset: the "
+               "direct peer is the caller"),
     EnvSetting("RELAY_TLS_CERT", "",
                "PEM certificate (chain): `relay serve` speaks https:// and wss:// (TLS 1.2 or later) on its one "
                "port; set with RELAY_TLS_KEY (both or neither)"),
@@ -190,6 +197,18 @@ def _tls_files(env: dict[str, str]) -> tuple[Path | None, Path | None]:
     return (Path(cert), Path(key)) if cert and key else (None, None)
 
 
+def _trusted_proxies(env: dict[str, str]) -> tuple[Network, ...]:
+    """RELAY_TRUSTED_PROXIES: comma-separated CIDRs (a bare address is a /32 or /128)."""
+    networks = []
+    for position, part in enumerate((p.strip() for p in (env.get("RELAY_TRUSTED_PROXIES") or "").split(",")), 1):
+        if part:
+            try:
+                networks.append(ipaddress.ip_network(part, strict=False))
+            except ValueError:
+                raise ConfigError(f"RELAY_TRUSTED_PROXIES: entry {position} is not an address or CIDR") from None
+    return tuple(networks)
+
+
 def _ca_file(env: dict[str, str]) -> Path | None:
     value = env.get("RELAY_CA_FILE") or None
     if value is not None and not os.access(value, os.R_OK):
@@ -252,6 +271,8 @@ class Settings:
     tls_key: Path | None = None
     # A PEM CA trusted (besides the system's) for https to peer instances and by the CLI.
     ca_file: Path | None = None
+    # Reverse proxies whose X-Forwarded-For names the caller (web/forwarded.py).
+    trusted_proxies: tuple[Network, ...] = ()
     # Alerting: how often rules are evaluated, how often managed retention runs, and the optional webhook
     # alerts are POSTed to (URL and secret from the environment only: never logged nor recorded).
     alert_interval_s: float = 30.0
@@ -316,6 +337,7 @@ class Settings:
             tls_cert=tls_cert,
             tls_key=tls_key,
             ca_file=_ca_file(env),
+            trusted_proxies=_trusted_proxies(env),
             workers=worker_count,
             **_alerting(env),
         )

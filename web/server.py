@@ -25,6 +25,7 @@ from geventwebsocket.handler import WebSocketHandler
 from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
 from relay.actors.settings import ConfigError, Settings
+from relay.web.forwarded import TrustedProxies
 from relay.web.gc_tuning import tune_gc
 from relay.web.http_parsing import environ_headers, parse_headers
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
@@ -194,6 +195,13 @@ class RelayHandler(WebSocketHandler):
         finally:
             if self._request_timer is not None:
                 self._request_timer.cancel()
+
+    def get_environ(self) -> Any:
+        environ = super().get_environ()
+        proxies = self.server.relay_proxies
+        if proxies and "REMOTE_ADDR" in environ:  # behind a trusted proxy: the caller it names (web/forwarded.py)
+            environ["REMOTE_ADDR"] = proxies.client(environ["REMOTE_ADDR"], environ.get("HTTP_X_FORWARDED_FOR"))
+        return environ
 
     def MessageClass(self, fp: Any, *args: Any) -> Any:
         return parse_headers(fp)
@@ -405,6 +413,7 @@ def _servers(settings: Settings, context: ssl.SSLContext | None, public: socket.
         server.logger = logging.getLogger("geventwebsocket.handler")  # type: ignore[attr-defined]
         server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
         server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
+        server.relay_proxies = TrustedProxies(settings.trusted_proxies)  # type: ignore[attr-defined]
         servers.append(server)
     if len(servers) == 2:  # one worker's limits hold over both its ports
         servers[1].relay_edge, servers[1].relay_handshakes = servers[0].relay_edge, servers[0].relay_handshakes  # type: ignore[attr-defined]
