@@ -12,6 +12,7 @@ Before printing ``READY {...}`` it runs a scenario whose workflows the console s
 - ``faulty``: its second step raises, ERROR;
 - ``batch``: starts two child ``order`` workflows, SUCCESS;
 - ``stale``: an ``approval`` cancelled at once, CANCELLED;
+- ``long``: ``restock``, 21 ``reserve`` steps (a long step list), SUCCESS;
 - on the ``orders`` queue (one at a time per worker): a second waiting ``approval`` (PENDING) and an
   ``order`` behind it (ENQUEUED);
 - a ``nightly`` schedule that fires at 03:00 UTC (never during a test).
@@ -83,6 +84,16 @@ def batch(prefix: str) -> list[str]:
     return [h.get_result() for h in handles]
 
 
+LONG_STEPS = 21
+
+
+@DBOS.workflow()
+def restock(order_id: str) -> int:
+    for index in range(LONG_STEPS):
+        reserve(f"{order_id}-{index}")
+    return LONG_STEPS
+
+
 @DBOS.workflow()
 def nightly(scheduled: datetime, context: Any) -> None:
     tidy(scheduled.isoformat())
@@ -95,7 +106,7 @@ def tidy(when: str) -> str:
 
 def run_scenario(prefix: str) -> dict[str, str]:
     ids = {name: f"{prefix}-{name}" for name in ("order", "approval", "faulty", "batch", "stale",
-                                                 "queued-wait", "queued-order")}
+                                                 "long", "queued-wait", "queued-order")}
     with SetWorkflowID(ids["order"]):
         order(ids["order"])
     with SetWorkflowID(ids["approval"]):
@@ -108,6 +119,8 @@ def run_scenario(prefix: str) -> dict[str, str]:
     with SetWorkflowID(ids["stale"]):
         DBOS.start_workflow(approval, ids["stale"])
     DBOS.cancel_workflow(ids["stale"])
+    with SetWorkflowID(ids["long"]):
+        restock(ids["long"])
     queue = DBOS.retrieve_queue(QUEUE)
     with SetWorkflowID(ids["queued-wait"]):
         queue.enqueue(approval, ids["queued-wait"])

@@ -95,7 +95,8 @@ def format_time(value: Any) -> str:
     parsed = _parse_time(value)
     if parsed is None:
         return "—" if value in (None, "") else str(value)
-    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    # A no-break space before "UTC": in a narrow column the time wraps after its date, never before its zone.
+    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S\u00a0UTC")
 
 
 @bp.app_template_filter("ago")

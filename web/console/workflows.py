@@ -27,6 +27,7 @@ WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
 FORKS_SHOWN = 25
+STEPS_SHOWN = 10  # a workflow page lists this many steps; the rest (and a long graph) behind "show all"
 REFRESH_S = 3  # the workflow list re-reads its page this often (console.js), unless paused
 # The confirmation page's way out, per action: it says what staying put means.
 BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are"}
@@ -165,7 +166,7 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
     forks = sections.pop("forks")
     return render_template(
         "console/workflow.html", org=org, app=app, tab="workflows", wf=found, workflow_id=workflow_id,
-        problem=None, timeline=timeline, graph=graph, problems=problems, versions=versions,
+        problem=None, timeline=timeline, steps_shown=STEPS_SHOWN, graph=graph, problems=problems, versions=versions,
         forks=forks[:FORKS_SHOWN], more_forks=len(forks) > FORKS_SHOWN, **sections,
     )
 

@@ -16,6 +16,19 @@
     return td;
   }
 
+  // As the short_id macro (_macros.html): a long identifier's first characters, the whole one on hover.
+  function shortId(value) {
+    var td = document.createElement("td");
+    if (!value) return td;
+    var c = document.createElement("code");
+    c.className = "small";
+    c.title = value;
+    c.setAttribute("data-full", value);
+    c.textContent = value.length <= 14 ? value : value.slice(0, 12) + "\u2026";
+    td.appendChild(c);
+    return td;
+  }
+
   function badge(status) {
     var td = document.createElement("td");
     var span = document.createElement("span");
@@ -29,7 +42,8 @@
     if (!iso) return "—";
     var d = new Date(iso);
     if (isNaN(d.getTime())) return iso;
-    return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC");
+    // As the `ts` filter: a no-break space before "UTC", so a narrow column wraps only after the date.
+    return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "\u00a0UTC").replace(/Z$/, "\u00a0UTC");
   }
 
   function render(table, data) {
@@ -40,10 +54,7 @@
       tr.setAttribute("data-executor", e.executorId);
       tr.appendChild(cell(e.executorId, true));
       tr.appendChild(badge(e.status));
-      var version = cell(e.appVersion, true);
-      version.className = "short";  // long hashes are cut (full on hover): the Recovery column stays in view
-      version.title = e.appVersion || "";
-      tr.appendChild(version);
+      tr.appendChild(shortId(e.appVersion || ""));
       tr.appendChild(cell(e.hostname));
       tr.appendChild(cell(((e.language || "") + " " + (e.dbosVersion || "")).trim()));
       var since = cell(when(e.connectedAt));
