@@ -117,3 +117,14 @@ def test_make_test_checks_the_toolchains_before_building_anything() -> None:
     first_build = next(i for i, line in enumerate(lines)
                        if " -m venv " in line or line.startswith(("apt-get", "DEBIAN_FRONTEND")))
     assert check < first_build
+
+
+def test_the_readme_lists_each_toolchain_with_the_version_the_check_needs() -> None:
+    section = (REPO / "README.md").read_text().split("## The tests", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split("|")[1].strip(): line.split("|")[2] for line in section.splitlines()
+            if line.startswith("| ") and "---" not in line}
+    names = {"Python": "Python (`python3`, with `venv`)", "Go": "Go", "Node.js": "Node.js, with npm",
+             "JDK": "a JDK (`javac`)", "Maven": "Maven"}
+    for name, (minimum, _source) in check_toolchains.required().items():
+        listed = re.match(r"\s*([\d.]+) or newer", rows[names[name]])
+        assert listed and check_toolchains._version(listed.group(1)) == minimum, (name, rows[names[name]])
