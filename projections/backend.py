@@ -6,6 +6,7 @@ one transaction, so an event is applied exactly once even across crashes.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import stat
@@ -30,6 +31,7 @@ from relay.projections.eventsourcing_recorders import (
     tune_sqlite,
 )
 
+log = logging.getLogger("relay.store")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 SQLITE_LOG_FILE = "events.sqlite"
 # The data directory and what is in it (the store, its -wal/-shm files, the admin token) are the owner's only.
@@ -42,6 +44,9 @@ PRIVATE_FILE_MODE = 0o600
 
 
 
+_NOT_OURS: set[Path] = set()  # directories already warned about
+
+
 def relays_own_file(name: str) -> bool:
     """Whether a file of the data directory is one Relay writes (the store's files, the admin token)."""
     return name.startswith(SQLITE_LOG_FILE) or (name.startswith("view_") and ".sqlite" in name) \
@@ -52,13 +57,19 @@ def private_dir(directory: Path) -> None:
     """Make `directory` (0700) if missing; make it and Relay's own files in it owner-only (other files there
     are left as they are)."""
     directory.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-    if stat.S_IMODE(directory.stat().st_mode) != PRIVATE_DIR_MODE:
-        directory.chmod(PRIVATE_DIR_MODE)
-    with os.scandir(directory) as entries:
-        for entry in entries:
-            if (relays_own_file(entry.name) and entry.is_file(follow_symlinks=False)
-                    and stat.S_IMODE(entry.stat().st_mode) & 0o077):
-                os.chmod(entry.path, PRIVATE_FILE_MODE)
+    try:
+        if stat.S_IMODE(directory.stat().st_mode) != PRIVATE_DIR_MODE:
+            directory.chmod(PRIVATE_DIR_MODE)
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if (relays_own_file(entry.name) and entry.is_file(follow_symlinks=False)
+                        and stat.S_IMODE(entry.stat().st_mode) & 0o077):
+                    os.chmod(entry.path, PRIVATE_FILE_MODE)
+    except PermissionError:  # not the owner (a volume made by another user): what it can write is still ours
+        if directory not in _NOT_OURS:
+            _NOT_OURS.add(directory)
+            log.warning("could not make the data directory %s and its files owner-only (not their owner)",
+                        directory)
 
 @dataclass(frozen=True)
 class StoreConfig:
