@@ -277,26 +277,29 @@ def openapi_yaml() -> Response:
     return Response(cached, content_type="application/yaml; charset=utf-8")
 
 
-# Redoc, vendored in web/static (version and licence: web/static/redoc.LICENSE.txt): no CDN, so the page works
-# where Relay runs without Internet access. Redoc's default fonts fall back to the system's.
+# Redoc, vendored in web/static (version, licence and the one change made: web/static/redoc.LICENSE.txt): no CDN,
+# so the page works where Relay runs without Internet access. Redoc's default fonts fall back to the system's.
+# web/static/docs.js starts it, in the console's light or dark theme.
 _DOCS_PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="color-scheme" content="light dark">
 <title>Relay API</title>
-<link rel="icon" href="data:,">
+<link rel="icon" href="{icon}">
 </head>
 <body>
-<redoc spec-url="{spec}"></redoc>
-<script src="{script}"></script>
+<div id="redoc" data-spec-url="{spec}"></div>
+<script src="{redoc}"></script>
+<script src="{start}"></script>
 </body>
 </html>
 """
 
 
-# The page may load nothing but Relay's own files: Redoc's sidebar shows a logo from its CDN, which the browser
-# then does not fetch (its onError hides it). Redoc styles inline and runs its search in a blob: worker.
+# The page may load nothing but Relay's own files (the vendored Redoc's sidebar logo is Relay's favicon, not
+# Redoc's CDN image). Redoc styles inline and runs its search in a blob: worker.
 _DOCS_POLICY = ("default-src 'none'; script-src 'self'; worker-src blob:; connect-src 'self'; img-src 'self' data:; "
                 "style-src 'self' 'unsafe-inline'; font-src 'self' data:; base-uri 'none'; form-action 'none'; "
                 "frame-ancestors 'none'")
@@ -306,8 +309,9 @@ _DOCS_POLICY = ("default-src 'none'; script-src 'self'; worker-src blob:; connec
 @operation("getApiDocs", summary="This API's documentation (Redoc, served locally)", tag="Relay",
            returns={"type": "string"}, public=True, content_type="text/html")
 def docs() -> Response:
-    page = _DOCS_PAGE.format(spec=url_for("openapi.openapi_json"),
-                             script=url_for("static", filename="redoc.standalone.js"))
+    page = _DOCS_PAGE.format(spec=url_for("openapi.openapi_json"), icon=url_for("static", filename="favicon.svg"),
+                             redoc=url_for("static", filename="redoc.standalone.js"),
+                             start=url_for("static", filename="docs.js"))
     response = Response(page, content_type="text/html; charset=utf-8")
     response.headers["Content-Security-Policy"] = _DOCS_POLICY
     return response

@@ -31,7 +31,7 @@ def test_the_wheel_has_one_top_level_name_relay_and_carries_the_console_files(tm
                    "relay/web/cli.py", "relay/wire/protocol.py", "relay/wire/responses.py",
                    "relay/web/console/__init__.py",
                    "relay/web/templates/console/layout.html", "relay/web/static/redoc.standalone.js",
-                   "relay/web/static/redoc.LICENSE.txt"):
+                   "relay/web/static/redoc.LICENSE.txt", "relay/web/static/docs.js"):
         assert module in names, module
     assert any(name.startswith("relay/web/static/") for name in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
