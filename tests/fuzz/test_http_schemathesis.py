@@ -43,8 +43,8 @@ STATS: Counter[str] = Counter()
 SERVER: dict[str, Any] = {}
 # Operations whose generated requests would take the test's own fixtures away (the app, or every socket).
 _DESTRUCTIVE_ON_OUR_APP = {("DELETE", "/v2/orgs/{orgName}/apps/{appName}")}
-API_PREFIXES = ("/v2/", "/relay/", "/internal/", "/websocket/", "/healthz", "/readyz", "/openapi.json", "/metrics",
-                "/v1/")
+API_PREFIXES = ("/v2/", "/relay/", "/internal/", "/websocket/", "/healthz", "/readyz", "/openapi.json",
+                "/openapi-3.0.json", "/metrics", "/v1/")
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def check(relay: RelayProcess, case: Any, mode: GenerationMode) -> None:
     where = (f"{case.method} {case.formatted_path} ({mode.value}) -> {response.status_code} {content_type} "
              f"{response.text[:300]!r}")
     assert response.status_code != 500, where
-    console = not case.path.startswith(API_PREFIXES)  # the console's pages answer errors as HTML pages
+    console = not case.path.startswith(API_PREFIXES)  # HTML pages (/docs) answer errors as HTML pages
     if response.status_code >= 400 and not console:
         assert content_type.startswith("application/problem+json"), where
         body = response.json()
