@@ -64,3 +64,26 @@ def test_the_readme_quick_start_runs(tmp_path: Path) -> None:
 
             wait_until(greeted, timeout=30)
             assert key not in app.log_text()
+            _relay_events_show_what_the_readme_says(relay, executors[0]["executorId"])
+
+
+def _relay_events_show_what_the_readme_says(relay: RelayProcess, executor_id: str) -> None:
+    """The quick start says `relay events --app my-app` shows the executor connecting, and a workflow only once
+    Relay was asked to act on it (an Operation naming it): never the workflows an executor ran on its own."""
+    section = (REPO_ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "`relay events --app my-app`" in section, "the quick start does not say what `relay events` shows"
+    claim = " ".join(section.split("`relay events --app my-app`", 1)[1].split("\n\n", 1)[0].split())
+    assert claim.startswith("shows the executor connecting (`Executor.Connected`, with its id)"), claim
+
+    def events() -> list[list[str]]:
+        result = relay.run_cli(["events", "--app", "my-app"])
+        assert result.returncode == 0, result.stderr
+        return [line.split("\t") for line in result.stdout.splitlines()[1:]]
+
+    connected = [row[4] for row in events() if row[2] == "Executor.Connected"]
+    assert connected == [executor_id]
+    [greet] = relay.api("GET", "/v2/orgs/local/apps/my-app/workflows").json()
+    assert greet["workflowId"] not in {row[4] for row in events()}  # ran on the executor: not an event
+    assert relay.api("POST", f"/v2/orgs/local/apps/my-app/workflows/{greet['workflowId']}/cancel").status_code == 204
+    operations = [row for row in events() if row[2] == "Operation.Performed" and row[4] == greet["workflowId"]]
+    assert len(operations) == 1 and '"operation": "cancelWorkflow"' in operations[0][5], operations
