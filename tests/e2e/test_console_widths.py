@@ -151,12 +151,23 @@ def alert_rule(relay: RelayProcess) -> Iterator[str]:
     assert relay.api("DELETE", f"/v2/orgs/local/apps/{APP}/alerting-rules/{rule_id}").status_code == 204
 
 
+@pytest.fixture(scope="module")
+def long_ids(relay: RelayProcess, shop: dict[str, Any]) -> list[str]:
+    """Workflows whose ids are as long as real ones get: a fork (a UUID) and a schedule's triggered run (its name
+    and a timestamp), both on DBOS's internal queue (a long queue name too)."""
+    del shop
+    api = f"/v2/orgs/local/apps/{APP}"
+    forked = relay.api("POST", f"{api}/workflows/{PREFIX}-order/fork", json={"startStep": 1})
+    assert forked.status_code == 201, forked.text
+    triggered = relay.api("POST", f"{api}/schedules/nightly-tidy/trigger")
+    assert triggered.status_code == 201, triggered.text
+    return [str(forked.json()["workflowId"]), str(triggered.json()["workflowId"])]
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_nothing_is_cut_off_at_common_widths(
-    context: BrowserContext, relay: RelayProcess, shop: dict[str, Any], history: str, alert_rule: str,
-    width: int,
+    context: BrowserContext, relay: RelayProcess, history: str, alert_rule: str, long_ids: list[str], width: int,
 ) -> None:
-    del shop
     page = context.new_page()
     page.set_viewport_size({"width": width, "height": 900})
     login(page, relay, relay.admin_token)
@@ -166,6 +177,9 @@ def test_nothing_is_cut_off_at_common_widths(
         expect(page.locator("main")).to_be_visible()
         if label == "history":
             expect(page.locator(f"#history tr[data-executor='{history}']")).to_contain_text("recovered by")
+        if label == "workflows":
+            for workflow_id in long_ids:
+                expect(page.locator(f"[data-testid=workflows] tr[data-workflow='{workflow_id}']")).to_be_visible()
         if label == "alerts":
             expect(page.locator(f"[data-testid=alerting-rules] tr[data-rule='{alert_rule}'] button")).to_be_visible()
         shot(page, f"widths-{width}-{label}")
