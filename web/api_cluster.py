@@ -35,6 +35,8 @@ from relay.web.requests_ import check_path_names
 from relay.wire import protocol
 from relay.wire import signing as forwarding
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
+from relay.wire.json_depth import nests_deeper
+from relay.wire.messages import MAX_DEPTH
 
 log = logging.getLogger("relay.web.cluster")
 
@@ -184,9 +186,11 @@ def _local_candidates(org: str, app: str, executor_id: str | None, message_type:
 
 
 def _parse(payload: bytes) -> tuple[str, str, str | None, protocol.RawRequest]:
+    if nests_deeper(payload, MAX_DEPTH + 2):  # a frame, in its envelope
+        raise ApiError(400, f"body: nests deeper than {MAX_DEPTH + 2} levels")
     try:
         body = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ApiError(400, "body: not valid JSON") from None
     if not isinstance(body, dict):
         raise invalid("body", "must be a JSON object")

@@ -26,6 +26,7 @@ from flask import Flask, Response, current_app, g, request
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.context import runtime
 from relay.web.openapi import operation_of
+from relay.web.requests_ import body_for_audit
 
 log = logging.getLogger("relay.web.audit")
 
@@ -73,13 +74,9 @@ def _api_note() -> Note | None:
     name = described.operation_id
     if name in READ_ONLY or (request.method == "GET" and name not in AUDITED_READS):
         return None
-    if not request.is_json:
-        body = None
-    elif "relay_json_body" in g:  # the view parsed it already (web/requests_.py json_body)
-        body = g.relay_json_body
-    else:
-        body = request.get_json(silent=True)
-    body = body if isinstance(body, dict) else {}
+    # Never request.get_json: a hostile body (100,000 nested arrays) raised out of this hook, and the action
+    # that had run was left without its entry.
+    body = body_for_audit()
     if name == RAW and is_read_frame(body.get("type")):
         return None
     if g.get("audit_nothing_done"):  # a view that found nothing to do (an apply of what is there already)

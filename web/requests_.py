@@ -11,8 +11,11 @@ from flask import g, request
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.problems import ApiError, bad_request, invalid
 from relay.wire.codec import json_loads_with
+from relay.wire.json_depth import nests_deeper
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# Arrays/objects a body may nest: Conductor's bodies nest a few levels; the parser recurses once per level.
+MAX_BODY_DEPTH = 64
 
 
 def _refuse_constant(name: str) -> None:
@@ -38,11 +41,13 @@ def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dic
         if required:
             raise bad_request("body", "a JSON object is required")
         return {}
+    if nests_deeper(raw, MAX_BODY_DEPTH):
+        raise bad_request("body", f"nests deeper than {MAX_BODY_DEPTH} levels")
     try:
         # Strict JSON: NaN, Infinity and -Infinity (which Python's parser admits) are not JSON, and would
         # reach executors and the log as values no other client can read.
         body = json_loads_with(_STRICT_BODY, raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise bad_request("body", "not valid JSON") from None
     if not isinstance(body, dict):
         raise invalid("body", "must be a JSON object", None)
@@ -53,6 +58,23 @@ def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dic
         if unknown:
             raise invalid(f"body.{unknown[0]}", "unexpected property", body[unknown[0]])
     return body
+
+
+def body_for_audit() -> dict[str, Any]:
+    """The body as the audit trail reads it to name an action's targets: the one a view parsed, else a parse
+    that never fails (too deep, malformed, not an object: {}), so no body can cost an action its entry."""
+    if "relay_json_body" in g:
+        return dict(g.relay_json_body)
+    if not request.is_json:
+        return {}
+    raw = request.get_data(cache=True)
+    if len(raw) > MAX_BODY_BYTES or nests_deeper(raw, MAX_BODY_DEPTH):
+        return {}
+    try:
+        body = json_loads_with(_STRICT_BODY, raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def check_path_names(org: str, app: str | None = None) -> None:
@@ -73,6 +95,12 @@ def int_arg(name: str, default: int, *, minimum: int = 0, maximum: int = 10_000)
     if not minimum <= value <= maximum:
         raise invalid(f"query.{name}", f"must be between {minimum} and {maximum}", value)
     return value
+
+
+def page_limit_arg(default: int, maximum: int, name: str = "limit") -> int:
+    """A list's page size: ``default`` when unset, at least 1, and above ``maximum`` served as ``maximum``
+    (clamped, like the workflow lists: web/api_values.py)."""
+    return min(int_arg(name, default, minimum=1, maximum=2**63 - 1), maximum)
 
 
 def bool_arg(name: str, default: bool) -> bool:

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from relay.wire.errors import ProtocolError
+from relay.wire.json_depth import nests_deeper
 from relay.wire.messages import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
@@ -25,22 +26,6 @@ from relay.wire.responses import (
     RawResponse,
     Response,
 )
-
-
-def _nests_deeper(data: object, limit: int) -> bool:
-    """Whether arrays/objects nest more than ``limit`` deep (the top level is 1), without recursion."""
-    if type(data) not in (dict, list):  # json.loads makes exact dicts and lists
-        return False
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        container, depth = stack.pop()
-        for child in container.values() if type(container) is dict else container:
-            if type(child) in (dict, list):
-                if depth >= limit:
-                    return True
-                if child:  # an empty one adds its own level only, checked just above
-                    stack.append((child, depth + 1))
-    return False
 
 
 def _frame_size(frame: str | bytes) -> int:
@@ -93,19 +78,18 @@ def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
             frame = frame.decode("utf-8")
         except UnicodeDecodeError:
             raise ProtocolError("frame is not valid UTF-8") from None
+    # Measured before parsing: the parser recurses once per level (wire/json_depth.py).
+    if nests_deeper(frame, max_depth):
+        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
     try:
-        # json's C parser guards its own recursion (RecursionError, at the interpreter's limit).
         data = json_loads_with(_STRICT_FRAME, frame)
-    except RecursionError:
+    except RecursionError:  # not reached under the limit; kept as the last guard
         raise ProtocolError("frame nests too deeply") from None
     except _NonFiniteNumberError:
         raise ProtocolError("frame holds a non-finite number (NaN, Infinity or out of range), which is not "
                             "JSON") from None
     except ValueError:  # JSONDecodeError, and ints too long to convert
         raise ProtocolError("frame is not valid JSON") from None
-    # Nothing nests deeper than the number of openers: only frames with many need the walk.
-    if frame.count("[") + frame.count("{") > max_depth and _nests_deeper(data, max_depth):
-        raise ProtocolError(f"frame nests deeper than {max_depth} levels")
     if not isinstance(data, dict):
         raise ProtocolError("frame is not a JSON object")
     return data

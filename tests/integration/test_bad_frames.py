@@ -114,13 +114,13 @@ BAD_FRAMES: dict[str, tuple[str | bytes, str]] = {
         json.dumps({"type": MARKER + "\nFORGED log line", "request_id": MARKER}),
         "answered an unknown request id",
     ),
-    "deeply nested (walked)": (
+    "deeply nested": (
         '{"type": "list_workflows", "request_id": "x", "output": ' + deep(150) + "}",
         "sent a bad frame: frame nests deeper than 100 levels",
     ),
-    "deeply nested (parser recursion)": (
+    "deeply nested (past the parser's recursion guard)": (
         '{"type": "list_workflows", "request_id": "x", "output": ' + deep(30000) + "}",
-        "sent a bad frame: frame nests too deeply",
+        "sent a bad frame: frame nests deeper than 100 levels",
     ),
     "type not a string": (
         json.dumps({"type": 7, "request_id": MARKER}),

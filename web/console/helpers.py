@@ -16,6 +16,8 @@ from relay.web.console import bp
 from relay.web.console.auth import current
 from relay.web.context import runtime
 from relay.web.problems import ApiError
+from relay.wire.json_depth import nests_deeper
+from relay.wire.messages import MAX_DEPTH
 
 PAGE_SIZE = 25
 
@@ -134,6 +136,8 @@ def _decoded(text: str) -> Any:
     """A serialized value as data: JSON first; else a Python literal (SDKs that send ``repr()`` of their
     arguments, e.g. ``{'args': ('x',), 'kwargs': {}}``: `ast.literal_eval` evaluates literals only, nothing
     else); else `_NOT_PARSED`."""
+    if nests_deeper(text, MAX_DEPTH):  # shown as text: parsing (and rendering) it would recurse that deep
+        return _NOT_PARSED
     try:
         return json.loads(text)
     except ValueError:
