@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from relay.actors import dataplane_schema
-from relay.events.data_plane import READ_WRITE, reference_kind
+from relay.actors.dataplane_reference import UNUSABLE, UnusableReference, resolve_url
+from relay.events.data_plane import READ_WRITE, AllowedReferences, check_reference_allowed
+from relay.events.errors import InvalidValueError
 
 log = logging.getLogger("relay.dataplane")
 
@@ -89,27 +91,6 @@ def _password_of(url: str) -> str | None:
     return password if colon and password else None
 
 
-def resolve_url(reference: str, environ: Mapping[str, str], private: tuple[Path, ...] = ()) -> str:
-    """The URL a reference points at; DataPlaneError(503) naming the reference (not a secret) when it is unset.
-    A file in one of Relay's `private` directories (its data directory: the admin token) is never read."""
-    kind, target = reference_kind(reference)
-    if kind == "env":
-        value = environ.get(target, "").strip()
-        if not value:
-            raise DataPlaneError(503, f"environment variable {target} of the Relay server is not set")
-        return value
-    resolved = Path(target).resolve()
-    if any(resolved.is_relative_to(folder.resolve()) for folder in private):
-        raise DataPlaneError(422, f"{target} is in Relay's own data directory: not a system database URL")
-    try:
-        value = resolved.read_text(encoding="utf-8").strip()
-    except OSError as error:
-        raise DataPlaneError(503, f"cannot read {target}: {error.strerror or type(error).__name__}") from None
-    if not value:
-        raise DataPlaneError(503, f"{target} is empty")
-    return value
-
-
 def _engine(url: str, config: Mapping[str, Any]) -> Any:
     """A SQLAlchemy engine on the SDK's own driver (psycopg 3), with the configured pool and statement timeout."""
     import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)
@@ -122,7 +103,8 @@ def _engine(url: str, config: Mapping[str, Any]) -> Any:
             raise DataPlaneError(503, "no SQLite system database at the configured path (Relay creates none)")
         return sa.create_engine(parsed, connect_args={"timeout": timeout_ms / 1000})
     if parsed.get_backend_name() not in ("postgresql", "postgres"):
-        raise DataPlaneError(422, f"a system database is PostgreSQL or SQLite, not {parsed.get_backend_name()}")
+        raise DataPlaneError(422, f"the URL's scheme is {parsed.get_backend_name()}: a system database is "
+                                  "PostgreSQL or SQLite")
     parsed = parsed.set(drivername="postgresql+psycopg")
     return sa.create_engine(
         parsed,
@@ -143,12 +125,13 @@ class DataPlane:
 
     def __init__(self, org: str, app: str, config: Mapping[str, Any],
                  environ: Mapping[str, str] | None = None, clock: Callable[[], float] | None = None,
-                 private: tuple[Path, ...] = ()) -> None:
+                 private: tuple[Path, ...] = (), allowed: AllowedReferences | None = None) -> None:
         self.org = org
         self.app = app
         self.config = dict(config)
         self._environ = environ if environ is not None else os.environ
         self._private = private
+        self._allowed = allowed or {}  # nothing the operator did not bind to this application
         self._clock = clock or time.monotonic
         self._lock = threading.Lock()
         self._client: Any = None
@@ -182,12 +165,23 @@ class DataPlane:
                 self._failure, self._failed_at = error, self._clock()
                 raise
 
+    def _unusable(self, status: str, cause: str) -> DataPlaneError:
+        """The cause in Relay's log, for the operator; the caller gets the generic reason (point 10 of issue 34:
+        whether a file exists, or a URL's scheme, is not the caller's to learn)."""
+        log.warning("data plane of %s/%s: %s", self.org, self.app, cause)
+        self._state = State(status, UNUSABLE)
+        return DataPlaneError(503, f"the data plane of application '{self.app}' cannot be used: {UNUSABLE}")
+
     def _open(self) -> Any:
+        reference = self.config["systemDatabaseUrlFrom"]
         try:
-            url = resolve_url(self.config["systemDatabaseUrlFrom"], self._environ, self._private)
-        except DataPlaneError as error:
-            self._state = State("unresolved", error.detail)
-            raise
+            check_reference_allowed(reference, self.org, self.app, self._allowed)
+            url = resolve_url(reference, self._environ, self._private)
+        except InvalidValueError:
+            raise self._unusable("unresolved", f"{reference} is not bound to this application by "
+                                               "RELAY_DATA_PLANE_REFERENCES") from None
+        except UnusableReference as error:
+            raise self._unusable("unresolved", error.cause) from None
         try:
             from dbos import DBOSClient  # noqa: PLC0415 (the optional extra)
 
@@ -204,6 +198,7 @@ class DataPlane:
                 self._state = State("refused", checked.detail, checked.version)
                 raise DataPlaneError(422, f"the system database of application '{self.app}' is not one Relay "
                                           f"reads: {checked.detail}")
+            self._refuse_another_application(engine, checked.version)
             client = DBOSClient(
                 system_database_engine=engine,
                 dbos_system_schema=self.config["schema"],
@@ -214,22 +209,33 @@ class DataPlane:
         except DataPlaneError as error:
             if engine is not None:
                 engine.dispose()
-            if self._state.status != "refused":
-                self._state = State("unreachable", error.detail)
+            if self._state.status != "refused":  # the URL is not one Relay opens: said as of the reference
+                raise self._unusable("unresolved", error.detail) from None
             raise
         except Exception as error:
             if engine is not None:
                 engine.dispose()
             detail = scrub(f"{type(error).__name__}: {_first_line(error)}", url)
-            self._state = State("unreachable", detail)
             log.warning("data plane of %s/%s: cannot open the system database: %s", self.org, self.app, detail)
-            raise DataPlaneError(503, f"the system database of application '{self.app}' cannot be reached: "
-                                      f"{detail}") from None
+            self._state = State("unreachable", "the system database cannot be reached (Relay's log says why)")
+            raise DataPlaneError(503, f"the system database of application '{self.app}' cannot be reached "
+                                      "(Relay's log says why)") from None
         self._engine = engine
         self._state = State("ready", checked.detail, checked.version)
         log.info("data plane of %s/%s: system database opened (%s, %s)", self.org, self.app,
                  self.config["mode"], checked.detail)
         return client
+
+    def _refuse_another_application(self, engine: Any, version: int) -> None:
+        """A system database whose workflows name another application is that application's: refused, so a
+        reference that reaches it (an operator's slip) cannot read or change its workflows from this one."""
+        other = dataplane_schema.foreign_application(engine, self.config["schema"], self.app)
+        if other is not None:
+            log.warning("data plane of %s/%s refused: its system database holds workflows of application %r",
+                        self.org, self.app, other)
+            self._state = State("refused", "the system database holds workflows of another application", version)
+            raise DataPlaneError(422, f"the system database of application '{self.app}' is not one Relay reads "
+                                      "for it: it holds workflows of another application")
 
     def failure(self, error: Exception) -> DataPlaneError:
         """A client call's exception as the API reports it (503 when the database went away, else 502)."""
@@ -275,9 +281,11 @@ def _is_connection_error(error: BaseException) -> bool:
 class DataPlanes:
     """This instance's data planes, one per configured application, remade when its configuration changes."""
 
-    def __init__(self, environ: Mapping[str, str] | None = None, private: tuple[Path, ...] = ()) -> None:
+    def __init__(self, environ: Mapping[str, str] | None = None, private: tuple[Path, ...] = (),
+                 allowed: AllowedReferences | None = None) -> None:
         self._environ = environ
         self._private = private
+        self._allowed = allowed or {}
         self._lock = threading.Lock()
         self._planes: dict[tuple[str, str], DataPlane] = {}
 
@@ -290,7 +298,7 @@ class DataPlanes:
                 plane.close()
                 plane = None
             if plane is None and config is not None:
-                plane = DataPlane(org, app, config, self._environ, private=self._private)
+                plane = DataPlane(org, app, config, self._environ, private=self._private, allowed=self._allowed)
                 self._planes[key] = plane
             return plane
 

@@ -57,3 +57,18 @@ def client_release() -> str:
     from importlib.metadata import version  # noqa: PLC0415
 
     return version("dbos")
+
+
+def foreign_application(engine: Any, schema: str, app: str) -> str | None:
+    """The name of another application a workflow of this system database belongs to, if any: the SDK records
+    each workflow's owner in workflow_status.application_name (migration 100; NULL: unclaimed, any application's).
+    A read of one row, on the column's own table; an empty database, or one of unclaimed rows only, names none."""
+    import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)
+
+    table = sa.table("workflow_status", sa.column("application_name"),
+                     schema=None if engine.dialect.name == "sqlite" else schema)
+    owner = table.c.application_name
+    query = sa.select(owner).where(owner.is_not(None), owner != app).limit(1)
+    with engine.connect() as connection:
+        row = connection.execute(query).first()
+    return None if row is None else str(row[0])

@@ -94,7 +94,7 @@ class Runtime:
         self.directory = Directory(self._start_application)
         self.auth = Authenticator(admin_token, self.views.applications)
         # Each application's client on its system database, when its data plane is configured (issue 15).
-        self.data_planes = DataPlanes(private=(settings.data_dir,))
+        self.data_planes = DataPlanes(private=(settings.data_dir,), allowed=settings.data_plane_references)
         self.instance: pykka.ActorRef[Any] | None = None
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.

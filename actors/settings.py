@@ -14,6 +14,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from relay.actors.context import Limits
+from relay.events.data_plane import AllowedReferences, parse_allowed_references
+from relay.events.errors import InvalidValueError
 from relay.projections.backend import StoreConfig, private_dir
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -87,6 +89,10 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "401/403. A valid key is never refused for other keys' failures (one stale executor behind NAT "
                "does not lock out the fleet); a lockout is logged once, naming the application (counted in "
                "memory, per instance)"),
+    EnvSetting("RELAY_DATA_PLANE_REFERENCES", "",
+               "the system database references each application's data plane may use, bound by the operator: "
+               "`org/app=env:NAME` or `org/app=file:/absolute/path`, separated by commas or spaces (README, "
+               "\"Data plane\"); a data plane naming any other reference is refused"),
     EnvSetting("RELAY_TRUSTED_PROXIES", "",
                "comma-separated CIDRs of reverse proxies (e.g. `10.0.0.0/8,127.0.0.1/32`) whose `X-Forwarded-For` "
                "names the caller, for the audit log's `sourceIp` and the per-address limits: the right-most address "
@@ -209,6 +215,13 @@ def _trusted_proxies(env: dict[str, str]) -> tuple[Network, ...]:
     return tuple(networks)
 
 
+def _data_plane_references(env: dict[str, str]) -> AllowedReferences:
+    try:
+        return parse_allowed_references(env.get("RELAY_DATA_PLANE_REFERENCES") or "")
+    except InvalidValueError as error:
+        raise ConfigError(f"RELAY_DATA_PLANE_REFERENCES: {error}") from None
+
+
 def _ca_file(env: dict[str, str]) -> Path | None:
     value = env.get("RELAY_CA_FILE") or None
     if value is not None and not os.access(value, os.R_OK):
@@ -273,6 +286,7 @@ class Settings:
     ca_file: Path | None = None
     # Reverse proxies whose X-Forwarded-For names the caller (web/forwarded.py).
     trusted_proxies: tuple[Network, ...] = ()
+    data_plane_references: AllowedReferences = field(default_factory=dict)
     # Alerting: how often rules are evaluated, how often managed retention runs, and the optional webhook
     # alerts are POSTed to (URL and secret from the environment only: never logged nor recorded).
     alert_interval_s: float = 30.0
@@ -338,6 +352,7 @@ class Settings:
             tls_key=tls_key,
             ca_file=_ca_file(env),
             trusted_proxies=_trusted_proxies(env),
+            data_plane_references=_data_plane_references(env),
             workers=worker_count,
             **_alerting(env),
         )

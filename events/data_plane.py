@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from relay.events.errors import InvalidValueError
+from relay.events.names import APP_NAME, ORG_NAME
 
 READ, READ_WRITE = "read", "read-write"
 MODES = (READ, READ_WRITE)
@@ -34,6 +35,42 @@ def reference_kind(reference: str) -> tuple[str, str]:
         "systemDatabaseUrlFrom must be 'env:NAME' (an environment variable of the Relay server) or "
         "'file:/absolute/path' (a file it can read); the URL itself is never given to Relay"
     )
+
+
+AllowedReferences = dict[tuple[str, str], frozenset[str]]
+
+
+def parse_allowed_references(text: str) -> AllowedReferences:
+    """RELAY_DATA_PLANE_REFERENCES: the references the operator binds to each application, as
+    ``org/app=env:NAME`` or ``org/app=file:/absolute/path`` entries separated by commas or whitespace (an
+    application may have several, a reference belongs to one). InvalidValueError naming the bad entry's
+    position, never its text."""
+    allowed: dict[tuple[str, str], set[str]] = {}
+    entries = [entry for entry in re.split(r"[\s,]+", text) if entry]
+    for position, entry in enumerate(entries, start=1):
+        owner, sep, reference = entry.partition("=")
+        org, slash, app = owner.partition("/")
+        if not sep or not slash or not ORG_NAME.fullmatch(org) or not APP_NAME.fullmatch(app):
+            raise InvalidValueError(f"entry {position} must be org/app=env:NAME or org/app=file:/absolute/path")
+        try:
+            reference_kind(reference)
+        except InvalidValueError as error:
+            raise InvalidValueError(f"entry {position} ({org}/{app}): {error}") from None
+        owners = [o for o, references in allowed.items() if reference in references and o != (org, app)]
+        if owners:  # one system database, one application: a reference shared would reopen the door
+            raise InvalidValueError(f"entry {position} ({org}/{app}): the same reference is bound to "
+                                    f"{owners[0][0]}/{owners[0][1]}; each reference belongs to one application")
+        allowed.setdefault((org, app), set()).add(reference)
+    return {owner: frozenset(references) for owner, references in allowed.items()}
+
+
+def check_reference_allowed(reference: str, org: str, app: str, allowed: AllowedReferences) -> None:
+    """InvalidValueError unless the operator bound this reference to this application (RELAY_DATA_PLANE_REFERENCES):
+    an application reaches only the system database the operator gave it, never another one's."""
+    if reference not in allowed.get((org, app), frozenset()):
+        raise InvalidValueError(
+            f"systemDatabaseUrlFrom is not a reference the operator of this Relay server bound to application "
+            f"'{app}' (RELAY_DATA_PLANE_REFERENCES)")
 
 
 def check_data_plane(body: dict[str, Any]) -> dict[str, Any]:

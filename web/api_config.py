@@ -17,9 +17,11 @@ from typing import Any
 from flask import Blueprint, Response, g, jsonify
 
 from relay.events.application import DEFAULT_SETTINGS
-from relay.events.config import ConfigInvalidError, KeySpec, parse_config
-from relay.events.config_plan import KEY, AppState, Plan, State, plan, rule_from_row
+from relay.events.config import Config, ConfigInvalidError, KeySpec, parse_config
+from relay.events.config_plan import DATA_PLANE, KEY, AppState, Plan, State, plan, rule_from_row
+from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key
+from relay.web.api_dataplane import check_bound_reference
 from relay.web.auth import require
 from relay.web.context import ask, authorize, runtime
 from relay.web.openapi import operation
@@ -78,6 +80,22 @@ def current_state(org: str) -> State:
     return State(apps, keys, dormant)
 
 
+def _check_data_plane_references(config: Config, made: Plan, org: str) -> None:
+    """The data planes the plan sets follow PUT .../data-plane's rules: only references the operator bound to
+    each application, never a file Relay does not read; refused before anything is recorded."""
+    index = {spec.name: position for position, spec in enumerate(config.apps)}
+    errors = []
+    for change in made.changes:
+        if change.kind != DATA_PLANE or change.after is None:
+            continue
+        try:
+            check_bound_reference(change.after, org, change.name)
+        except InvalidValueError as error:
+            errors.append((f"apps[{index.get(change.name, 0)}].dataPlane.systemDatabaseUrlFrom", str(error)))
+    if errors:
+        raise ConfigInvalidError(errors)
+
+
 def _flag(body: dict[str, Any], name: str) -> bool:
     value = body.get(name, False)
     if not isinstance(value, bool):
@@ -94,6 +112,7 @@ def _plan(org: str, body: dict[str, Any]) -> tuple[Plan, bool]:
         if config.org is not None and config.org != org:
             raise ConfigInvalidError([("org", f"is '{config.org}', not this request's organization '{org}'")])
         made = plan(config, current_state(org), org=org, prune=prune)
+        _check_data_plane_references(config, made, org)
     except ConfigInvalidError as error:
         raise ApiError(422, str(error), title="Unprocessable Entity", errors=[
             {"location": f"body.config.{path}", "message": message} for path, message in error.errors

@@ -8,17 +8,38 @@ import gevent
 from flask import Blueprint, Response, jsonify
 
 from relay.actors.dataplane import State
+from relay.actors.dataplane_reference import check_reference
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
+from relay.projections.identity import Principal
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.openapi import operation
-from relay.web.problems import invalid, not_found
+from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import json_body
 
 bp = Blueprint("relay_data_plane", __name__)
 
 PATH = "/relay/v1/orgs/<org>/apps/<app>/data-plane"
 STATE_TIMEOUT_S = 10.0  # how long a GET waits to open the database before saying so
+
+
+def authorize_configuring(org: str, app: str) -> Principal:
+    """Setting or removing where an application's system database is takes the admin token or a key of the
+    organization not limited to some applications: an application's own key cannot point its data plane at a
+    database (issue 34)."""
+    who = authorize("application.write", org, app)
+    if not who.admin and who.apps:
+        raise ApiError(403, "a key limited to some applications cannot configure a data plane: use the admin token "
+                            "or a key of the organization not limited to applications")
+    return who
+
+
+def check_bound_reference(config: dict, org: str, app: str) -> None:
+    """InvalidValueError when the reference is not one the operator bound to this application, or names a file
+    Relay never reads (a device, a FIFO, a large file): checked before anything is recorded."""
+    settings = runtime().settings
+    check_reference(config["systemDatabaseUrlFrom"], org, app, settings.data_plane_references,
+                    private=(settings.data_dir,))
 
 
 def _view(org: str, app: str) -> dict:
@@ -46,11 +67,12 @@ def get_data_plane(org: str, app: str) -> Response:
 @operation("putDataPlane", summary="Configure an application's data plane", tag="Relay", body="DataPlaneInput",
            returns="DataPlane")
 def put_data_plane(org: str, app: str) -> Response:
-    who = authorize("application.write", org, app)
+    who = authorize_configuring(org, app)
     require_app(org, app)
     body = json_body(required=True)
     try:
         config = check_data_plane(body)
+        check_bound_reference(config, org, app)
     except InvalidValueError as error:
         field = next((f for f in body if f in str(error)), "body")
         raise invalid(f"body.{field}" if field != "body" else "body", str(error)) from None
@@ -62,7 +84,7 @@ def put_data_plane(org: str, app: str) -> Response:
 @bp.delete(PATH)
 @operation("deleteDataPlane", summary="Remove an application's data plane", tag="Relay", status=204)
 def delete_data_plane(org: str, app: str) -> Response:
-    who = authorize("application.write", org, app)
+    who = authorize_configuring(org, app)
     require_app(org, app)
     actor = runtime().directory.application(org, app).proxy()
     ask(lambda: actor.configure_data_plane(None, who.display))

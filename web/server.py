@@ -305,9 +305,11 @@ class RelayServer(WSGIServer):
 
 class SecretFilter(logging.Filter):
     """The last line of defence, on every log handler of `relay serve`: `dbos_` keys, and the process's own
-    secrets (admin token, forward secret), are masked in any record, its traceback included."""
+    secrets (admin token, forward secret), and a URL's credentials are masked in any record, its traceback
+    included."""
 
     API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{30,}")
+    URL_CREDENTIALS = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^@/\s]*@")  # a database URL's user:password@
 
     def __init__(self, literals: list[str | None]) -> None:
         super().__init__()
@@ -316,6 +318,8 @@ class SecretFilter(logging.Filter):
     def clean(self, text: str) -> str:
         for literal in self.literals:
             text = text.replace(literal, "<redacted>")
+        if "@" in text:
+            text = self.URL_CREDENTIALS.sub(r"\1<redacted>@", text)
         return self.API_KEY.sub("dbos_<redacted>", text) if "dbos_" in text else text
 
     def filter(self, record: logging.LogRecord) -> bool:

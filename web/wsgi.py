@@ -127,7 +127,9 @@ def create_app(rt: Runtime) -> Flask:
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
-        del error
+        # Flask logs nothing for an exception a handler takes: every 500 is logged here with its cause (the
+        # traceback; SecretFilter masks keys, tokens and URL credentials in it).
+        app.log_exception((type(error), error, error.__traceback__))
         return problem_response(ApiError(500, "internal error; see the Relay log"))
 
     return app

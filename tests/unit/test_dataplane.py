@@ -5,6 +5,7 @@ in tests/integration/test_dataplane_*.py."""
 from __future__ import annotations
 
 import base64
+import os
 import pickle
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,12 +13,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from relay.actors.dataplane import DataPlane, DataPlaneError, resolve_url, scrub
+from relay.actors.dataplane import DataPlane, DataPlaneError, scrub
 from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
+from relay.actors.dataplane_reference import MAX_REFERENCE_FILE_BYTES, UnsafeReference, UnusableReference, resolve_url
 from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION, judge
 from relay.actors.dataplane_values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
 from relay.events.application import App
-from relay.events.data_plane import check_data_plane
+from relay.events.data_plane import check_data_plane, check_reference_allowed, parse_allowed_references
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.wire import client_records
 
@@ -72,22 +74,50 @@ def test_a_deleted_app_takes_no_data_plane() -> None:
 
 
 # -- the URL: resolved late, never shown -------------------------------------------------------------------------
-def test_a_reference_resolves_from_the_environment_or_a_file(tmp_path: Path) -> None:
+def test_a_reference_resolves_from_the_environment_or_a_small_regular_file(tmp_path: Path) -> None:
     assert resolve_url("env:APP_DB", {"APP_DB": f" {URL}\n"}) == URL
     secret = tmp_path / "db-url"
     secret.write_text(URL + "\n")
     assert resolve_url(f"file:{secret}", {}) == URL
-    with pytest.raises(DataPlaneError, match="APP_DB of the Relay server is not set"):
+    with pytest.raises(UnusableReference, match="APP_DB of the Relay server is not set"):
         resolve_url("env:APP_DB", {})
-    with pytest.raises(DataPlaneError, match="cannot read"):
+    with pytest.raises(UnusableReference, match="cannot read"):
         resolve_url(f"file:{tmp_path / 'missing'}", {})
     # Relay's own secrets are not a reference's to read: its settings, its data directory (the admin token).
     with pytest.raises(InvalidValueError, match="RELAY_"):
         resolve_url("env:RELAY_ADMIN_TOKEN", {"RELAY_ADMIN_TOKEN": "t"})
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "admin_token").write_text("t")
-    with pytest.raises(DataPlaneError, match="data directory"):
+    with pytest.raises(UnsafeReference, match="data directory"):
         resolve_url(f"file:{tmp_path / 'data' / '..' / 'data' / 'admin_token'}", {}, (tmp_path / "data",))
+    # Nothing but a small regular file is read: not a device, not a FIFO (opening one would wait for a writer).
+    with pytest.raises(UnsafeReference, match="not a regular file"):
+        resolve_url("file:/dev/zero", {})
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsafeReference, match="not a regular file"):
+        resolve_url(f"file:{fifo}", {})
+    large = tmp_path / "large"
+    large.write_text("x" * (MAX_REFERENCE_FILE_BYTES + 1))
+    with pytest.raises(UnsafeReference, match="larger than"):
+        resolve_url(f"file:{large}", {})
+
+
+def test_the_operator_binds_references_to_applications() -> None:
+    allowed = parse_allowed_references(" local/alpha=env:ALPHA_SYSDB,local/alpha=file:/run/a\nlocal/my_app=env:M ")
+    assert allowed == {("local", "alpha"): frozenset({"env:ALPHA_SYSDB", "file:/run/a"}),
+                       ("local", "my_app"): frozenset({"env:M"})}
+    check_reference_allowed("env:ALPHA_SYSDB", "local", "alpha", allowed)
+    for reference, org, app in (("env:ALPHA_SYSDB", "local", "bravo"), ("env:M", "local", "my-app"),
+                                ("env:ALPHA_SYSDB", "other", "alpha"), ("env:B_SYSDB", "local", "alpha")):
+        with pytest.raises(InvalidValueError, match="RELAY_DATA_PLANE_REFERENCES"):
+            check_reference_allowed(reference, org, app, allowed)
+    assert parse_allowed_references("") == {}
+    for bad in ("alpha=env:A", "local/alpha", "local/Alpha=env:A", "local/alpha=postgresql://u:p@h/d",
+                "local/alpha=env:RELAY_ADMIN_TOKEN", "local/alpha=env:A local/bravo=env:A"):
+        with pytest.raises(InvalidValueError) as refused:
+            parse_allowed_references(bad)
+        assert "u:p@" not in str(refused.value)
 
 
 def test_scrub_removes_the_url_its_password_and_any_credentials() -> None:
@@ -96,19 +126,23 @@ def test_scrub_removes_the_url_its_password_and_any_credentials() -> None:
     assert "s3cr3t" not in cleaned and URL not in cleaned and "u:p@" not in cleaned and "password=x" not in cleaned
 
 
+BOUND = {("local", "dp-app"): frozenset({"env:APP_DB", "env:A"})}
+
+
 def test_an_unset_reference_is_reported_as_unresolved_and_retried_later() -> None:
     now = [0.0]
     environ: dict[str, str] = {}
     plane = DataPlane("local", "dp-app", check_data_plane({"systemDatabaseUrlFrom": "env:APP_DB"}), environ,
-                      clock=lambda: now[0])
+                      clock=lambda: now[0], allowed=BOUND)
     state = plane.state()
     assert (state.status, state.schema_version) == ("unresolved", None)
+    assert "APP_DB" not in state.detail  # whether a variable is set is not the caller's to learn
     environ["APP_DB"] = "sqlite:////nonexistent/dir/sys.sqlite"
     assert plane.state().status == "unresolved"  # not retried before RETRY_AFTER_FAILURE_S
     now[0] = 60.0
     with pytest.raises(DataPlaneError) as failed:
         plane.client()
-    assert failed.value.status == 503 and "Relay creates none" in failed.value.detail
+    assert failed.value.status == 503 and "Relay's log says why" in failed.value.detail
     assert not Path("/nonexistent/dir/sys.sqlite").exists()
 
 
@@ -195,7 +229,7 @@ def test_workflow_aggregates_group_and_measure_like_an_executor() -> None:
 
 
 def test_client_failures_map_to_the_api() -> None:
-    plane = DataPlane("local", "dp-app", check_data_plane({"systemDatabaseUrlFrom": "env:A"}), {})
+    plane = DataPlane("local", "dp-app", check_data_plane({"systemDatabaseUrlFrom": "env:A"}), {}, allowed=BOUND)
 
     class OperationalError(Exception):
         pass

@@ -18,6 +18,7 @@ from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.projections.instances import InstanceState
 from relay.web import audit_trail
+from relay.web.api_dataplane import check_bound_reference
 from relay.web.api_values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
@@ -247,6 +248,9 @@ def app_data_plane(org: str, app: str) -> Any:
     row = check_app(org, app)
     who = require("application.write", org, app)
     back = url_for("console.app_settings", org=org, app=app)
+    if not who.admin and who.apps:  # as PUT .../data-plane: not an application's own key (issue 34)
+        flash("Data plane not saved: a key limited to some applications cannot configure a data plane", "error")
+        return redirect(back)
     removing = request.form.get("remove") == "1"
     config: dict[str, Any] | None = None
     if not removing:
@@ -257,6 +261,7 @@ def app_data_plane(org: str, app: str) -> Any:
                 "statementTimeoutMs": int(request.form.get("statementTimeoutMs") or 10_000),
                 "poolSize": int(request.form.get("poolSize") or 2),
             })
+            check_bound_reference(config, org, app)
         except (InvalidValueError, ValueError) as error:
             flash(f"Data plane not saved: {error}", "error")
             return redirect(back)

@@ -1,0 +1,49 @@
+"""Every HTTP 500 is logged with its cause (issue 34, point 4): Flask logs nothing for an exception a handler
+takes, and Relay's handler of last resort answers them all, so the handler logs the traceback itself; the log
+handlers of `relay serve` (SecretFilter) mask keys, tokens and a URL's credentials in it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask.testing import FlaskClient
+
+from relay.actors.runtime import Runtime
+from relay.actors.settings import Settings
+from relay.web.server import SecretFilter
+from relay.web.wsgi import create_app
+
+ADMIN = "unexpected-errors-admin-token"
+SECRET_URL = "postgresql://app:Pw-0f-the-db@db.internal:5432/app_sys"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[FlaskClient]:
+    rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN, instance_id="relay-unit", port=18092))
+    rt.start()
+    try:
+        app = create_app(rt)
+
+        @app.get("/boom")
+        def boom() -> str:
+            raise MemoryError(f"while reading {SECRET_URL}")
+
+        yield app.test_client()
+    finally:
+        rt.stop()
+
+
+def test_a_500_is_logged_with_its_traceback_and_no_secret(client: FlaskClient,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="relay"):
+        answer = client.get("/boom")
+    assert answer.status_code == 500 and SECRET_URL not in answer.get_data(as_text=True)
+    (record,) = [r for r in caplog.records if r.levelno == logging.ERROR and "/boom" in r.getMessage()]
+    assert record.exc_info is not None and record.exc_info[0] is MemoryError
+    masked = SecretFilter([ADMIN])
+    assert masked.filter(record)
+    text = f"{record.getMessage()}\n{record.exc_text}"
+    assert "MemoryError" in text and "Traceback" in text and "Pw-0f-the-db" not in text, text
