@@ -81,8 +81,8 @@ class Forwarder:
 
     @staticmethod
     def payload(org: str, app: str, executor_id: str | None, request: protocol.Request | protocol.RawRequest) -> bytes:
-        # The frame keeps its (fresh) request id: the peer sends its own to the executor, but this one makes
-        # every forward's signature unique, so the peer can refuse a signed request it has seen (a replay).
+        # The frame keeps its request id (the peer sends its own to the executor); a forward's uniqueness is
+        # its nonce (wire/signing.py).
         frame = json.loads(protocol.encode_request(request))
         body: dict[str, Any] = {"org": org, "app": app, "frame": frame}
         if executor_id is not None:
@@ -101,7 +101,10 @@ class Forwarder:
         payload = self.payload(org, app, executor.executor_id, request)
         host = f"[{executor.address}]" if ":" in executor.address else executor.address
         url = f"{self.scheme}://{host}:{executor.port}{FORWARD_PATH}{row['id']}"
-        headers = {"Content-Type": "application/json", **forwarding.signed_headers(self._secret, payload)}
+        # Bound to a fresh nonce and to the instance it is meant for: the peer refuses it anywhere else, and
+        # twice anywhere (the nonces are in the shared store).
+        headers = {"Content-Type": "application/json",
+                   **forwarding.signed_headers(self._secret, payload, target=executor.instance)}
         try:
             answer = self.http.request("POST", url, payload, headers, timeout + MARGIN_S, max_bytes=self.max_bytes)
         except TimeoutError:

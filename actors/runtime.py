@@ -23,6 +23,7 @@ from relay.actors.context import ActorContext
 from relay.actors.dataplane import DataPlanes
 from relay.actors.delivery import WebhookConfig
 from relay.actors.directory import Directory
+from relay.actors.edge_state import EdgeState
 from relay.actors.forwarder import Forwarder
 from relay.actors.heartbeats import InstanceTable
 from relay.actors.instance import InstanceActor
@@ -99,6 +100,8 @@ class Runtime:
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
         self.table = InstanceTable(settings.store)
+        # Ended console sessions and used forward nonces, shared by the cluster (actors/edge_state.py).
+        self.edge_state = EdgeState(settings.store)
         # Routing reads the instances table at most every half of the slack between a beat and the timeout (a
         # second at most): per forwarded request, that read was a tenth of a worker's CPU (bench/FINDINGS.md).
         peers_ttl_s = min(1.0, (settings.instance_timeout_s - settings.heartbeat_interval_s) / 2)
@@ -306,5 +309,6 @@ class Runtime:
         """Let go of the stores. Alone (without start and stop): a start refused before anything was recorded."""
         self.data_planes.close()
         self.table.close()
+        self.edge_state.close()
         self.views.close()
         self.log.close()

@@ -19,6 +19,7 @@ from relay.events.errors import InvalidValueError
 from relay.projections.backend import StoreConfig, private_dir
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+MIN_ADMIN_TOKEN_CHARS = 32
 ADMIN_TOKEN_FILE = "admin_token"  # noqa: S105 - a file name, not a token
 MAX_WORKERS = 64
 
@@ -48,7 +49,8 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "`postgresql://user:pass@host:port/db`: use PostgreSQL instead of SQLite"),
     EnvSetting("RELAY_DATABASE_SCHEMA", "public", "the PostgreSQL schema Relay's tables live in"),
     EnvSetting("RELAY_ADMIN_TOKEN", "",
-               "bootstrap bearer token with every permission (else generated into RELAY_DATA_DIR/admin_token)"),
+               "bootstrap bearer token with every permission (else generated into RELAY_DATA_DIR/admin_token); at "
+               "least 32 characters (e.g. `openssl rand -hex 32`): a shorter one stops `relay serve`"),
     EnvSetting("RELAY_DEFAULT_ORG", "local", "the organization Relay starts with (Conductor's no-auth name)"),
     EnvSetting("RELAY_INSTANCE_ID", "",
                "this instance's identity (default: hostname:port); a start is refused (exit 2, nothing recorded) "
@@ -82,6 +84,12 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "executor handshakes in progress at once (until the executor has answered `executor_info` and its "
                "connection is recorded); past it an upgrade waits up to 2 s for a place, then is refused with 503 "
                "and `Retry-After: 1`"),
+    EnvSetting("RELAY_LOGIN_FAILURES_PER_MIN", "20",
+               "failed logins (an unknown or revoked token at the console's login or as an API bearer) in a "
+               "minute, counted per source address (the caller behind RELAY_TRUSTED_PROXIES): past it every login "
+               "and every bearer request from that address gets 429 with `Retry-After` until the minute has "
+               "passed, before the token is looked up, valid or not; other addresses and console sessions already "
+               "open are unaffected (counted in memory, per instance)"),
     EnvSetting("RELAY_HANDSHAKE_FAILURES_PER_MIN", "30",
                "failed executor handshakes (401/403) in a minute, counted per source address, application and key "
                "(a fingerprint; the key is never kept): past it that key from that address gets 429 with "
@@ -182,6 +190,16 @@ def _int(env: dict[str, str], name: str) -> int:
     return value
 
 
+def _admin_token(env: dict[str, str]) -> str | None:
+    """RELAY_ADMIN_TOKEN: every permission, so long enough that guessing it is hopeless (the generated one has
+    55 characters). The message names the variable and the length it needs, never the value."""
+    token = env.get("RELAY_ADMIN_TOKEN") or None
+    if token is not None and len(token.strip()) < MIN_ADMIN_TOKEN_CHARS:
+        raise ConfigError(f"RELAY_ADMIN_TOKEN must be at least {MIN_ADMIN_TOKEN_CHARS} characters long "
+                          "(e.g. `openssl rand -hex 32`)")
+    return token
+
+
 def check_workers(settings: Settings, name: str) -> None:
     """Refuse a worker count Relay cannot run; `name` is how the user set it (RELAY_WORKERS or --workers)."""
     if not 1 <= settings.workers <= MAX_WORKERS:
@@ -277,6 +295,7 @@ class Settings:
     # The edge (web/limits.py): failed executor handshakes per source address per minute, open executor
     # sockets; and the TLS certificate chain and key of `relay serve` (both or neither).
     handshake_failures_per_min: int = 30
+    login_failures_per_min: int = 20
     max_connections: int = 1000
     # Executor handshakes in flight at once (upgrade check → executor identified); past it: 503, Retry-After.
     max_handshakes_in_flight: int = 8192
@@ -337,7 +356,7 @@ class Settings:
             data_dir=Path(_text(env, "RELAY_DATA_DIR")),
             database_url=url,
             database_schema=_text(env, "RELAY_DATABASE_SCHEMA"),
-            admin_token=env.get("RELAY_ADMIN_TOKEN") or None,
+            admin_token=_admin_token(env),
             default_org=_text(env, "RELAY_DEFAULT_ORG"),
             instance_id=env.get("RELAY_INSTANCE_ID") or f"{socket.gethostname()}:{port}",
             advertise_address=env.get("RELAY_ADVERTISE_ADDRESS") or host,
@@ -346,6 +365,7 @@ class Settings:
             instance_timeout_s=instance_timeout_s,
             limits=limits,
             handshake_failures_per_min=_int(env, "RELAY_HANDSHAKE_FAILURES_PER_MIN"),
+            login_failures_per_min=_int(env, "RELAY_LOGIN_FAILURES_PER_MIN"),
             max_connections=_int(env, "RELAY_MAX_CONNECTIONS"),
             max_handshakes_in_flight=_int(env, "RELAY_MAX_HANDSHAKES_IN_FLIGHT"),
             tls_cert=tls_cert,

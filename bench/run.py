@@ -425,7 +425,7 @@ def bench_replay(cfg: Config, work: Path, store: str, database_url: str | None) 
             say(f"replay ({store}): {done:,} events written")
 
     fill = fill_log(data_dir, database_url, cfg.replay_events, progress=progress)
-    env = {"RELAY_DATA_DIR": str(data_dir), "RELAY_ADMIN_TOKEN": "relay-bench-replay"}
+    env = {"RELAY_DATA_DIR": str(data_dir), "RELAY_ADMIN_TOKEN": "relay-bench-replay-" + "r" * 32}
     if database_url:
         env["RELAY_DATABASE_URL"] = database_url
     say(f"replay ({store}): relay replay over {fill['events']:,} events")
@@ -549,7 +549,7 @@ def bench_profile(cfg: Config, work: Path) -> dict[str, Any]:
     data_dir = work / "profile-replay-data"
     fill = fill_log(data_dir, None, cfg.profile_replay_events)
     say(f"profile: relay replay over {fill['events']:,} events (SQLite) under py-spy")
-    env = clean_env({"RELAY_DATA_DIR": str(data_dir), "RELAY_ADMIN_TOKEN": "relay-bench-replay"})
+    env = clean_env({"RELAY_DATA_DIR": str(data_dir), "RELAY_ADMIN_TOKEN": "relay-bench-replay-" + "r" * 32})
     begin = time.monotonic()
     path = Profiler.run([PYTHON, "-m", "relay.web.cli", "replay"], PROFILE_DIR / "replay.txt", env,
                         cfg.replay_timeout_s)

@@ -7,8 +7,9 @@ heartbeat age, its status (RUNNING, STOPPED, EXPIRED) and the leases it holds, f
 ``POST /internal/v1/forward/{appID}`` (instance to instance; no bearer: an HMAC-SHA256 signature, see
 wire/signing.py): ``{"org", "app", "executor_id"?, "frame": {"type", ...fields}}`` runs ``frame`` on an
 executor of the application connected to THIS instance (never forwarded again) and answers the executor's raw
-response (200, ``error_message`` included). A refusal (hop >= 1: 409; a signature more than 30 s off, one seen
-already, or a bad one: 401; forwarding not configured: 401) comes before anything is parsed or run. Then:
+response (200, ``error_message`` included). A refusal (hop >= 1: 409; a signature more than 30 s off, signed for
+another instance, a nonce seen already by any instance of the cluster, or a bad one: 401; forwarding not
+configured: 401) comes before anything is parsed or run. Then:
 404 the application (or its id) is unknown, 503 the executor is not (or no longer) connected here or
 disconnected before answering, 429 it is busy, 502 it answered a malformed frame, 504 it did not answer in time.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from typing import Any
 
@@ -102,36 +102,15 @@ COMPONENTS["ForwardBody"] = {
 }
 
 
-class _SeenSignatures:
-    """Signatures accepted in the last window: the same signed request twice is a replay (401). Each
-    forward carries a fresh request id in its frame, so a genuine one is never signed twice."""
-
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self._seen: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def first_time(self, signature: str, now: float) -> bool:
-        with self._lock:
-            oldest = next(iter(self._seen.values()), None)  # insertion order is expiry order
-            if oldest is not None and oldest < now:
-                self._seen = {s: t for s, t in self._seen.items() if t >= now}
-            if signature in self._seen:
-                return False
-            self._seen[signature] = now + self.window_s
-            return True
-
-
-_SEEN = _SeenSignatures(2 * forwarding.MAX_SKEW_S + 1)
-
-
 @bp.post("/internal/v1/forward/<app_id>")
 @operation("forwardToExecutor", summary="Instance to instance: run a frame on an executor connected here",
            tag="Relay", returns={"type": "object", "additionalProperties": {},
                                  "description": "the executor's raw response frame"},
            body="ForwardBody", body_required=True, public=True, path_names={"app_id": "appID"},
-           description="Signed with HMAC-SHA256 over `timestamp.payload` (X-Relay-Timestamp, X-Relay-Signature, "
-                       "X-Relay-Forward-Hop); hop >= 1: 409; timestamp more than 30 s off or bad signature: 401.")
+           description="Signed with HMAC-SHA256 over `timestamp.nonce.target.payload` (X-Relay-Timestamp, "
+                       "X-Relay-Nonce, X-Relay-Target, X-Relay-Signature, X-Relay-Forward-Hop); hop >= 1: 409; "
+                       "timestamp more than 30 s off, another target instance, a nonce used already or a bad "
+                       "signature: 401.")
 def forward(app_id: str) -> Response:
     rt = runtime()
     limit = rt.settings.limits.max_frame_bytes + _BODY_MARGIN
@@ -141,11 +120,14 @@ def forward(app_id: str) -> Response:
     if len(payload) > limit:
         raise ApiError(413, "forwarded request too large")
     headers = {name: value for name in (forwarding.HOP_HEADER, forwarding.TIMESTAMP_HEADER,
+                                         forwarding.NONCE_HEADER, forwarding.TARGET_HEADER,
                                          forwarding.SIGNATURE_HEADER)
                if (value := request.headers.get(name)) is not None}
     now = time.time()
-    refusal = forwarding.check(rt.settings.forward_secret, headers, payload, now=now)
-    if refusal is None and not _SEEN.first_time(headers.get(forwarding.SIGNATURE_HEADER, ""), now):
+    refusal = forwarding.check(rt.settings.forward_secret, headers, payload, now=now, target=rt.ctx.instance_id)
+    # The nonce, once the signature holds: used already here, on another instance, or before a restart is a replay.
+    if refusal is None and not rt.edge_state.first_use_of_nonce(
+            headers[forwarding.NONCE_HEADER], now + forwarding.NONCE_WINDOW_S, now):
         refusal = forwarding.Refusal(401, "this signed request was received already (replay)")
     if refusal is not None:
         log.warning("forward from %s refused (%d: %s)", request.remote_addr, refusal.status, refusal.detail)

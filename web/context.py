@@ -17,6 +17,7 @@ from relay.events.errors import (
     NotFoundError,
 )
 from relay.projections.identity import Principal
+from relay.web import login_throttle
 from relay.web.auth import principal_from_header, require
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import check_path_names
@@ -36,8 +37,22 @@ def runtime() -> Runtime:
 def principal() -> Principal:
     found = g.get("principal")
     if found is None:
-        found = g.principal = principal_from_header(runtime().auth, request.headers.get("Authorization"))
+        found = g.principal = _logged_in(request.headers.get("Authorization"))
     return found
+
+
+def _logged_in(header: str | None) -> Principal:
+    """The bearer's principal; a header that names no live token is a failed login, throttled per address
+    (web/login_throttle.py). No header at all is no login: a plain 401."""
+    if not header:
+        return principal_from_header(runtime().auth, header)
+    login_throttle.refuse_if_throttled()
+    try:
+        return principal_from_header(runtime().auth, header)
+    except ApiError as error:
+        if error.status == 401:
+            login_throttle.failed()
+        raise
 
 
 def authorize(permission: str, org: str, app: str | None = None, *, admin_creates_org: bool = False) -> Principal:

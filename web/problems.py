@@ -12,13 +12,15 @@ class ApiError(Exception):
     """Raise anywhere in a request to answer with application/problem+json."""
 
     def __init__(
-        self, status: int, detail: str, *, errors: list[dict[str, Any]] | None = None, title: str | None = None
+        self, status: int, detail: str, *, errors: list[dict[str, Any]] | None = None, title: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
         self.errors = errors
         self.title = title or HTTPStatus(status).phrase
+        self.headers = headers or {}  # e.g. Retry-After
 
 
 def problem_response(error: ApiError) -> Response:
@@ -26,7 +28,9 @@ def problem_response(error: ApiError) -> Response:
                             "detail": error.detail}
     if error.errors:
         body["errors"] = error.errors
-    return Response(json.dumps(body), status=error.status, mimetype="application/problem+json")
+    response = Response(json.dumps(body), status=error.status, mimetype="application/problem+json")
+    response.headers.update(error.headers)
+    return response
 
 
 def invalid(location: str, message: str, value: Any = None) -> ApiError:

@@ -246,7 +246,7 @@ def test_missing_name_is_refused(args: list[str]) -> None:
 
 
 def test_server_down_is_reported(tmp_path: Path) -> None:
-    env = {"RELAY_PORT": str(free_port()), "RELAY_ADMIN_TOKEN": "whatever", "RELAY_DATA_DIR": str(tmp_path)}
+    env = {"RELAY_PORT": str(free_port()), "RELAY_ADMIN_TOKEN": "whatever-" + "w" * 32, "RELAY_DATA_DIR": str(tmp_path)}
     stderr = failed(run_cli(["keys", "create", "some-key"], env), "cannot reach relay")
     assert env["RELAY_PORT"] in stderr
     assert "whatever" not in stderr
@@ -262,7 +262,7 @@ def test_server_down_is_reported(tmp_path: Path) -> None:
     ids=["serve-not-a-number", "serve-out-of-range", "apps-list-not-a-number"],
 )
 def test_bad_port_is_a_clear_error(tmp_path: Path, args: list[str], port: str, message: str) -> None:
-    env = {"RELAY_PORT": port, "RELAY_ADMIN_TOKEN": "whatever", "RELAY_DATA_DIR": str(tmp_path / "data")}
+    env = {"RELAY_PORT": port, "RELAY_ADMIN_TOKEN": "whatever-" + "w" * 32, "RELAY_DATA_DIR": str(tmp_path / "data")}
     failed(run_cli(args, env, timeout=30), message)
     assert not (tmp_path / "data").exists()  # it gave up before touching the data dir
 

@@ -266,11 +266,13 @@ def cluster(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         pg.drop_database(store)
 
 
-def signed(secret: str, body: dict[str, Any], *, now: float | None = None, hop: str = "0") -> tuple[bytes, dict]:
-    """A forward as an instance sends it: a fresh request id in the frame, signed now (or at `now`)."""
+def signed(secret: str, body: dict[str, Any], *, to: str, now: float | None = None,
+           hop: str = "0") -> tuple[bytes, dict]:
+    """A forward as an instance sends it to instance `to`: a fresh request id in the frame, signed now (or at
+    `now`) with a fresh nonce."""
     body = {**body, "frame": {**body["frame"], "request_id": secrets.token_hex(8)}}
     payload = json.dumps(body).encode()
-    headers = forwarding.signed_headers(secret, payload, now=now)
+    headers = forwarding.signed_headers(secret, payload, now=now, target=to)
     headers[forwarding.HOP_HEADER] = hop
     return payload, headers
 
@@ -337,17 +339,17 @@ def test_forged_replayed_and_looping_forwards_are_refused_and_nothing_runs(
               "frame": {"type": "cancel", "workflow_id": workflow_id}}
     assert cluster.workflow(workflow_id)["status"] == "PENDING"
 
-    for relay in cluster.relays.values():
-        forged = signed("not-the-cluster-secret-at-all", cancel)
-        replayed = signed(cluster.secret, cancel, now=time.time() - 120)
-        looping = signed(cluster.secret, cancel, hop="1")
+    for name, relay in cluster.relays.items():
+        forged = signed("not-the-cluster-secret-at-all", cancel, to=name)
+        replayed = signed(cluster.secret, cancel, to=name, now=time.time() - 120)
+        looping = signed(cluster.secret, cancel, to=name, hop="1")
         unsigned = (json.dumps(cancel).encode(), {"Content-Type": "application/json", forwarding.HOP_HEADER: "0"})
         answers = [forward(relay, app_id, *case).status_code for case in (forged, replayed, looping, unsigned)]
         assert answers == [401, 401, 409, 401], relay.name
     # The same signed request twice: the second is a replay.
     # (A frame the SDK cannot parse makes the Python SDK drop its connection: send a complete one.)
     info = {"org": ORG, "app": app, "executor_id": executor.executor_id, "frame": {"type": "executor_info"}}
-    once = signed(cluster.secret, info)
+    once = signed(cluster.secret, info, to=lonely["on"])
     first, second = forward(home, app_id, *once), forward(home, app_id, *once)
     assert first.status_code == 200, first.text
     assert first.json()["executor_id"] == executor.executor_id and first.json()["error_message"] is None
@@ -356,11 +358,12 @@ def test_forged_replayed_and_looping_forwards_are_refused_and_nothing_runs(
 
     # Signed right, the very frame they carried runs (on the executor's own instance only).
     elsewhere = next(r for n, r in cluster.relays.items() if n != lonely["on"])
-    not_here = forward(elsewhere, app_id, *signed(cluster.secret, cancel))
+    not_here = forward(elsewhere, app_id, *signed(cluster.secret, cancel, to=elsewhere.extra_env["RELAY_INSTANCE_ID"]))
     assert not_here.status_code == 503, not_here.text  # never forwarded again
-    assert forward(home, "00000000-0000-0000-0000-000000000000", *signed(cluster.secret, cancel)).status_code == 404
+    unknown_app = "00000000-0000-0000-0000-000000000000"
+    assert forward(home, unknown_app, *signed(cluster.secret, cancel, to=lonely["on"])).status_code == 404
     assert cluster.workflow(workflow_id)["status"] == "PENDING"
-    done = forward(home, app_id, *signed(cluster.secret, cancel))
+    done = forward(home, app_id, *signed(cluster.secret, cancel, to=lonely["on"]))
     assert done.status_code == 200, done.text
     assert done.json()["success"] is True
     cluster.eventually(lambda: cluster.workflow(workflow_id)["status"] == "CANCELLED", "the cancel ran")

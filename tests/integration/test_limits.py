@@ -96,7 +96,7 @@ def test_bad_limit_values_are_refused_by_name(variable: str, value: str) -> None
 def test_serve_refuses_a_bad_limit_with_a_clear_message(tmp_data_dir: Any) -> None:
     STATS["bad settings"] += 1
     result = run_cli(["serve"], {"RELAY_DATA_DIR": str(tmp_data_dir), "RELAY_MAX_CONNECTIONS": "none",
-                                 "RELAY_ADMIN_TOKEN": "relay-limits-test-token"}, timeout=60)
+                                 "RELAY_ADMIN_TOKEN": "relay-limits-test-token-" + "t" * 32}, timeout=60)
     assert result.returncode == 2
     assert "RELAY_MAX_CONNECTIONS must be an integer" in result.stderr
     assert "none" not in result.stderr.replace("RELAY_MAX_CONNECTIONS", "")

@@ -27,6 +27,7 @@ from relay.actors.cluster import RemoteExecutor
 from relay.actors.forwarder import Forwarder, ForwardError
 from relay.wire import protocol
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
+from tests.support.console_http import csrf_token
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess, run_cli
 from tests.support.reliability_report import record
@@ -114,6 +115,21 @@ def test_the_api_is_served_over_https_to_whoever_trusts_the_ca(relay: TlsRelay, 
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
 
 
+def test_under_tls_the_session_cookie_is_secure_and_every_answer_carries_hsts(relay: TlsRelay) -> None:
+    """Issue 34, point 10: a browser never sends the console's cookie over plain HTTP, and keeps to https."""
+    for path, token in (("/healthz", ""), ("/v2/orgs/local/apps", None), ("/login", "")):
+        answer = relay.api("GET", path, token=token)
+        assert answer.headers["Strict-Transport-Security"] == "max-age=31536000", path
+    browser = relay.http_session()
+    form = csrf_token(browser.get(f"{relay.base_url}/login", timeout=10).text)
+    landed = browser.post(f"{relay.base_url}/login", data={"token": relay.admin_token, "csrf_token": form},
+                          timeout=10, allow_redirects=False)
+    assert landed.status_code == 302
+    cookie = [c.strip().lower() for c in landed.headers["Set-Cookie"].split(";")]
+    assert cookie[0].startswith("relay_console=") and "secure" in cookie and "httponly" in cookie
+    assert landed.headers["Strict-Transport-Security"] == "max-age=31536000"
+
+
 def test_clients_that_do_not_trust_it_or_do_not_speak_tls_get_nothing(relay: TlsRelay) -> None:
     STATS["refused"] += 3
     with pytest.raises(requests.exceptions.SSLError):  # the usual public roots, not the test CA
@@ -168,8 +184,8 @@ def test_bad_certificate_settings_stop_serve_by_name(case: str, pki: Pki, tmp_pa
         "not a certificate": {"RELAY_TLS_CERT": str(pki.ca.parent / "server.ext"), "RELAY_TLS_KEY": str(pki.key)},
     }[case]
     STATS["bad settings"] += 1
-    result = run_cli(["serve"], {"RELAY_DATA_DIR": str(tmp_path / "data"), "RELAY_ADMIN_TOKEN": "relay-tls-test",
-                                 **settings}, timeout=60)
+    result = run_cli(["serve"], {"RELAY_DATA_DIR": str(tmp_path / "data"),
+                                 "RELAY_ADMIN_TOKEN": "relay-tls-test-" + "t" * 32, **settings}, timeout=60)
     assert result.returncode == 2, result.stderr
     assert "RELAY_TLS_CERT" in result.stderr
     assert "Traceback" not in result.stderr

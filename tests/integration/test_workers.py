@@ -169,7 +169,7 @@ def scene(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 def test_refusals_are_clear(tmp_path: Path, pg_url: str) -> None:
-    env = {"RELAY_DATA_DIR": str(tmp_path), "RELAY_PORT": str(free_port()), "RELAY_ADMIN_TOKEN": "x" * 20}
+    env = {"RELAY_DATA_DIR": str(tmp_path), "RELAY_PORT": str(free_port()), "RELAY_ADMIN_TOKEN": "x" * 40}
     sqlite = run_cli(["serve", "--workers", "2"], env, timeout=30)
     assert sqlite.returncode == 2 and "--workers > 1 needs PostgreSQL (RELAY_DATABASE_URL)" in sqlite.stderr
     by_env = run_cli(["serve"], {**env, "RELAY_WORKERS": "3"}, timeout=30)

@@ -32,8 +32,10 @@ from relay.actors.cluster import RemoteExecutor
 from relay.actors.context import Limits
 from relay.actors.dataplane import DataPlanes
 from relay.actors.directory import Directory
+from relay.actors.edge_state import EdgeState
 from relay.actors.forwarder import Forwarder
 from relay.actors.settings import ConfigError, Settings
+from relay.projections.backend import StoreConfig
 from relay.web import api_cluster
 from relay.web.executor_calls import call
 from relay.web.problems import ApiError, problem_response
@@ -109,12 +111,13 @@ def flask_app(name: str, rt: Any) -> Flask:
 
 
 @pytest.fixture
-def peer() -> Iterator[SimpleNamespace]:
+def peer(tmp_path: Path) -> Iterator[SimpleNamespace]:
     """Instance relay-2: the forward endpoint on a real loopback port, executors added with `add`."""
     directory = Directory(lambda org, app: FakeApplication.start())
     settings = SimpleNamespace(forward_secret=SECRET, limits=Limits(request_timeout_s=0.3))
+    edge_state = EdgeState(StoreConfig(data_dir=tmp_path))  # the nonces seen
     rt = SimpleNamespace(settings=settings, views=SimpleNamespace(applications=Apps()),
-                         ctx=SimpleNamespace(instance_id="relay-2"), directory=directory)
+                         ctx=SimpleNamespace(instance_id="relay-2"), directory=directory, edge_state=edge_state)
     server = make_server("127.0.0.1", 0, flask_app("peer", rt), threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     refs: dict[str, pykka.ActorRef[Any]] = {}
@@ -131,6 +134,7 @@ def peer() -> Iterator[SimpleNamespace]:
                           seen=seen, settings=settings)
     server.shutdown()
     pykka.ActorRegistry.stop_all()
+    edge_state.close()
 
 
 def remote(executor_id: str, port: int) -> RemoteExecutor:
@@ -140,7 +144,7 @@ def remote(executor_id: str, port: int) -> RemoteExecutor:
 def post(peer: SimpleNamespace, body: dict[str, Any], *, secret: str = SECRET, now: float | None = None,
          hop: str = "0", app_id: str = APP_ID, payload: bytes | None = None) -> requests.Response:
     payload = payload if payload is not None else json.dumps(body).encode()
-    headers = forwarding.signed_headers(secret, payload, now=now)
+    headers = forwarding.signed_headers(secret, payload, now=now, target="relay-2")
     headers[forwarding.HOP_HEADER] = hop
     return requests.post(f"{peer.url}/internal/v1/forward/{app_id}", data=payload, headers=headers, timeout=5)
 
@@ -180,7 +184,7 @@ def test_refused_forwards_reach_no_executor(peer: SimpleNamespace) -> None:
     assert looping.status_code == 409 and looping.headers["Content-Type"] == "application/problem+json"
     assert post(peer, cancel, payload=json.dumps(cancel).encode() + b" ").status_code == 200  # (signed as sent)
     once = json.dumps(frame_for("e1", {"type": "cancel", "workflow_id": "wf-2"})).encode()
-    headers = {**forwarding.signed_headers(SECRET, once), forwarding.HOP_HEADER: "0"}
+    headers = {**forwarding.signed_headers(SECRET, once, target="relay-2"), forwarding.HOP_HEADER: "0"}
     assert requests.post(f"{peer.url}/internal/v1/forward/{APP_ID}", data=once, headers=headers).status_code == 200
     replay = requests.post(f"{peer.url}/internal/v1/forward/{APP_ID}", data=once, headers=headers)
     assert replay.status_code == 401 and "replay" in replay.json()["detail"]

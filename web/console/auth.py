@@ -4,6 +4,12 @@ The session holds the SHA-256 hash of the token the user logged in with (the sam
 view keeps), never the token itself; each request looks the hash up again, so a revoked key ends its
 console sessions at once. The session secret is derived from the admin token, so every instance of a
 cluster (which share it) accepts the same cookies, and rotating the admin token logs everyone out.
+
+Each login starts a session with an id of its own (`sid`); logout records that id as ended in the shared
+store (actors/edge_state.py) until the session would have expired anyway, so a cookie saved before logout,
+and the CSRF token in it, no longer work on any instance, nor after a restart
+(docs/adr/0007-console-sessions-end-in-the-store.md). Failed logins are throttled per address
+(web/login_throttle.py). Under TLS (RELAY_TLS_CERT) the cookie is `Secure` and every answer carries HSTS.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from flask import (
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 
 from relay.projections.identity import Principal, hash_key
+from relay.web import login_throttle
 from relay.web.console import bp
 from relay.web.context import runtime
 
@@ -44,6 +51,8 @@ CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+# Under TLS: browsers keep to https for a year (the console and API are served on one port, https only).
+HSTS = "max-age=31536000"
 # Endpoints reachable without a session (the login form itself, and the stylesheet it uses).
 _OPEN_ENDPOINTS = frozenset({"console.login", "console.static"})
 
@@ -85,12 +94,21 @@ def _configure(state: BlueprintSetupState) -> None:
     token = rt.settings.admin_token or secrets.token_urlsafe(32)
     app.secret_key = hmac.new(token.encode(), b"relay console session v1", hashlib.sha256).hexdigest()
     app.session_interface = SessionCookies()
+    tls = rt.settings.tls_cert is not None
     app.config.update(
         SESSION_COOKIE_NAME=SESSION_COOKIE,
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=tls,
         PERMANENT_SESSION_LIFETIME=SESSION_MAX_AGE_S,
     )
+    if tls:
+        app.after_request(_strict_transport_security)
+
+
+def _strict_transport_security(response: Response) -> Response:
+    response.headers.setdefault("Strict-Transport-Security", HSTS)
+    return response
 
 
 # -- the principal --------------------------------------------------------------------------------
@@ -145,6 +163,8 @@ def _guard() -> Response | None:
     token_hash = session.get("h")
     logged_in_at = session.get("t", 0)
     who = runtime().auth.principal_for_hash(token_hash) if isinstance(token_hash, str) else None
+    if who is not None and _ended(session.get("sid")):
+        who = None
     if who is None or time.time() - float(logged_in_at) > SESSION_MAX_AGE_S:
         if token_hash:
             session.clear()
@@ -152,6 +172,12 @@ def _guard() -> Response | None:
         return redirect(url_for("console.login", next=request.full_path.rstrip("?")))
     g.console_principal = who
     return None
+
+
+def _ended(session_id: object) -> bool:
+    """Whether the session was logged out (on any instance, before or since a restart); a cookie without an
+    id (from before ids) counts as ended."""
+    return not isinstance(session_id, str) or runtime().edge_state.session_ended(session_id)
 
 
 @bp.after_request
@@ -181,10 +207,16 @@ def safe_path(target: str | None) -> str:
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
     if request.method == "POST":
+        wait = login_throttle.retry_after()
+        if wait is not None:  # before the token is looked up: a valid one is refused too
+            flash(f"Too many failed logins from your address; try again in {wait} s.", "error")
+            page = render_template("console/login.html", next=request.form.get("next", ""))
+            return page, 429, {"Retry-After": wait}
         token = (request.form.get("token") or "").strip()
         rt = runtime()
         who = rt.auth.principal_for(token) if token else None
         if who is None:
+            login_throttle.failed()
             flash("Unknown or revoked token.", "error")
             return render_template("console/login.html", next=request.form.get("next", "")), 401
         next_url = safe_path(request.form.get("next"))
@@ -192,6 +224,7 @@ def login() -> Any:
         session.permanent = True
         session["h"] = hash_key(token)
         session["t"] = time.time()
+        session["sid"] = secrets.token_urlsafe(24)
         csrf_token()
         return redirect(next_url)
     # The page names the token's file relative to the data directory, never its absolute path: the page is
@@ -201,6 +234,11 @@ def login() -> Any:
 
 @bp.post("/logout")
 def logout() -> Response:
+    # Ended in the store, not just in this browser: a copy of the cookie must not outlive the logout.
+    session_id, logged_in_at = session.get("sid"), float(session.get("t", 0))
+    if isinstance(session_id, str):
+        now = time.time()
+        runtime().edge_state.end_session(session_id, logged_in_at + SESSION_MAX_AGE_S, now)
     session.clear()
     flash("Logged out.", "info")
     return redirect(url_for("console.login"))
