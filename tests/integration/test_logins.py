@@ -136,7 +136,7 @@ def replay_cookie(relay: RelayProcess, cookies: requests.cookies.RequestsCookieJ
 
 
 def app_names(relay: RelayProcess) -> set[str]:
-    return {a["Name"] if "Name" in a else a.get("name") for a in relay.api("GET", f"/v2/orgs/{ORG}/apps").json()}
+    return {a["name"] for a in relay.api("GET", f"/v2/orgs/{ORG}/apps").json()}
 
 
 def test_logout_ends_the_session_for_every_copy_of_the_cookie_and_after_a_restart(tmp_path: Path) -> None:
@@ -148,6 +148,7 @@ def test_logout_ends_the_session_for_every_copy_of_the_cookie_and_after_a_restar
         saved = requests.cookies.RequestsCookieJar()
         saved.update(browser.cookies)
         assert replay_cookie(relay, saved, csrf, "made-before")[0] == 200  # the copy works while logged in
+        assert "made-before" in app_names(relay)  # its form too: the refusals below are the logout's
         out = browser.post(f"{relay.base_url}/logout", data={"csrf_token": csrf}, timeout=10, allow_redirects=False)
         assert out.status_code == 302
         page, form = replay_cookie(relay, saved, csrf, "after-logout")
