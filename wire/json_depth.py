@@ -18,6 +18,7 @@ from itertools import accumulate
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+_CHUNK = 64 * 1024
 
 
 def nesting_depth(text: str | bytes) -> int:
@@ -26,8 +27,23 @@ def nesting_depth(text: str | bytes) -> int:
         text = bytes(text).decode(json.detect_encoding(text), "replace")
     if "[" not in text and "{" not in text:
         return 0
-    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii")
-    return max(0, max(accumulate(map(_STEP.__getitem__, brackets)), default=0))
+    return _deepest(_brackets(text))
+
+
+def _brackets(text: str) -> bytes:
+    return _NOT_BRACKET.sub("", _STRING.sub("", text)).encode("ascii")
+
+
+def _deepest(brackets: bytes, stop_above: int | None = None) -> int:
+    """The running depth's maximum, folded a chunk at a time so a hostile text stops at its first chunk."""
+    deepest = depth = 0
+    for start in range(0, len(brackets), _CHUNK):
+        steps = accumulate(map(_STEP.__getitem__, brackets[start:start + _CHUNK]), initial=depth)
+        levels = list(steps)
+        deepest, depth = max(deepest, *levels), levels[-1]
+        if stop_above is not None and deepest > stop_above:
+            break
+    return deepest
 
 
 def nests_deeper(text: str | bytes, limit: int) -> bool:
@@ -35,4 +51,4 @@ def nests_deeper(text: str | bytes, limit: int) -> bool:
     openers than the limit)."""
     if isinstance(text, bytes | bytearray):
         text = bytes(text).decode(json.detect_encoding(text), "replace")
-    return text.count("[") + text.count("{") > limit and nesting_depth(text) > limit
+    return text.count("[") + text.count("{") > limit and _deepest(_brackets(text), stop_above=limit) > limit
