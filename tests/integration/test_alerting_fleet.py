@@ -81,6 +81,8 @@ def receiver(answer: tuple[int, bytes]) -> ThreadingHTTPServer:
 
 # ------------------------------------------------------------------------------------------- the scene
 
+DATA_PLANE_APP = "dbstrand"  # the one application whose data plane (env:FLEET_SYSDB) the operator binds
+
 
 @dataclass
 class World:
@@ -92,8 +94,8 @@ class World:
     procs: list[ExecutorProcess] = field(default_factory=list)
     apps: list[str] = field(default_factory=list)
 
-    def app(self, prefix: str, grace_s: int = 1) -> tuple[str, str]:
-        app = f"{prefix}-{secrets.token_hex(3)}"
+    def app(self, prefix: str, grace_s: int = 1, exact: bool = False) -> tuple[str, str]:
+        app = prefix if exact else f"{prefix}-{secrets.token_hex(3)}"
         register_app(self.relay, app)
         self.apps.append(app)
         patched = self.relay.api("PATCH", f"/v2/orgs/{ORG}/apps/{app}", json={"executorTimeoutSecs": grace_s})
@@ -173,6 +175,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
         "RELAY_ALERT_SLACK_WEBHOOK_URL": f"http://127.0.0.1:{slack.server_port}{SLACK_PATH}",
         "RELAY_ALERT_PAGERDUTY_URL": f"http://127.0.0.1:{pagerduty.server_port}/v2/enqueue",
         "RELAY_ALERT_PAGERDUTY_ROUTING_KEY": ROUTING_KEY, "FLEET_SYSDB": data_plane_db,
+        "RELAY_DATA_PLANE_REFERENCES": f"{ORG}/{DATA_PLANE_APP}=env:FLEET_SYSDB",  # bound by the operator
     })
     world = World(relay, slack, pagerduty, tmp, data_plane_db)
     try:
@@ -330,7 +333,7 @@ def test_a_version_left_without_executors_with_pending_workflows_is_stranded(wor
 
 def test_with_every_executor_down_stranded_version_reads_the_system_database(world: World) -> None:
     w = world
-    app, key = w.app("dbstrand")
+    app, key = w.app(DATA_PLANE_APP, exact=True)
     plane = w.relay.api("PUT", f"/relay/v1/orgs/{ORG}/apps/{app}/data-plane",
                         json={"systemDatabaseUrlFrom": "env:FLEET_SYSDB"})
     assert plane.status_code == 200 and plane.json()["state"]["status"] == "ready", plane.text

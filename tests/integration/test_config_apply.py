@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
     """One server for the module; each test works in an organization of its own."""
-    with RelayProcess(tmp_path_factory.mktemp("relay-config")) as server:
+    # The operator binds the data plane's reference to its application (RELAY_DATA_PLANE_REFERENCES).
+    with RelayProcess(tmp_path_factory.mktemp("relay-config"),
+                      env={"RELAY_DATA_PLANE_REFERENCES": "cfg_full/orders=env:ORDERS_SYSDB"}) as server:
         yield server
 
 
@@ -262,7 +264,8 @@ def test_prune_removes_what_the_file_leaves_out(relay: RelayProcess, tmp_path: P
 
 
 def test_apply_on_postgresql(pg_url: str, tmp_path: Path) -> None:
-    with RelayProcess(tmp_path / "data", database_url=pg_url) as server:
+    with RelayProcess(tmp_path / "data", database_url=pg_url,
+                      env={"RELAY_DATA_PLANE_REFERENCES": "cfg_pg/orders=env:ORDERS_SYSDB"}) as server:
         org = new_org(server, "cfg_pg")
         path = write(tmp_path, config(org, FULL_APPS, FULL_KEYS))
         start = len(events(server, org))

@@ -162,6 +162,8 @@ def databases(pg_server: str) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="module")
 def relay(databases: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
     env = {sdk.env_name: databases[sdk.key] for sdk in SDKS}
+    # The operator binds each reference to its application (RELAY_DATA_PLANE_REFERENCES).
+    env["RELAY_DATA_PLANE_REFERENCES"] = " ".join(f"{ORG}/{sdk.app}=env:{sdk.env_name}" for sdk in SDKS)
     with RelayProcess(tmp_path_factory.mktemp("relay-dataplane-current"), env=env) as server:
         for url in databases.values():
             server.remember_secret(url, "system database URL")

@@ -126,6 +126,7 @@ class World:
     app: CurrentSdkExecutor
     ready: dict[str, Any]
     database: str  # the app's system database URL: Relay must never store or show it
+    urls: Path  # where the `file:` references the operator bound to the app are
 
     @property
     def ids(self) -> dict[str, str]:
@@ -156,7 +157,11 @@ def world(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     database = pg.create_database(pg_server)
     workdir = tmp_path_factory.mktemp("current-app")
     env = {"APP_NAME": APP, "SYSTEM_DATABASE_URL": database}
-    relay = RelayProcess(tmp_path_factory.mktemp("relay-data"), env={URL_ENV: database})
+    urls = tmp_path_factory.mktemp("pyapp-urls")
+    bound = [f"env:{URL_ENV}", "env:PYAPP_NOT_SET", f"file:{urls / 'empty-url'}",
+             f"file:{urls / 'system-database-url'}"]
+    relay = RelayProcess(tmp_path_factory.mktemp("relay-data"), env={
+        URL_ENV: database, "RELAY_DATA_PLANE_REFERENCES": " ".join(f"{ORG}/{APP}={r}" for r in bound)})
     relay.remember_secret(database, "system database URL")  # never in Relay's log
     app = CurrentSdkExecutor(APP_SCRIPT, name="current-v1", cwd=workdir, env={**env, "APP_VERSION": "v1"})
     try:
@@ -169,7 +174,7 @@ def world(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         assert relay.api("PUT", BASE, json={}).status_code == 204
         ready = ready_info(app, timeout=60)
         assert (ready["dbos_version"], ready["app_version"]) == ("3.4.0", "v1"), ready
-        yield World(relay, app, ready, database)
+        yield World(relay, app, ready, database, urls)
     finally:
         app.kill()
         relay.stop()
@@ -214,20 +219,23 @@ def test_read_mode_reads_and_refuses_writes(world: World) -> None:
         assert w.seen("gate-stopped", held) == []
 
 
-def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_path: Path, pg_server: str) -> None:
+def test_references_a_file_reference_and_the_url_never_shown(world: World, pg_server: str) -> None:
     w = world
     # The URL itself is refused (and not echoed); a reference that points nowhere is configured but unresolved.
     given = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": w.database})
     assert given.status_code == 422 and w.database not in given.text, given.text
     unset = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": "env:PYAPP_NOT_SET"})
     assert unset.status_code == 200 and unset.json()["state"]["status"] == "unresolved", unset.text
-    refused = w.relay.api("GET", f"{BASE}/workflows")
-    assert refused.status_code == 503 and "PYAPP_NOT_SET" in refused.json()["detail"], refused.text
+    refused = w.relay.api("GET", f"{BASE}/workflows")  # why is in Relay's log, not the caller's to learn
+    assert refused.status_code == 503 and "cannot be used" in refused.json()["detail"], refused.text
+    assert "PYAPP_NOT_SET" not in refused.text and "PYAPP_NOT_SET of the Relay server is not set" in w.relay.log_text()
+    unbound = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": "env:OTHER_APP_SYSDB"})
+    assert unbound.status_code == 422 and "RELAY_DATA_PLANE_REFERENCES" in unbound.text, unbound.text
     # A database that is not a DBOS system database is refused, not written to.
     empty = pg.create_database(pg_server)
     try:
-        (tmp_path / "empty-url").write_text(empty)
-        state = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": f"file:{tmp_path / 'empty-url'}"})
+        (w.urls / "empty-url").write_text(empty)
+        state = w.relay.api("PUT", DATA_PLANE, json={"systemDatabaseUrlFrom": f"file:{w.urls / 'empty-url'}"})
         assert state.status_code == 200 and state.json()["state"]["status"] == "refused", state.text
         assert empty not in state.text
         with psycopg.connect(empty, autocommit=True) as conn:
@@ -238,7 +246,7 @@ def test_references_a_file_reference_and_the_url_never_shown(world: World, tmp_p
         w.relay.api("DELETE", DATA_PLANE)
         pg.drop_database(empty)
 
-    url_file = tmp_path / "system-database-url"
+    url_file = w.urls / "system-database-url"
     url_file.write_text(w.database + "\n")  # as `echo "$URL" > file` writes it
     url_file.chmod(0o600)
     answer = configure(w.relay, f"file:{url_file}", statementTimeoutMs=5000, poolSize=1)  # mode: "read" by default

@@ -83,7 +83,10 @@ def relay(tmp_path: Path):
     env = {"FLOOR_DB": f"sqlite:///{tmp_path / 'floor.sqlite'}",
            "BELOW_DB": f"sqlite:///{tmp_path / 'below.sqlite'}",
            "NEWER_DB": f"sqlite:///{tmp_path / 'newer.sqlite'}",
-           "OLD_SDK_DB": f"sqlite:///{tmp_path / 'old-sdk.sqlite'}"}
+           "OLD_SDK_DB": f"sqlite:///{tmp_path / 'old-sdk.sqlite'}",
+           # the operator binds each reference to its application
+           "RELAY_DATA_PLANE_REFERENCES": "local/floor-app=env:FLOOR_DB local/below-app=env:BELOW_DB "
+                                          "local/newer-app=env:NEWER_DB local/old-sdk-app=env:OLD_SDK_DB"}
     with RelayProcess(env=env) as server:
         server.start()
         yield server
@@ -147,7 +150,8 @@ def test_the_url_is_never_shown_and_a_database_coming_back_is_picked_up(pg_url: 
     dead = re.sub(r":(\d+)/", f":{free_port()}/", good, count=1)  # nothing listens there
     url_file = tmp_path / "sysdb-url"
     url_file.write_text(dead)
-    with RelayProcess(env={"APP_SYSDB": good}) as relay:
+    bound = f"local/pw-app=env:APP_SYSDB local/down-app=file:{url_file}"
+    with RelayProcess(env={"APP_SYSDB": good, "RELAY_DATA_PLANE_REFERENCES": bound}) as relay:
         for secret in (good, dead, PASSWORD):
             relay.remember_secret(secret, "system database URL")  # every stop and the session's sweep grep for it
         relay.start()

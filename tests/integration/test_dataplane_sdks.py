@@ -52,8 +52,18 @@ def databases(pg_server: str) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def relay(databases: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+def python_url_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the `file:` reference of dp-python's system database is (bound to it before Relay starts)."""
+    return tmp_path_factory.mktemp("dp-python-url") / "system-database-url"
+
+
+@pytest.fixture(scope="module")
+def relay(databases: dict[str, str], python_url_file: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
     env = {env_name(sdk): databases[sdk.key] for sdk in SDKS}
+    # The operator binds each reference to its application (RELAY_DATA_PLANE_REFERENCES).
+    env["RELAY_DATA_PLANE_REFERENCES"] = " ".join(
+        [f"local/dp-{sdk.key}=env:{env_name(sdk)}" for sdk in SDKS] + [f"local/dp-python=file:{python_url_file}"])
     with RelayProcess(tmp_path_factory.mktemp("relay-dataplane"), env=env) as server:
         for url in databases.values():
             server.remember_secret(url, "system database URL")  # never in its log
@@ -253,7 +263,8 @@ def test_an_sdks_system_database_is_served_when_its_executor_is_gone(
         app.stop()
 
 
-def test_a_python_apps_default_sqlite_system_database_is_served(relay: RelayProcess, tmp_path: Path) -> None:
+def test_a_python_apps_default_sqlite_system_database_is_served(relay: RelayProcess, tmp_path: Path,
+                                                               python_url_file: Path) -> None:
     """dbos 3.2.0 (the harness's interpreter) with no SYSTEM_DATABASE_URL: a SQLite file in its working
     directory, referenced by a `file:` that holds its sqlite:/// URL."""
     app = new_app(relay, None, "dp-python", "", tmp_path)
@@ -274,7 +285,7 @@ def test_a_python_apps_default_sqlite_system_database_is_served(relay: RelayProc
             wait_status(app, workflow_id, {status}, "executor")
         sqlite_file = workdir / "dbos_system.sqlite"
         assert sqlite_file.exists()
-        reference = tmp_path / "system-database-url"
+        reference = python_url_file
         reference.write_text(f"sqlite:///{sqlite_file}\n")
 
         configure(app, f"file:{reference}")
