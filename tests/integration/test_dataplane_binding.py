@@ -158,6 +158,16 @@ def test_an_application_reaches_only_the_database_bound_to_it(databases: Databas
             assert answer.status_code == 404, (method, path, answer.status_code, answer.text)
             tried += 1
         assert workflow_ids(relay, "bravo") == bravo_ids
+
+        # The operator unbinds alpha's reference: the recorded data plane stops answering after the restart.
+        relay.stop()
+        relay.extra_env["RELAY_DATA_PLANE_REFERENCES"] = "local/bravo=env:B_SYSDB"
+        relay.start()
+        state = relay.api("GET", plane_path("alpha"), token=alpha_key).json()["state"]
+        assert state == {"status": "unresolved", "detail": GENERIC, "schemaVersion": None}, state
+        assert relay.api("GET", f"/v2/orgs/{ORG}/apps/alpha/workflows", token=alpha_key).status_code == 503
+        assert "env:A_SYSDB is not bound to this application" in relay.log_text()
+        assert workflow_ids(relay, "bravo") == bravo_ids
         relay.stop()
     record("dataplane-binding", area="Isolation", tried={"cross-app data-plane attempts": tried},
            outcome="refused (403 app-scoped key; 422 reference not bound to the app); nothing recorded, "

@@ -18,6 +18,7 @@ from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.actors.dataplane_reference import MAX_REFERENCE_FILE_BYTES, UnsafeReference, UnusableReference, resolve_url
 from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION, judge
 from relay.actors.dataplane_values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
+from relay.actors.settings import ConfigError, Settings
 from relay.events.application import App
 from relay.events.data_plane import check_data_plane, check_reference_allowed, parse_allowed_references
 from relay.events.errors import IllegalTransitionError, InvalidValueError
@@ -118,6 +119,11 @@ def test_the_operator_binds_references_to_applications() -> None:
         with pytest.raises(InvalidValueError) as refused:
             parse_allowed_references(bad)
         assert "u:p@" not in str(refused.value)
+    # A bad list stops `relay serve` at start, naming the setting and the entry, not its text.
+    with pytest.raises(ConfigError, match=r"RELAY_DATA_PLANE_REFERENCES: entry 2 .*bound to local/alpha"):
+        Settings.from_env({"RELAY_DATA_PLANE_REFERENCES": "local/alpha=env:A local/bravo=env:A"})
+    assert Settings.from_env({"RELAY_DATA_PLANE_REFERENCES": "local/alpha=env:A"}).data_plane_references == {
+        ("local", "alpha"): frozenset({"env:A"})}
 
 
 def test_scrub_removes_the_url_its_password_and_any_credentials() -> None:
