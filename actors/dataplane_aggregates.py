@@ -1,7 +1,8 @@
-"""Workflow aggregates from a system database's workflow list (issue 15): the public client lists workflows but
-does not group them, so Relay pages through the list (without inputs or outputs) and folds it here, the way an
-executor's get_workflow_aggregates answers: groups by the requested fields (and a time bucket of the creation
-time), with the selected measures. Pure."""
+"""Workflow aggregates folded from a system database's workflow list (issue 15), the fallback of the data plane's
+GROUP BY (actors/dataplane_sql.py, issue 34) on a schema version that query is not tested on: the public client
+lists workflows but does not group them, so Relay pages through the list (without inputs or outputs) and folds
+it here as it comes, the way an executor's get_workflow_aggregates answers: groups by the requested fields (and
+a time bucket of the creation time), with the selected measures. Pure."""
 
 from __future__ import annotations
 

@@ -6,10 +6,14 @@ connected executor, and web/executor_calls.py says so."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
+import gevent
+import gevent.monkey
+
+from relay.actors import dataplane_sql
 from relay.actors.dataplane import DataPlane, DataPlaneError
 from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.actors.dataplane_values import as_text
@@ -18,7 +22,7 @@ from relay.wire import protocol
 from relay.wire.messages import MessageType
 
 M = MessageType
-Answer = Callable[[Any, Any], dict[str, Any]]
+Answer = Callable[..., dict[str, Any]]  # (client, request), or (plane, client, request): _NEEDS_PLANE
 
 
 def _body_filters(body: Any) -> dict[str, Any]:
@@ -44,14 +48,14 @@ def _list_workflows(client: Any, request: Any) -> dict[str, Any]:
     return {"output": [records.workflow(s, as_text) for s in client.list_workflows(**filters)]}
 
 
-# Aggregating in Relay reads every matching workflow's status (never its inputs or outputs), page by page, up to
-# this many: past it the request is refused (narrow the time window) rather than holding the database for long.
+# The fallback on a schema version the GROUP BY is not tested on (actors/dataplane_sql.py): the client's list,
+# page by page without inputs or outputs, folded as it comes (memory: the groups, not the workflows). Past this
+# many the request is refused (narrow the time window) rather than holding the database for long.
 AGGREGATE_PAGE = 5_000
-MAX_AGGREGATED_WORKFLOWS = 200_000
+MAX_AGGREGATED_WORKFLOWS = 10_000_000
 
 
-def _workflow_aggregates(client: Any, request: Any) -> dict[str, Any]:
-    body = request.body
+def _aggregate_filters(body: Any) -> dict[str, Any]:
     filters = {
         "status": body.status, "name": body.name, "app_version": body.app_version, "executor_id": body.executor_id,
         "queue_name": body.queue_name, "workflow_id_prefix": body.workflow_id_prefix, "workflow_ids": body.workflow_ids,
@@ -62,21 +66,32 @@ def _workflow_aggregates(client: Any, request: Any) -> dict[str, Any]:
         "dequeued_before": body.dequeued_before, "was_forked_from": body.was_forked_from,
         "has_parent": body.has_parent, "attributes": body.attributes,
     }
-    filters = {k: v for k, v in filters.items() if v is not None}
-    statuses: list[Any] = []
-    while True:
-        page = client.list_workflows(**filters, load_input=False, load_output=False, limit=AGGREGATE_PAGE,
-                                     offset=len(statuses))
-        statuses.extend(page)
-        if len(statuses) > MAX_AGGREGATED_WORKFLOWS:
-            raise DataPlaneError(422, f"more than {MAX_AGGREGATED_WORKFLOWS} workflows match: narrow the time "
-                                      "window (startTime, endTime) to aggregate them from the system database")
-        if len(page) < AGGREGATE_PAGE:
-            break
+    return {k: v for k, v in filters.items() if v is not None}
+
+
+def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    filters = _aggregate_filters(body)
     try:
-        return {"output": aggregate(statuses, body)}
+        if dataplane_sql.supports(plane.state().schema_version):  # the client is open: its checked version
+            return {"output": dataplane_sql.workflow_aggregates(client, filters, body)}
+        return {"output": aggregate(_every_status(client, filters), body)}
     except AggregateRequestError as error:
         raise DataPlaneError(422, str(error)) from None
+
+
+def _every_status(client: Any, filters: dict[str, Any]) -> Iterator[Any]:
+    seen = 0
+    while True:
+        page = client.list_workflows(**filters, load_input=False, load_output=False, limit=AGGREGATE_PAGE,
+                                     offset=seen)
+        seen += len(page)
+        if seen > MAX_AGGREGATED_WORKFLOWS:
+            raise DataPlaneError(422, f"more than {MAX_AGGREGATED_WORKFLOWS} workflows match: narrow the time "
+                                      "window (startTime, endTime) to aggregate them from the system database")
+        yield from page
+        if len(page) < AGGREGATE_PAGE:
+            return
 
 
 def _list_queued(client: Any, request: Any) -> dict[str, Any]:
@@ -194,11 +209,11 @@ def _set_latest(client: Any, request: Any) -> dict[str, Any]:
 
 # Per message type: its answer, and whether it changes the database (refused in "read" mode).
 ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
+    M.GET_WORKFLOW_AGGREGATES: (_workflow_aggregates, False),
     M.LIST_WORKFLOWS: (_list_workflows, False),
     M.LIST_QUEUED_WORKFLOWS: (_list_queued, False),
     M.GET_WORKFLOW: (_get_workflow, False),
     M.LIST_STEPS: (_list_steps, False),
-    M.GET_WORKFLOW_AGGREGATES: (_workflow_aggregates, False),
     M.CANCEL: (_cancel, True),
     M.RESUME: (_resume, True),
     M.DELETE: (_delete, True),
@@ -214,6 +229,10 @@ ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
     M.LIST_APPLICATION_VERSIONS: (_list_versions, False),
     M.SET_LATEST_APPLICATION_VERSION: (_set_latest, True),
 }
+
+
+# The answers that depend on the database opened (its schema version), not only on the client.
+_NEEDS_PLANE = frozenset({_workflow_aggregates})
 
 
 # Heavy reads the database answers even when an executor is connected: aggregating every workflow of a window
@@ -244,12 +263,34 @@ def answer(plane: DataPlane, request: Any) -> Any:
                                   f"read-only (mode read): '{request.type.value}' changes the system database")
     client = plane.client()
     try:
-        fields = handler(client, request)
+        fields = _off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
+                          else handler(client, request))
     except DataPlaneError:
         raise
     except Exception as error:
         raise _client_error(plane, request, error) from None
     return protocol.response_for(request.type.value, request.request_id, fields)
+
+
+def _off_hub(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a client call in gevent's threadpool under relay serve (issue 34): loading and converting a page of
+    10,000 workflows is a few hundred ms of CPU that, on the hub, would hold every other request. Here (no
+    gevent: tests, the CLI) it runs in place."""
+    if not gevent.monkey.is_module_patched("threading"):
+        return fn()
+    outcome: list[tuple[bool, Any]] = []
+
+    def caught() -> None:
+        try:
+            outcome.append((True, fn()))
+        except Exception as error:  # raised again in the caller (the threadpool would print it)
+            outcome.append((False, error))
+
+    gevent.get_hub().threadpool.apply(caught)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def _client_error(plane: DataPlane, request: Any, error: Exception) -> DataPlaneError:

@@ -26,11 +26,12 @@ from relay.events.alerting import RULE_TYPES, check_rule_metadata
 from relay.events.errors import InvalidValueError
 from relay.events.ids import app_id
 from relay.events.names import APP_NAME
+from relay.web.api_values import page_description
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.openapi import operation, query
 from relay.web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
 from relay.web.problems import invalid, not_found
-from relay.web.requests_ import int_arg, json_body
+from relay.web.requests_ import int_arg, json_body, page_limit_arg
 from relay.web.translate import view_time
 
 bp = Blueprint("alerting", __name__)
@@ -40,7 +41,8 @@ RELAY_APP = "/relay/v1/orgs/<org>/apps/<app>"
 READ, WRITE = "application.read", "application.write"
 _RULE_TYPE = _t("string", enum=list(RULE_TYPES))
 _FIELDS = {"ruleType", "ruleMetadata", "minIntervalSecs", "receivingAppName"}
-_PAGE = (query("limit", "integer", "int64"), query("offset", "integer", "int64"))
+_PAGE = (query("limit", "integer", "int64", description=page_description(100, 1000)),
+         query("offset", "integer", "int64"))
 
 # The shapes of these routes, as components of /openapi.json (the v2 ones are the reference's).
 COMPONENTS.update({
@@ -211,7 +213,7 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response:
 def list_alerts(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    rows = runtime().views.alerting.alerts(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
+    rows = runtime().views.alerting.alerts(org, app, limit=page_limit_arg(100, 1000),
                                          offset=int_arg("offset", 0, maximum=2**31))
     return jsonify({"alerts": [alert_v1(r) for r in rows]})
 
@@ -222,6 +224,6 @@ def list_alerts(org: str, app: str) -> Response:
 def list_retention_runs(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    rows = runtime().views.operations.retention_runs(org, app, limit=int_arg("limit", 100, minimum=1, maximum=1000),
+    rows = runtime().views.operations.retention_runs(org, app, limit=page_limit_arg(100, 1000),
                                                  offset=int_arg("offset", 0, maximum=2**31))
     return jsonify({"runs": [retention_run_v1(r) for r in rows]})

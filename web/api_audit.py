@@ -12,11 +12,11 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.web.api_values import view_time
+from relay.web.api_values import page_description, view_time
 from relay.web.context import authorize, runtime
 from relay.web.openapi import operation, query
 from relay.web.problems import invalid
-from relay.web.requests_ import int_arg
+from relay.web.requests_ import int_arg, page_limit_arg
 
 bp = Blueprint("v2_audit", __name__)
 
@@ -104,12 +104,13 @@ def _listed(row: dict[str, Any], operations_since: int | None) -> bool:
 @operation("listAuditLogs", summary="List audit logs", tag="Audit", returns="AuditLogEntry[]",
            query=(query("startTime", "string", "date-time"), query("endTime", "string", "date-time"),
                   query("operation", "string"), query("subject", "string"), query("target", "string"),
-                  query("limit", "integer", "int64"), query("offset", "integer", "int64")))
+                  query("limit", "integer", "int64", description=page_description(100, 1000)),
+                  query("offset", "integer", "int64")))
 def list_audit_logs(org: str) -> Response:
     authorize("organization.read", org)
     runtime().wait_for_views()  # read-your-writes: the caller's own last action is listed
     start, end = _time_arg("startTime"), _time_arg("endTime")
-    limit = int_arg("limit", 100, minimum=1, maximum=1000)
+    limit = page_limit_arg(100, 1000)
     offset = int_arg("offset", 0, maximum=1_000_000)
     operation, subject, target = (request.args.get(k) or None for k in ("operation", "subject", "target"))
     rows = runtime().views.audit.entries(

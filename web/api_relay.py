@@ -6,11 +6,11 @@ import gevent
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import views_to_api
-from relay.web.api_values import view_time
+from relay.web.api_values import page_description, view_time
 from relay.web.context import authorize, principal, require_app, runtime
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError
-from relay.web.requests_ import check_path_names, int_arg
+from relay.web.requests_ import check_path_names, int_arg, page_limit_arg
 
 bp = Blueprint("relay", __name__)
 
@@ -43,7 +43,8 @@ def readyz() -> Response:
 @operation("listRelayEvents", summary="Relay's event log, oldest first, with positions", tag="Relay",
            returns="RelayEventList",
            query=(query("org", "string"), query("app", "string"), query("type", "string"),
-                  query("since", "integer", "int64"), query("limit", "integer", "int64")))
+                  query("since", "integer", "int64"),
+                  query("limit", "integer", "int64", description=page_description(100, 10_000))))
 def events() -> Response:
     """The event log, oldest first, with positions. The admin sees every organization; a key with
     organization.read sees its own."""
@@ -63,14 +64,16 @@ def events() -> Response:
         app=app,
         event=request.args.get("type") or None,
         since=int_arg("since", 0, maximum=2**62),
-        limit=int_arg("limit", 100, minimum=1, maximum=10_000),
+        limit=page_limit_arg(100, 10_000),
     )
     return jsonify({"events": [views_to_api.event_entry(r) for r in rows]})
 
 
 @bp.get("/relay/v1/orgs/<org>/apps/<app>/recoveries")
 @operation("listRecoveries", summary="Recovery dispatches of the app's dead executors, newest first", tag="Relay",
-           returns="RelayRecoveryList", query=(query("limit", "integer", "int64"), query("offset", "integer", "int64")))
+           returns="RelayRecoveryList",
+           query=(query("limit", "integer", "int64", description=page_description(100, 1000)),
+                  query("offset", "integer", "int64")))
 def recoveries(org: str, app: str) -> Response:
     """Every recovery dispatch of the app's dead executors, newest first: to which peer, from which
     instance, and its outcome (pending, failed with a reason, acknowledged)."""
@@ -79,7 +82,7 @@ def recoveries(org: str, app: str) -> Response:
     rows = runtime().views.registry.recoveries(
         org,
         app,
-        limit=int_arg("limit", 100, minimum=1, maximum=1000),
+        limit=page_limit_arg(100, 1000),
         offset=int_arg("offset", 0, maximum=2**31),
     )
     return jsonify({"recoveries": [_recovery(r) for r in rows]})

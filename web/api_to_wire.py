@@ -12,9 +12,11 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from relay.web.api_values import (
+    DEFAULT_LIMIT,
     INT32_MAX,
     INT64_MAX,
     MAX_LIMIT,
+    PAGE_DESCRIPTION,
     WORKFLOW_STATUSES,
     _wire_time,
     parse_time,
@@ -84,7 +86,12 @@ def _object(location: str, value: Any) -> dict[str, Any]:
     return value
 
 
-_LIMIT = _integer(1, MAX_LIMIT)
+def _page_limit(location: str, value: Any) -> int:
+    """At least 1; above MAX_LIMIT served as MAX_LIMIT (api_values: clamped, not refused)."""
+    return min(_integer(1, INT64_MAX)(location, value), MAX_LIMIT)
+
+
+_LIMIT = _page_limit
 _OFFSET = _integer(0, INT64_MAX)
 _STRINGS = _list_of(_string)
 _STATUSES = _list_of(_status)
@@ -100,7 +107,8 @@ class Field(NamedTuple):
 
 
 _SCHEMA_OF: dict[Converter, Schema] = {
-    _boolean: BOOL, _string: STR, _time: TIME, _object: ANY_OBJECT, _LIMIT: INT64, _OFFSET: INT64,
+    _boolean: BOOL, _string: STR, _time: TIME, _object: ANY_OBJECT, _OFFSET: INT64,
+    _LIMIT: {**INT64, "description": PAGE_DESCRIPTION},
     _STRINGS: NSTRS, _STATUSES: NSTRS, _status: STR,
 }
 
@@ -255,12 +263,13 @@ STEP_AGGREGATES_BODY: Spec = {
 def list_workflows_request(args: Mapping[str, str]) -> protocol.ListWorkflowsRequest:
     """``GET .../workflows`` query parameters (status, workflowName, limit, offset, sortDesc, loadInput,
     loadOutput) as list_workflows. Inputs and outputs only when asked for."""
-    return protocol.ListWorkflowsRequest(body=_build(protocol.ListWorkflowsBody, **_query(args, LIST_WORKFLOWS_QUERY)))
+    fields = {"limit": DEFAULT_LIMIT, **_query(args, LIST_WORKFLOWS_QUERY)}
+    return protocol.ListWorkflowsRequest(body=_build(protocol.ListWorkflowsBody, **fields))
 
 
 def search_workflows_request(body: Mapping[str, Any]) -> protocol.ListWorkflowsRequest:
     """A ``WorkflowSearchBody`` as list_workflows."""
-    fields = _fields(body, SEARCH_BODY)
+    fields = {"limit": DEFAULT_LIMIT, **_fields(body, SEARCH_BODY)}
     return protocol.ListWorkflowsRequest(body=_build(protocol.ListWorkflowsBody, **fields))
 
 
@@ -288,7 +297,8 @@ def get_workflow_request(workflow_id: str, *, load: bool = True) -> protocol.Get
 
 
 def list_steps_request(workflow_id: str, args: Mapping[str, str]) -> protocol.ListStepsRequest:
-    fields = _query(args, {"limit": field("limit", _LIMIT), "offset": field("offset", _OFFSET)})
+    page = {"limit": field("limit", _LIMIT), "offset": field("offset", _OFFSET)}
+    fields = {"limit": DEFAULT_LIMIT, **_query(args, page)}
     return protocol.ListStepsRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 

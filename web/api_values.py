@@ -13,7 +13,20 @@ from relay.web.problems import invalid
 WORKFLOW_STATUSES = frozenset(
     {"ENQUEUED", "DELAYED", "PENDING", "SUCCESS", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "CANCELLED"}
 )
+# Every list's page (issue 34, README "Pages"): DEFAULT_LIMIT when the caller sets no limit, and a limit above
+# MAX_LIMIT is served as MAX_LIMIT (clamped, not refused: Conductor's reference declares no maximum, so its
+# clients may ask for more and must still get a page).
+DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
+
+
+def page_description(default: int = DEFAULT_LIMIT, maximum: int = MAX_LIMIT) -> str:
+    """How a list's `limit` is read, as /openapi.json declares it."""
+    return (f"Page size: {default} when unset; a limit above {maximum} is served as {maximum} (clamped). Page on "
+            "with offset: a page shorter than the limit served is the last.")
+
+
+PAGE_DESCRIPTION = page_description()
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 

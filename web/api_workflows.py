@@ -16,7 +16,9 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web import translate
+from relay.web.api_values import PAGE_DESCRIPTION
 from relay.web.executor_calls import authorize_app, call, require_workflow, require_workflows
+from relay.web.json_lists import listed_json
 from relay.web.openapi import operation, query
 from relay.web.problems import ApiError, not_found
 from relay.web.requests_ import json_body
@@ -38,7 +40,7 @@ def _listed(org: str, app: str, req: object, shape: Callable[[Any], dict[str, An
             field: str = "output") -> Response:
     """Ask an executor, and answer the records of its response's `field` in their v2 shape."""
     response = call(org, app, req)
-    return jsonify([shape(r) for r in getattr(response, field) or []])
+    return listed_json(getattr(response, field) or [], shape)
 
 
 def _workflow(app: str) -> Callable[[Any], dict[str, Any]]:
@@ -54,7 +56,8 @@ def _succeeded(response: object, what: str) -> None:
 
 @bp.get(APP + "/workflows")
 @operation("listWorkflows", summary="List workflows", tag=TAG, returns="Workflow[]", query=(
-    query("status", "string"), query("workflowName", "string"), query("limit", "integer", "int64"),
+    query("status", "string"), query("workflowName", "string"),
+    query("limit", "integer", "int64", description=PAGE_DESCRIPTION),
     query("offset", "integer", "int64"), query("sortDesc", "boolean"), query("loadInput", "boolean"),
     query("loadOutput", "boolean"),
 ))
@@ -99,12 +102,14 @@ def get_workflow(org: str, app: str, workflow_id: str) -> Response:
 
 @bp.get(ONE + "/steps")
 @operation("listWorkflowSteps", summary="List workflow steps", tag=TAG, returns="Step[]",
-           query=(query("limit", "integer", "int64"), query("offset", "integer", "int64")))
+           query=(query("limit", "integer", "int64", description=PAGE_DESCRIPTION),
+                  query("offset", "integer", "int64")))
 def list_steps(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    steps = translate.list_steps_request(workflow_id, request.args)
-    require_workflow(org, app, workflow_id)
-    return _listed(org, app, steps, translate.step)
+    steps = call(org, app, translate.list_steps_request(workflow_id, request.args)).output or []
+    if not steps:  # one query when there are steps; only an empty page asks whether the workflow exists
+        require_workflow(org, app, workflow_id)
+    return listed_json(steps, translate.step)
 
 
 @bp.get(ONE + "/events")

@@ -514,7 +514,7 @@ def test_errors_and_bad_input(world: World) -> None:
     bad = [
         ("GET", f"{BASE}/workflows?limit=0", 422, "query.limit"),
         ("GET", f"{BASE}/workflows?limit=ten", 422, "query.limit"),
-        ("GET", f"{BASE}/workflows?limit=10001", 422, "query.limit"),
+        ("GET", f"{BASE}/workflows?limit=-1", 422, "query.limit"),
         ("GET", f"{BASE}/workflows?offset=-1", 422, "query.offset"),
         ("GET", f"{BASE}/workflows?status=DONE", 422, "query.status"),
         ("GET", f"{BASE}/workflows?sortDesc=maybe", 422, "query.sortDesc"),

@@ -184,6 +184,7 @@ class ThrowawayCluster:
     bindir: Path | None = None
     start_timeout: float = START_TIMEOUT_S
     durable: bool = False
+    settings: tuple[str, ...] = ()  # more `-c name=value` server settings (e.g. shared_preload_libraries)
     base_dir: Path | None = field(default=None, init=False)
     port: int | None = field(default=None, init=False)
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
@@ -304,6 +305,8 @@ class ThrowawayCluster:
             ]  # fmt: skip
             if not self.durable:
                 argv += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
+            for setting in self.settings:
+                argv += ["-c", setting]
             with self.log_path.open("ab") as log:
                 proc = subprocess.Popen(
                     argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **self._popen_kwargs()

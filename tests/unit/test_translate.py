@@ -220,12 +220,23 @@ def test_list_workflows_query() -> None:
     assert (body["status"], body["workflow_name"], body["limit"], body["offset"]) == ("ERROR", "greet", 50, 10)
     assert (body["sort_desc"], body["load_input"], body["load_output"]) == (True, True, False)
     default = sdk_parse(translate.list_workflows_request({}), sdk.ListWorkflowsRequest).body
-    assert (default["load_input"], default["load_output"], default["limit"]) == (False, False, None)
+    assert (default["load_input"], default["load_output"], default["limit"]) == (False, False, 100)
+
+
+def test_every_workflow_list_has_a_default_and_a_maximum_page() -> None:
+    """Issue 34: no limit asks for a page of DEFAULT_LIMIT (not every workflow); above MAX_LIMIT, MAX_LIMIT."""
+    assert translate.list_workflows_request({}).body.limit == 100
+    assert translate.list_workflows_request({"limit": "10001"}).body.limit == 10_000
+    assert translate.list_workflows_request({"limit": str(2**62)}).body.limit == 10_000
+    assert translate.search_workflows_request({}).body.limit == 100
+    assert translate.search_workflows_request({"limit": 50_000, "queuesOnly": True}).body.limit == 10_000
+    assert translate.list_steps_request("wf", {}).limit == 100
+    assert translate.list_steps_request("wf", {"limit": "99999"}).limit == 10_000
 
 
 @pytest.mark.parametrize(("args", "where"), [
     ({"limit": "0"}, "query.limit"),
-    ({"limit": "10001"}, "query.limit"),
+    ({"limit": str(2**63)}, "query.limit"),
     ({"limit": "ten"}, "query.limit"),
     ({"limit": "1.5"}, "query.limit"),
     ({"offset": "-1"}, "query.offset"),
