@@ -19,6 +19,8 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
 8. restart (only with `--only restart`): 10,000 executors connected, Relay stopped (SIGTERM; SIGKILL) and started
    again on the same port and data directory → time until all HEALTHY again, DEAD records, recoveries dispatched
    (bench/restart.py).
+9. dataplane (only with `--only dataplane`): 181,346 workflows in a dbos 3.4.0 system database on PostgreSQL;
+   the data plane's aggregates and list pages vs the same SQL asked directly (bench/dataplane.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -48,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import httpload, profiles, restart, workers
+from bench import dataplane, httpload, profiles, restart, workers
 from bench.procs import (
     APP,
     ORG,
@@ -775,6 +777,10 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
         rows += workers.summary_rows(r["workers"])
     else:
         rows.append(["workers", e, "", ""])
+    if (e := _err(r, "dataplane")) is None:
+        rows += dataplane.summary_rows(r["dataplane"])
+    elif "dataplane" in r:
+        rows.append(["data plane", e, "", ""])
     return rows
 
 
@@ -912,6 +918,8 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
             restart.details(r, key, add, fmt)
     if _err(r, "workers") is None:
         workers.details(r["workers"], add)
+    if _err(r, "dataplane") is None:
+        dataplane.details(r["dataplane"], add)
     if (p := r.get("profile")) is not None:
         add("### 6. Profiles (py-spy, 100 Hz, relay process)")
         add("")
@@ -947,7 +955,8 @@ def _interrupted(signum: int, _frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
-    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart")
+    parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart,"
+                        "dataplane")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
@@ -999,7 +1008,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = [("start", loadavg())]
     results: dict[str, Any] = {}
     pg_url = None
-    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers"}:
+    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1051,6 +1060,8 @@ def main(argv: list[str] | None = None) -> int:
     if "workers" in wanted:
         record("workers", lambda: {"error": "skipped: no PostgreSQL (see the run log)"} if pg_url is None
                else workers.bench_workers(cfg, work, pg_url, say))
+    if "dataplane" in wanted:  # not in the default set: `--only dataplane`
+        record("dataplane", on_postgres(lambda url: dataplane.bench_dataplane(work, url, say)))
     for path in work.glob("*-data"):
         shutil.rmtree(path, ignore_errors=True)
     say(f"wrote {args.results}")
