@@ -39,11 +39,22 @@ def send_all(sock: Any, data: bytes | bytearray) -> None:
         sock.sendall(memoryview(data)[sent:])
 
 
-class FrameTooLargeError(Exception):
-    """A message larger than RELAY_MAX_FRAME_BYTES: refused before its payload is read.
+class FrameRefusedError(Exception):
+    """A frame refused from its header alone, before any of its payload is read or allocated; the socket is
+    closed with ``code``.
 
-    Not a ProtocolError (nor any socket.error): WebSocket.receive() swallows those into a 1002 close, and the
-    receive loop must see this one to close with 1009."""
+    Not a ProtocolError (nor any socket.error): WebSocket.receive() swallows those into a silent 1002 close, and
+    the receive loop must see this one to log it and close with its code."""
+
+    code = 1002
+    reason = "protocol error"
+
+
+class FrameTooLargeError(FrameRefusedError):
+    """A message larger than RELAY_MAX_FRAME_BYTES: closed with 1009."""
+
+    code = 1009
+    reason = "message too big"
 
 
 class _NoApp:
@@ -129,7 +140,7 @@ def _already_buffered(rfile: Any, sock: Any) -> bytes:
 class RelayWebSocket(WebSocket):
     """Installed on each upgraded socket by the handler (see server.RelayHandler)."""
 
-    __slots__ = ("_message_bytes", "last_pong", "max_message_bytes", "send_lock", "tcp")
+    __slots__ = ("_fragmented", "_message_bytes", "last_pong", "max_message_bytes", "send_lock", "tcp")
 
     max_message_bytes: int
     send_lock: threading.Lock
@@ -143,6 +154,7 @@ class RelayWebSocket(WebSocket):
         self.last_pong = time.monotonic()
         self.tcp = tcp
         self._message_bytes = 0
+        self._fragmented = False  # a text or binary message begun and not finished (its continuations to come)
 
     def detach(self, rfile: Any) -> None:
         """Once the HTTP request is over (server.RelayHandler hands the socket over): read frames from the
@@ -208,17 +220,43 @@ class RelayWebSocket(WebSocket):
             self.tcp.shutdown(socketlib.SHUT_RDWR)
 
 
+# The opcodes of RFC 6455: continuation, text, binary, close, ping, pong. 3-7 and 0xB-0xF are reserved.
+_DATA_OPCODES = frozenset((WebSocket.OPCODE_TEXT, WebSocket.OPCODE_BINARY))
+_KNOWN_OPCODES = frozenset((WebSocket.OPCODE_CONTINUATION, *_DATA_OPCODES, WebSocket.OPCODE_CLOSE,
+                            WebSocket.OPCODE_PING, WebSocket.OPCODE_PONG))
+_MAX_CONTROL_PAYLOAD = 125
+
+
+def check_frame_header(ws: RelayWebSocket, header: Any) -> None:
+    """Refuse a frame from its header alone, before its payload is read: a reserved opcode (1002, whatever
+    length it announces: gevent-websocket would read and allocate it first), a control frame over 125 bytes or
+    fragmented (1002), a continuation without a message begun or a new message inside one (1002), and a
+    message (all its frames) over RELAY_MAX_FRAME_BYTES (1009)."""
+    opcode = header.opcode
+    if opcode not in _KNOWN_OPCODES:
+        raise FrameRefusedError(f"reserved opcode {opcode}")
+    if opcode >= WebSocket.OPCODE_CLOSE:
+        if header.length > _MAX_CONTROL_PAYLOAD or not header.fin:
+            raise FrameRefusedError(f"control frame (opcode {opcode}) over 125 bytes or fragmented")
+        return
+    if opcode in _DATA_OPCODES:
+        if ws._fragmented:
+            raise FrameRefusedError("a new message inside a fragmented one")
+        ws._message_bytes = 0
+    elif not ws._fragmented:
+        raise FrameRefusedError("a continuation frame without a message begun")
+    ws._message_bytes += header.length
+    if ws._message_bytes > ws.max_message_bytes:
+        raise FrameTooLargeError(f"message over {ws.max_message_bytes} bytes")
+    ws._fragmented = not header.fin
+
+
 def _read_frame_checked(ws: RelayWebSocket) -> Any:
-    """WebSocket.read_frame with the size check between header and payload."""
+    """WebSocket.read_frame with the header checked (check_frame_header) between header and payload."""
     header = Header.decode_header(ws.stream)
     if header.flags:
         raise ProtocolError("reserved bits set")
-    if header.opcode in (ws.OPCODE_TEXT, ws.OPCODE_BINARY):
-        ws._message_bytes = 0
-    if header.opcode in (ws.OPCODE_TEXT, ws.OPCODE_BINARY, ws.OPCODE_CONTINUATION):
-        ws._message_bytes += header.length
-        if ws._message_bytes > ws.max_message_bytes:
-            raise FrameTooLargeError(f"message over {ws.max_message_bytes} bytes")
+    check_frame_header(ws, header)
     if not header.length:
         return header, b""
     payload = ws.raw_read(header.length)

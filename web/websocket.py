@@ -21,7 +21,7 @@ from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Conn
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
 from relay.web.openapi import operation
 from relay.web.problems import ApiError, problem_response
-from relay.web.sockets import FrameTooLargeError, GeventFrameSocket, RelayWebSocket
+from relay.web.sockets import FrameRefusedError, GeventFrameSocket, RelayWebSocket
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime
@@ -338,10 +338,13 @@ class ExecutorLink:
             while True:
                 try:
                     message = ws.receive()
-                except FrameTooLargeError:
-                    log.warning("executor %s/%s sent a message over the frame limit; closing", conn.org, conn.app)
-                    reason = "frame too large"
-                    ws.hard_close(1009, "message too big")
+                except FrameRefusedError as refused:  # from its header alone: nothing of its payload read
+                    too_large = refused.code == 1009
+                    log.warning("executor %s/%s sent %s; closing with %d (%s)", conn.org, conn.app,
+                                "a message over the frame limit" if too_large else "a frame refused", refused.code,
+                                refused)
+                    reason = "frame too large" if too_large else "protocol error"
+                    ws.hard_close(refused.code, refused.reason)
                     break
                 if message is None:
                     break
