@@ -84,6 +84,21 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "executor handshakes in progress at once (until the executor has answered `executor_info` and its "
                "connection is recorded); past it an upgrade waits up to 2 s for a place, then is refused with 503 "
                "and `Retry-After: 1`"),
+    EnvSetting("RELAY_MAX_HTTP_CONNECTIONS", "1000",
+               "connections being served at once (HTTP requests, keep-alive connections, executor sockets until "
+               "their upgrade is done; an executor's socket then holds a RELAY_MAX_CONNECTIONS slot instead): past "
+               "it a new connection is answered 503 with `Retry-After: 1` (over TLS: closed) at once, unread"),
+    EnvSetting("RELAY_MAX_BODY_BYTES", "1048576",
+               "the largest request body of an API route (console forms: 64 KiB; the routes below: their own); "
+               "a larger `Content-Length` is answered 413 before the body is read, a chunked body once it passes"),
+    EnvSetting("RELAY_MAX_LARGE_BODY_BYTES", "16777216",
+               "the largest request body of the routes that take large ones: workflow import and raw executor "
+               "requests (the HA forward: RELAY_MAX_FRAME_BYTES and its envelope)"),
+    EnvSetting("RELAY_BODY_TIMEOUT_S", "60",
+               "a request body must arrive whole within this many seconds of its headers (then 408, closed)"),
+    EnvSetting("RELAY_BODY_MIN_BYTES_PER_S", "1024",
+               "the slowest a request body may arrive: it has RELAY_HANDSHAKE_TIMEOUT_S, plus one second for "
+               "every this many bytes received (within RELAY_BODY_TIMEOUT_S); slower, it is cut (408, closed)"),
     EnvSetting("RELAY_LOGIN_FAILURES_PER_MIN", "20",
                "failed logins (an unknown or revoked token at the console's login or as an API bearer) in a "
                "minute, counted per source address (the caller behind RELAY_TRUSTED_PROXIES): past it every login "
@@ -299,6 +314,12 @@ class Settings:
     max_connections: int = 1000
     # Executor handshakes in flight at once (upgrade check → executor identified); past it: 503, Retry-After.
     max_handshakes_in_flight: int = 8192
+    # HTTP at the edge (web/body_limits.py, web/server.py): connections served at once, body caps, body deadline.
+    max_http_connections: int = 1000
+    max_body_bytes: int = 1024 * 1024
+    max_large_body_bytes: int = 16 * 1024 * 1024
+    body_timeout_s: float = 60.0
+    body_min_bytes_per_s: int = 1024
     tls_cert: Path | None = None
     tls_key: Path | None = None
     # A PEM CA trusted (besides the system's) for https to peer instances and by the CLI.
@@ -368,6 +389,11 @@ class Settings:
             login_failures_per_min=_int(env, "RELAY_LOGIN_FAILURES_PER_MIN"),
             max_connections=_int(env, "RELAY_MAX_CONNECTIONS"),
             max_handshakes_in_flight=_int(env, "RELAY_MAX_HANDSHAKES_IN_FLIGHT"),
+            max_http_connections=_int(env, "RELAY_MAX_HTTP_CONNECTIONS"),
+            max_body_bytes=_int(env, "RELAY_MAX_BODY_BYTES"),
+            max_large_body_bytes=_int(env, "RELAY_MAX_LARGE_BODY_BYTES"),
+            body_timeout_s=_float(env, "RELAY_BODY_TIMEOUT_S"),
+            body_min_bytes_per_s=_int(env, "RELAY_BODY_MIN_BYTES_PER_S"),
             tls_cert=tls_cert,
             tls_key=tls_key,
             ca_file=_ca_file(env),

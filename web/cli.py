@@ -426,7 +426,8 @@ def _log_as(tag: str) -> None:
 
 
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.web.server import install_secret_filter, serve
+    from relay.web.log_secrets import install_secret_filter
+    from relay.web.server import serve
     from relay.web.workers import Supervisor
 
     if args.worker is not None:  # one worker of a supervisor: it checked the settings and made the token

@@ -3,16 +3,23 @@ by one regex per line; anything else goes through exactly the parser pywsgi uses
 parser), so odd input (continuation lines, a stray CR, a line that is no header) means what it always meant.
 
 The result is pywsgi's own header class (`OldMessage`, an `email.message.Message`) holding the same
-(name, value) pairs the email parser would have stored, so everything reading it behaves as before."""
+(name, value) pairs the email parser would have stored, so everything reading it behaves as before.
+
+Also the Date header's text and the access log's timestamp, each made once a second."""
 
 from __future__ import annotations
 
 import email.parser
 import http.client
 import re
-from typing import Any
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
 
-from gevent.pywsgi import OldMessage  # type: ignore[attr-defined]
+from gevent.pywsgi import OldMessage, format_date_time  # type: ignore[attr-defined]
+
+T = TypeVar("T")
 
 # http.client's limits, as parse_headers applies them.
 MAX_LINE = 65536
@@ -66,3 +73,22 @@ def environ_headers(message: Any) -> list[tuple[str, str]]:
             continue
         found.append(("HTTP_" + key, value.strip()))
     return found
+
+
+def _once_a_second(make: Callable[[int], T]) -> Callable[[], T]:
+    """``make(int(time.time()))``, made again only when the second changes (every request wants one)."""
+    known: tuple[int, Any] = (-1, None)  # (second, its value): replaced whole, never one second with another's
+
+    def current() -> T:
+        nonlocal known
+        now = int(time.time())
+        if known[0] != now:
+            known = (now, make(now))
+        return known[1]
+
+    return current
+
+
+# pywsgi's Date header text, and its access-log timestamp (`datetime.now().replace(microsecond=0)`).
+http_date = _once_a_second(format_date_time)
+log_time = _once_a_second(lambda now: str(datetime.fromtimestamp(now)))

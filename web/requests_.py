@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from flask import g, request
+from werkzeug.exceptions import HTTPException
 
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.problems import ApiError, bad_request, invalid
@@ -67,7 +68,10 @@ def body_for_audit() -> dict[str, Any]:
         return dict(g.relay_json_body)
     if not request.is_json:
         return {}
-    raw = request.get_data(cache=True)
+    try:
+        raw = request.get_data(cache=True)
+    except (HTTPException, OSError):  # the body cut (too slow, over its route's cap: web/body_limits.py)
+        return {}
     if len(raw) > MAX_BODY_BYTES or nests_deeper(raw, MAX_BODY_DEPTH):
         return {}
     try:

@@ -5,30 +5,29 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
 import signal
 import socket
 import ssl
 import sys
-import time
-from collections.abc import Callable
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import gevent
 import geventwebsocket.handler
 from flask import Flask, Response
 from gevent.event import Event
-from gevent.pywsgi import WSGIServer, format_date_time
+from gevent.pywsgi import WSGIServer
 from geventwebsocket.handler import WebSocketHandler
 
 from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
 from relay.actors.settings import ConfigError, Settings
+from relay.web import body_limits
 from relay.web.forwarded import TrustedProxies
 from relay.web.gc_tuning import tune_gc
-from relay.web.http_parsing import environ_headers, parse_headers
+from relay.web.http_connections import HttpConnections
+from relay.web.http_parsing import environ_headers, http_date, log_time, parse_headers
 from relay.web.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
+from relay.web.log_secrets import install_secret_filter
 from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import RelayWebSocket, send_all
 from relay.web.websocket import (
@@ -40,8 +39,6 @@ from relay.web.websocket import (
 )
 from relay.web.workers import worker_sockets
 from relay.web.wsgi import create_app
-
-T = TypeVar("T")
 
 log = logging.getLogger("relay.server")
 
@@ -76,16 +73,49 @@ class RelayHandler(WebSocketHandler):
     """Checks the executor handshake before upgrading, installs RelayWebSocket, redacts access logs."""
 
     _request_timer: gevent.Timeout | None = None
+    _metered: body_limits.MeteredReader | None = None
+    _capped: body_limits.CappedInput | None = None
 
     def __init__(self, sock: Any, address: Any, server: Any, rfile: Any = None) -> None:
         # No Nagle: pywsgi writes a response's headers and body in two sends, and the body then waited for the
         # client's delayed ACK (40 ms on Linux) on every keep-alive request (bench/FINDINGS.md).
         with contextlib.suppress(OSError, AttributeError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        super().__init__(sock, address, server, rfile if rfile is not None else sock.makefile("rb", READ_BUFFER_BYTES))
+        if rfile is None:  # bodies read under their deadline (web/body_limits.py)
+            rfile, self._metered = body_limits.metered_rfile(sock, READ_BUFFER_BYTES)
+        super().__init__(sock, address, server, rfile)
+
+    def _admit_body(self) -> None:
+        """A request with a body: over its route's cap by `Content-Length`, answered 413 unread (this request's
+        application replaced); else read under its deadline, a chunked one counted against the cap."""
+        environ = self.environ
+        chunked = environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked"
+        length = body_limits.announced_length(environ)
+        if not chunked and not length:
+            return
+        caps: body_limits.BodyCaps = self.server.relay_bodies
+        cap = caps.cap(body_limits.endpoint_of(self.application, environ))
+        if length is not None and length > cap:
+            self.application = body_limits.too_large(cap)  # this request only, as _handshakes_busy
+            self._stop_reading()
+            return
+        if chunked:
+            self._capped = environ["wsgi.input"] = body_limits.CappedInput(environ["wsgi.input"], cap)
+        if self._metered is not None:
+            self._metered.clock = caps.clock()
+
+    def _stop_reading(self) -> None:
+        """Nothing more is read of this connection: no discarding of the rest of the body, no next request."""
+        self.close_connection = True
+        self.wsgi_input = body_limits.NOTHING_TO_DISCARD
+
+    def _body_cut(self) -> bool:
+        clock = self._metered.clock if self._metered is not None else None
+        return bool((clock is not None and clock.expired) or (self._capped is not None and self._capped.over))
 
     def run_application(self) -> Any:
         self.socket.settimeout(None)  # the request arrived: no deadline while it runs (a WebSocket's life)
+        self._admit_body()
         check_handshake(self.server.relay, self.environ, self.server.relay_edge,
                         getattr(self.server, "relay_handshakes", None))
         if self.environ.get("relay.ws_busy"):
@@ -93,6 +123,8 @@ class RelayHandler(WebSocketHandler):
         try:
             return super().run_application()  # for an upgraded socket: until it closes
         finally:
+            if self._body_cut():
+                self._stop_reading()
             if self.environ.pop("relay.ws_slot", False):
                 self.server.relay_edge.slots.release()
             ticket = self.environ.pop("relay.ws_handshake", None)
@@ -157,7 +189,7 @@ class RelayHandler(WebSocketHandler):
         delta = "%.6f" % (self.time_finish - self.time_start) if self.time_finish else "-"
         client = self.client_address[0] if isinstance(self.client_address, tuple) else self.client_address
         status = (self._orig_status or self.status or "000").split()[0]
-        return redact_path(f'{client or "-"} - - [{_log_time()}] "{self.requestline or ""}" {status} {length} {delta}')
+        return redact_path(f'{client or "-"} - - [{log_time()}] "{self.requestline or ""}" {status} {length} {delta}')
 
     def log_error(self, msg: str, *args: Any) -> None:
         # gevent logs the request line on errors too (an invalid one quoted as sent): never with a key in it.
@@ -171,10 +203,14 @@ class RelayHandler(WebSocketHandler):
         # no deadline (run_application lifts the TLS handshake's): the timer bounds the reads, and a socket
         # timeout would cost a timer of its own on every read.
         try:
-            return super().handle_one_request()
+            result = super().handle_one_request()
+            return None if self._body_cut() else result  # None: the connection is closed
         finally:
             if self._request_timer is not None:
                 self._request_timer.cancel()
+            if self._metered is not None:
+                self._metered.clock = None
+            self._capped = None
 
     def read_requestline(self) -> str:
         timer = self._request_timer
@@ -211,7 +247,7 @@ class RelayHandler(WebSocketHandler):
 
     def finalize_headers(self) -> None:
         if self.provided_date is None:  # pywsgi's Date header, its text made once a second
-            self.response_headers.append((b"Date", _http_date()))
+            self.response_headers.append((b"Date", http_date()))
             self.provided_date = "relay"
         super().finalize_headers()
 
@@ -247,23 +283,6 @@ class RelayHandler(WebSocketHandler):
         self._sendall(towrite)
 
 
-def _once_a_second(make: Callable[[int], T]) -> Callable[[], T]:
-    """``make(int(time.time()))``, made again only when the second changes (every request wants one)."""
-    known: tuple[int, Any] = (-1, None)  # (second, its value): replaced whole, never one second with another's
-
-    def current() -> T:
-        nonlocal known
-        now = int(time.time())
-        if known[0] != now:
-            known = (now, make(now))
-        return known[1]
-
-    return current
-
-
-# pywsgi's Date header text, and its access-log timestamp (`datetime.now().replace(microsecond=0)`).
-_http_date = _once_a_second(format_date_time)
-_log_time = _once_a_second(lambda now: str(datetime.fromtimestamp(now)))
 
 
 class RelayServer(WSGIServer):
@@ -283,7 +302,16 @@ class RelayServer(WSGIServer):
         """True (and forgotten) if `sock` was kept open."""
         return self._kept.pop(id(sock), None) is sock
 
+    def do_handle(self, *args: Any) -> None:
+        # RELAY_MAX_HTTP_CONNECTIONS: counted from here until do_close (web/http_connections.py).
+        connections: HttpConnections = self.relay_http  # type: ignore[attr-defined]
+        if not connections.admit():
+            connections.refuse(args[0], tls=self.ssl_enabled)
+            return
+        super().do_handle(*args)
+
     def do_close(self, sock: Any, *args: Any) -> None:
+        self.relay_http.release()  # type: ignore[attr-defined]
         if not self._release_kept(sock):
             super().do_close(sock, *args)
 
@@ -301,46 +329,6 @@ class RelayServer(WSGIServer):
         finally:
             if not self._release_kept(tls_socket):
                 tls_socket.close()
-
-
-class SecretFilter(logging.Filter):
-    """The last line of defence, on every log handler of `relay serve`: `dbos_` keys, and the process's own
-    secrets (admin token, forward secret), and a URL's credentials are masked in any record, its traceback
-    included."""
-
-    API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{30,}")
-    URL_CREDENTIALS = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^@/\s]*@")  # a database URL's user:password@
-
-    def __init__(self, literals: list[str | None]) -> None:
-        super().__init__()
-        self.literals = sorted({s for s in literals if s and len(s) >= 8}, key=len, reverse=True)
-
-    def clean(self, text: str) -> str:
-        for literal in self.literals:
-            text = text.replace(literal, "<redacted>")
-        if "@" in text:
-            text = self.URL_CREDENTIALS.sub(r"\1<redacted>@", text)
-        return self.API_KEY.sub("dbos_<redacted>", text) if "dbos_" in text else text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:
-            return True
-        cleaned = self.clean(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.clean(record.exc_text)
-        return True
-
-
-def install_secret_filter(settings: Settings, *more: str) -> None:
-    secret_filter = SecretFilter([settings.admin_token, settings.forward_secret, *more])
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(secret_filter)
 
 
 class _AccessLog:
@@ -418,9 +406,12 @@ def _servers(settings: Settings, context: ssl.SSLContext | None, public: socket.
         server.relay_edge = EdgeLimits(settings.handshake_failures_per_min, settings.max_connections)  # type: ignore[attr-defined]
         server.relay_handshakes = HandshakeGate(settings.max_handshakes_in_flight)  # type: ignore[attr-defined]
         server.relay_proxies = TrustedProxies(settings.trusted_proxies)  # type: ignore[attr-defined]
+        server.relay_bodies = body_limits.BodyCaps(settings)  # type: ignore[attr-defined]
+        server.relay_http = HttpConnections(settings.max_http_connections)  # type: ignore[attr-defined]
         servers.append(server)
     if len(servers) == 2:  # one worker's limits hold over both its ports
         servers[1].relay_edge, servers[1].relay_handshakes = servers[0].relay_edge, servers[0].relay_handshakes  # type: ignore[attr-defined]
+        servers[1].relay_http = servers[0].relay_http  # type: ignore[attr-defined]
     return servers
 
 

@@ -13,7 +13,7 @@ from flask.testing import FlaskClient
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
-from relay.web.server import SecretFilter
+from relay.web.log_secrets import SecretFilter
 from relay.web.wsgi import create_app
 
 ADMIN = "unexpected-errors-admin-token"
