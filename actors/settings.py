@@ -85,8 +85,8 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "connection is recorded); past it an upgrade waits up to 2 s for a place, then is refused with 503 "
                "and `Retry-After: 1`"),
     EnvSetting("RELAY_MAX_HTTP_CONNECTIONS", "1000",
-               "connections being served at once (HTTP requests, keep-alive connections, executor sockets until "
-               "their upgrade is done; an executor's socket then holds a RELAY_MAX_CONNECTIONS slot instead): past "
+               "connections being served at once (HTTP requests, keep-alive connections; an executor's only until "
+               "its request line names /websocket/, then RELAY_MAX_CONNECTIONS bounds it): past "
                "it a new connection is answered 503 with `Retry-After: 1` (over TLS: closed) at once, unread"),
     EnvSetting("RELAY_MAX_BODY_BYTES", "1048576",
                "the largest request body of an API route (console forms: 64 KiB; the routes below: their own); "

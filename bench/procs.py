@@ -155,6 +155,7 @@ class Relay:
                "RELAY_ADMIN_TOKEN": self.token,
                # Relay's cap on executor sockets (default 1000) must not be what a benchmark measures.
                "RELAY_MAX_CONNECTIONS": str(max(1000, self.max_files)),
+               "RELAY_MAX_HTTP_CONNECTIONS": str(max(1000, self.max_files)),  # nor its cap on connections served
                **self.extra_env}
         if self.database_url:
             env["RELAY_DATABASE_URL"] = self.database_url

@@ -185,11 +185,20 @@ def endpoint_of(app: Any, environ: dict[str, Any]) -> str | None:
     return str(endpoint)
 
 
-def announced_length(environ: dict[str, Any]) -> int | None:
+def announced(environ: dict[str, Any]) -> tuple[bool, int | None] | None:
+    """Whether a request's body is chunked, and its `Content-Length`; None for a request without a body."""
+    chunked = environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked"
     try:
-        return int(environ.get("CONTENT_LENGTH") or 0)
+        length: int | None = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
-        return None
+        length = None
+    return (chunked, length) if chunked or length else None
+
+
+def was_cut(metered: MeteredReader | None, capped: CappedInput | None) -> bool:
+    """Whether the body being read was cut (too slow, or a chunked one past its cap): nothing more is read."""
+    clock = metered.clock if metered is not None else None
+    return bool((clock is not None and clock.expired) or (capped is not None and capped.over))
 
 
 def too_large(cap: int) -> Any:

@@ -14,7 +14,10 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
+
+import gevent
 
 from relay.web.limits import ConnectionSlots
 
@@ -27,11 +30,27 @@ REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/probl
            b"Content-Length: " + str(len(_BODY)).encode() + b"\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + _BODY)
 
 
+class HttpTicket:
+    """One connection's place; `release` (idempotent) gives it back."""
+
+    __slots__ = ("_slots",)
+
+    def __init__(self, slots: ConnectionSlots) -> None:
+        self._slots: ConnectionSlots | None = slots
+
+    def release(self) -> None:
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            slots.release()
+
+
 class HttpConnections:
-    """At most ``limit`` connections served at once; `admit` before a connection's handler, `release` after."""
+    """At most ``limit`` connections served at once: `admit` at the accept, `serving` around the connection's
+    handler (its greenlet's place, given back when it returns, or earlier by `release_current`)."""
 
     def __init__(self, limit: int, summary_every_s: float = 10.0) -> None:
         self.slots = ConnectionSlots(limit)
+        self._serving: dict[Any, HttpTicket] = {}  # greenlet -> its connection's ticket
         self._summary_every_s = summary_every_s
         self._summarised = 0  # refusals when last logged
         self._summary_at = time.monotonic()
@@ -41,11 +60,24 @@ class HttpConnections:
     def limit(self) -> int:
         return self.slots.limit
 
-    def admit(self) -> bool:
-        return self.slots.acquire()
+    def admit(self) -> HttpTicket | None:
+        return HttpTicket(self.slots) if self.slots.acquire() else None
 
-    def release(self) -> None:
-        self.slots.release()
+    @contextlib.contextmanager
+    def serving(self, ticket: HttpTicket) -> Iterator[None]:
+        current = gevent.getcurrent()
+        self._serving[current] = ticket
+        try:
+            yield
+        finally:
+            self._serving.pop(current, None)
+            ticket.release()
+
+    def release_current(self) -> None:
+        """The connection served by this greenlet no longer counts (an executor's, once its path is known)."""
+        ticket = self._serving.get(gevent.getcurrent())
+        if ticket is not None:
+            ticket.release()
 
     def refuse(self, sock: Any, tls: bool) -> None:
         """Answer a connection past the limit (503, or nothing over TLS) without waiting, and close it."""

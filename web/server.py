@@ -32,6 +32,7 @@ from relay.web.problems import ApiError, problem_response
 from relay.web.sockets import RelayWebSocket, send_all
 from relay.web.websocket import (
     HANDSHAKES_BUSY,
+    WEBSOCKET_PATH,
     HandshakeGate,
     check_handshake,
     redact_path,
@@ -88,34 +89,30 @@ class RelayHandler(WebSocketHandler):
     def _admit_body(self) -> None:
         """A request with a body: over its route's cap by `Content-Length`, answered 413 unread (this request's
         application replaced); else read under its deadline, a chunked one counted against the cap."""
-        environ = self.environ
-        chunked = environ.get("HTTP_TRANSFER_ENCODING", "").lower() == "chunked"
-        length = body_limits.announced_length(environ)
-        if not chunked and not length:
+        announced = body_limits.announced(self.environ)
+        if announced is None:
             return
-        caps: body_limits.BodyCaps = self.server.relay_bodies
-        cap = caps.cap(body_limits.endpoint_of(self.application, environ))
+        chunked, length = announced
+        cap = self.server.relay_bodies.cap(body_limits.endpoint_of(self.application, self.environ))
         if length is not None and length > cap:
             self.application = body_limits.too_large(cap)  # this request only, as _handshakes_busy
             self._stop_reading()
             return
         if chunked:
-            self._capped = environ["wsgi.input"] = body_limits.CappedInput(environ["wsgi.input"], cap)
+            self._capped = self.environ["wsgi.input"] = body_limits.CappedInput(self.environ["wsgi.input"], cap)
         if self._metered is not None:
-            self._metered.clock = caps.clock()
+            self._metered.clock = self.server.relay_bodies.clock()
 
     def _stop_reading(self) -> None:
         """Nothing more is read of this connection: no discarding of the rest of the body, no next request."""
         self.close_connection = True
         self.wsgi_input = body_limits.NOTHING_TO_DISCARD
 
-    def _body_cut(self) -> bool:
-        clock = self._metered.clock if self._metered is not None else None
-        return bool((clock is not None and clock.expired) or (self._capped is not None and self._capped.over))
-
     def run_application(self) -> Any:
         self.socket.settimeout(None)  # the request arrived: no deadline while it runs (a WebSocket's life)
         self._admit_body()
+        if WEBSOCKET_PATH.match(self.environ.get("PATH_INFO", "")):  # an executor's: its own limits from here
+            self.server.relay_http.release_current()
         check_handshake(self.server.relay, self.environ, self.server.relay_edge,
                         getattr(self.server, "relay_handshakes", None))
         if self.environ.get("relay.ws_busy"):
@@ -123,7 +120,7 @@ class RelayHandler(WebSocketHandler):
         try:
             return super().run_application()  # for an upgraded socket: until it closes
         finally:
-            if self._body_cut():
+            if body_limits.was_cut(self._metered, self._capped):
                 self._stop_reading()
             if self.environ.pop("relay.ws_slot", False):
                 self.server.relay_edge.slots.release()
@@ -204,7 +201,8 @@ class RelayHandler(WebSocketHandler):
         # timeout would cost a timer of its own on every read.
         try:
             result = super().handle_one_request()
-            return None if self._body_cut() else result  # None: the connection is closed
+            cut = body_limits.was_cut(self._metered, self._capped)
+            return None if cut else result  # None: the connection is closed
         finally:
             if self._request_timer is not None:
                 self._request_timer.cancel()
@@ -303,15 +301,28 @@ class RelayServer(WSGIServer):
         return self._kept.pop(id(sock), None) is sock
 
     def do_handle(self, *args: Any) -> None:
-        # RELAY_MAX_HTTP_CONNECTIONS: counted from here until do_close (web/http_connections.py).
+        """BaseServer.do_handle with RELAY_MAX_HTTP_CONNECTIONS: a place taken at the accept (else 503 at once),
+        held while the connection's handler runs (web/http_connections.py)."""
         connections: HttpConnections = self.relay_http  # type: ignore[attr-defined]
-        if not connections.admit():
+        ticket = connections.admit()
+        if ticket is None:
             connections.refuse(args[0], tls=self.ssl_enabled)
             return
-        super().do_handle(*args)
+        try:
+            self._spawn(self._handle_counted, ticket, *args)  # type: ignore[attr-defined]
+        except BaseException:
+            ticket.release()
+            self.do_close(*args)
+            raise
+
+    def _handle_counted(self, ticket: Any, *args: Any) -> None:
+        try:
+            with self.relay_http.serving(ticket):  # type: ignore[attr-defined]
+                self._handle(*args)  # type: ignore[attr-defined]
+        finally:
+            self.do_close(*args)
 
     def do_close(self, sock: Any, *args: Any) -> None:
-        self.relay_http.release()  # type: ignore[attr-defined]
         if not self._release_kept(sock):
             super().do_close(sock, *args)
 

@@ -270,7 +270,8 @@ def test_a_body_over_its_routes_cap_is_refused_unread(bodies: Served) -> None:
 
 @pytest.fixture(scope="module")
 def capped() -> Iterator[Served]:
-    yield from serve({"RELAY_MAX_HTTP_CONNECTIONS": str(HTTP_CAP), "RELAY_HANDSHAKE_TIMEOUT_S": "30"})
+    yield from serve({"RELAY_MAX_HTTP_CONNECTIONS": str(HTTP_CAP), "RELAY_HANDSHAKE_TIMEOUT_S": "30",
+                      "RELAY_MAX_HANDSHAKES_IN_FLIGHT": "1"})
 
 
 def held_get(relay: RelayProcess) -> tuple[socket.socket, int | None]:
@@ -280,6 +281,13 @@ def held_get(relay: RelayProcess) -> tuple[socket.socket, int | None]:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
     status, _ = read_answer(sock, timeout=5)
     return sock, status
+
+
+def served(relay: RelayProcess) -> bool:
+    """Whether a new connection is served (GET /healthz answered 200); the connection is closed after."""
+    sock, status = held_get(relay)
+    sock.close()
+    return status == 200
 
 
 def test_connections_past_the_cap_are_refused_and_served_again(capped: Served) -> None:
@@ -314,7 +322,7 @@ def test_connections_past_the_cap_are_refused_and_served_again(capped: Served) -
             executor.ping_pong()
         for sock in held:
             sock.close()
-        wait_until(lambda: held_get(relay)[1] == 200, timeout=5, message="new connections not served again")
+        wait_until(lambda: served(relay), timeout=5, message="new connections not served again")
     finally:
         for sock in held:
             sock.close()
@@ -328,4 +336,37 @@ def test_connections_past_the_cap_are_refused_and_served_again(capped: Served) -
                "refusal answered in (ms)": round(refused_in * 1000, 1)},
         outcome="503 with Retry-After at once past the cap; executor sockets not counted and served; "
                 "served again once connections closed",
+    )
+
+
+def test_executor_handshakes_hold_no_http_place(capped: Served) -> None:
+    """Executor upgrades waiting for a handshake place (RELAY_MAX_HANDSHAKES_IN_FLIGHT, up to 2 s each) are
+    bounded by that limit, not by RELAY_MAX_HTTP_CONNECTIONS: as many of them as the HTTP cap leave the API
+    reachable."""
+    relay = capped.relay
+    relay.session.close()
+    upgrade = (f"GET /websocket/{APP}/{capped.key} HTTP/1.1\r\nHost: relay\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "\r\n").encode()
+    with FakeExecutor(relay, APP, capped.key) as blocker:
+        blocker.connect()  # not identified: it holds the one handshake place
+        waiting = [connect(relay) for _ in range(HTTP_CAP)]
+        try:
+            for sock in waiting:
+                sock.sendall(upgrade)
+            started = time.monotonic()
+            # Within the 2 s they wait for a handshake place, a new HTTP connection is served.
+            wait_until(lambda: served(relay), timeout=1.5,
+                       message="executor upgrades waiting for a handshake place held every HTTP place")
+            served_after = time.monotonic() - started
+            answers = [read_answer(sock, timeout=5)[0] for sock in waiting]
+            assert answers == [503] * HTTP_CAP  # then refused by the handshake limit, as before
+        finally:
+            for sock in waiting:
+                sock.close()
+    reliability_report.record(
+        "http_connection_cap_executors", area="HTTP edge",
+        tried={"executor upgrades waiting for a handshake place": HTTP_CAP, "RELAY_MAX_HTTP_CONNECTIONS": HTTP_CAP,
+               "API served meanwhile after (ms)": round(served_after * 1000, 1)},
+        outcome="executor handshakes are bounded by their own limits, never by the HTTP connection cap",
     )
