@@ -23,7 +23,7 @@ from relay.actors import alerting, autoscale, retention
 from relay.actors.context import ActorContext
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
 from relay.events.alerting import AlertingRule
-from relay.events.application import DEFAULT_SETTINGS, App
+from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS, App
 from relay.wire import protocol
 from relay.wire.errors import PeerUnreachableError
 
@@ -170,7 +170,15 @@ class ApplicationActor(pykka.ThreadingActor):
         return self.ctx.log.register_app(self.org, self.app, self.ctx.clock(), by)
 
     def change_settings(self, changes: dict[str, Any], by: str = "relay") -> App:
-        return self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock(), by)
+        changed = self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock(), by)
+        if "executorTimeoutSecs" in changes:
+            self.grace_changed(changed.settings["executorTimeoutSecs"])
+        return changed
+
+    def grace_changed(self, grace_secs: int) -> None:
+        """Executors already waiting count the new grace period from when they went (issue 34, ADR 0013): one
+        that disconnected under a long value is not left waiting it out after it was lowered."""
+        self.lifecycle.grace_changed(float(min(grace_secs, MAX_EXECUTOR_TIMEOUT_SECS)))
 
     def configure_data_plane(self, config: dict[str, Any] | None, by: str = "relay") -> App:
         return self.ctx.log.configure_data_plane(self.org, self.app, config, self.ctx.clock(), by)
@@ -267,7 +275,8 @@ class ApplicationActor(pykka.ThreadingActor):
     def _grace_secs(self) -> float:
         row = self.ctx.views.applications.app(self.org, self.app)
         value = row["settings"].get("executorTimeoutSecs") if row else None
-        return float(value or DEFAULT_SETTINGS["executorTimeoutSecs"])
+        # An older log may hold a longer value than the bound set since: it waits the bound at most.
+        return float(min(value or DEFAULT_SETTINGS["executorTimeoutSecs"], MAX_EXECUTOR_TIMEOUT_SECS))
 
     def _post(self, message: dict[str, Any]) -> None:
         try:

@@ -14,7 +14,7 @@ import pykka
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
-from relay.events.config_plan import APP, KEY, Change
+from relay.events.config_plan import APP, KEY, SETTINGS, Change
 from relay.events.organization import Organization
 
 log = logging.getLogger("relay.actors.instance")
@@ -115,7 +115,9 @@ class InstanceActor(pykka.ThreadingActor):
                 with contextlib.suppress(pykka.ActorDeadError):
                     self.directory.application(org, change.name).proxy().close_executors("application deleted")
             elif change.app is not None:
-                self.directory.application(org, change.app)  # started, if it was not: it watches its rules
+                actor = self.directory.application(org, change.app)  # started, if it was not: it watches its rules
+                if change.kind == SETTINGS and "executorTimeoutSecs" in change.after:
+                    actor.proxy().grace_changed(change.after["executorTimeoutSecs"])  # as PATCH does (ADR 0013)
         return len(changed)
 
     def revoke_key(self, org: str, key_name: str, by: str = "relay") -> int:

@@ -86,6 +86,7 @@ class _Grace:
     # Seconds its expiry was put off because the executors connected before the restart were still coming
     # back (see AppLifecycle._grace_expired); at most one more grace period.
     postponed: float = 0.0
+    deadline: float = 0.0  # scheduler time it expires
 
 
 class AppLifecycle(RecoveryDispatch):
@@ -146,6 +147,16 @@ class AppLifecycle(RecoveryDispatch):
         grace = self.grace_secs()
         remaining = grace - (self.clock() - at).total_seconds()
         self._arm_grace(executor_id, remaining, grace, since=at)
+
+    def grace_changed(self, grace: float) -> None:
+        """The app's grace period changed: every timer already running moves by the difference (it counts the
+        new period from when it started), so lowering it takes effect at once."""
+        now = self.scheduler.now()
+        for executor_id, watch in list(self._grace.items()):
+            remaining = watch.deadline - now + grace - watch.grace_secs
+            self._arm_grace(executor_id, remaining, grace, watch.restarted_at, since=watch.since,
+                            connection=watch.connection, reason=watch.reason)
+            self._grace[executor_id].postponed = watch.postponed
 
     def returned(self, executor_id: str) -> None:
         """The executor connected again: no grace timer, no recovery (its record becomes HEALTHY)."""
@@ -298,7 +309,8 @@ class AppLifecycle(RecoveryDispatch):
         token = next(self._tokens)
         message = {MESSAGE_KEY: "grace_expired", "executor": executor_id, "token": token}
         timer = self.scheduler.call_later(max(0.0, delay), lambda: self.post(message))
-        self._grace[executor_id] = _Grace(token, timer, grace, restarted_at, since, connection, reason)
+        self._grace[executor_id] = _Grace(token, timer, grace, restarted_at, since, connection, reason,
+                                          deadline=self.scheduler.now() + max(0.0, delay))
 
     def _grace_expired(self, executor_id: str, token: Any) -> None:
         watch = self._grace.get(executor_id)

@@ -23,6 +23,10 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "privateMode": False,
 }
 
+# The longest grace period an application may set: a day (issue 34, docs/adr/0013). A longer one would leave a dead
+# executor's workflows unrecovered for longer than anyone waits for them.
+MAX_EXECUTOR_TIMEOUT_SECS = 86_400
+
 # Integer settings that must be >= 1 when set (None clears the optional ones).
 _POSITIVE_INTS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 
@@ -39,6 +43,8 @@ def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
             raise InvalidValueError("setting 'executorTimeoutSecs' cannot be cleared")
         elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InvalidValueError(f"setting '{key}' must be a positive integer")
+        elif key == "executorTimeoutSecs" and value > MAX_EXECUTOR_TIMEOUT_SECS:
+            raise InvalidValueError(f"setting 'executorTimeoutSecs' must be at most {MAX_EXECUTOR_TIMEOUT_SECS}")
     return changes
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from relay.events.alerting import check_min_interval, check_rule_metadata
-from relay.events.application import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.events.names import APP_NAME, ORG_NAME, TOKEN_NAME
@@ -226,6 +226,9 @@ def _settings(check: Checker, raw: Any, path: str) -> dict[str, Any]:
         elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT64_MAX:
             what = " or null (no limit)" if key in _CLEARABLE else ""
             check.error(f"{path}.{key}", f"must be an integer >= 1{what}")
+            continue
+        elif key == "executorTimeoutSecs" and value > MAX_EXECUTOR_TIMEOUT_SECS:
+            check.error(f"{path}.{key}", f"must be at most {MAX_EXECUTOR_TIMEOUT_SECS} (a day)")
             continue
         out[key] = value
     return out

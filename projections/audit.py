@@ -119,6 +119,7 @@ class AuditQueries:
         *,
         org: str | None = None,
         app: str | None = None,
+        apps: tuple[str, ...] | None = None,
         event: str | None = None,
         since: int = 0,
         start_time: str | None = None,
@@ -133,6 +134,9 @@ class AuditQueries:
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
+        if apps is not None:  # entries of these applications only (an app-scoped key's; none: nothing)
+            where.append(f"app IN ({', '.join('?' * len(apps)) or 'NULL'})")
+            params += list(apps)
         if event is not None:
             where.append("(event = ? OR kind = ?)")
             params += [event, event]

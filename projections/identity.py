@@ -44,6 +44,22 @@ class Principal:
             return False
         return app is None or not self.apps or app in self.apps
 
+    # A key limited to some applications holds its org-level permissions for those applications only (issue 34,
+    # docs/adr/0012): org-level routes show it the rows of its applications, and what belongs to no application
+    # (org-wide entries, Relay's instances) not at all.
+    @property
+    def app_scoped(self) -> bool:
+        return not self.admin and bool(self.apps)
+
+    def sees_app(self, app: str | None) -> bool:
+        """Whether an org-level listing shows this principal a row of `app` (None: a row of no application)."""
+        return not self.app_scoped or (app is not None and app in self.apps)
+
+    def covers(self, apps: list[str] | tuple[str, ...]) -> bool:
+        """Whether a key limited to `apps` (empty: every application) is within this principal's scope: what it
+        may list, revoke or issue."""
+        return not self.app_scoped or (bool(apps) and set(apps) <= set(self.apps))
+
 
 ADMIN = Principal(admin=True, permissions=frozenset(PERMISSIONS))
 

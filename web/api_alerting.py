@@ -26,11 +26,12 @@ from relay.events.alerting import RULE_TYPES, check_rule_metadata
 from relay.events.errors import InvalidValueError
 from relay.events.ids import app_id
 from relay.events.names import APP_NAME
+from relay.projections.identity import Principal
 from relay.web.api_values import page_description
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.openapi import operation, query
 from relay.web.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
-from relay.web.problems import invalid, not_found
+from relay.web.problems import ApiError, invalid, not_found
 from relay.web.requests_ import int_arg, json_body, page_limit_arg
 from relay.web.translate import view_time
 
@@ -173,16 +174,21 @@ def list_rules(org: str, app: str) -> Response:
 def create_rule(org: str, app: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    response = jsonify(rule_v2(org, create_alerting_rule(org, app, _create_body(org, app), who.display)))
+    response = jsonify(rule_v2(org, create_alerting_rule(org, app, _create_body(org, app), who)))
     response.status_code = 201
     return response
 
 
-def create_alerting_rule(org: str, app: str, body: dict[str, Any], by: str) -> dict[str, Any]:
-    """Create the rule of a checked body (`check_rule_body`) through the app's actor; its view row."""
+def create_alerting_rule(org: str, app: str, body: dict[str, Any], who: Principal) -> dict[str, Any]:
+    """Create the rule of a checked body (`check_rule_body`) through the app's actor; its view row. Its alerts go
+    to the receiving application's executors, so the caller must be able to write to that application too
+    (issue 34: an alpha key cannot send alert frames to bravo's executors)."""
+    receiver = body.get("receivingAppName")
+    if receiver is not None and not who.allows(WRITE, org, receiver):
+        raise ApiError(403, f"this token lacks '{WRITE}' for the receiving application")
     actor = runtime().directory.application(org, app).proxy()
     rule = ask(lambda: actor.create_alerting_rule(
-        body["ruleType"], body["ruleMetadata"], body.get("receivingAppName"), body.get("minIntervalSecs"), by,
+        body["ruleType"], body["ruleMetadata"], receiver, body.get("minIntervalSecs"), who.display,
     ))
     row = runtime().views.alerting.rule(org, app, rule.rule_id)
     if row is None:

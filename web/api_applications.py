@@ -6,11 +6,11 @@ from datetime import datetime
 
 from flask import Blueprint, Response, jsonify
 
-from relay.events.application import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS as _DEFAULT_PERMISSIONS
 from relay.events.organization import PERMISSIONS
-from relay.projections.identity import hash_key, new_api_key
+from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.web import views_to_api
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.openapi import operation
@@ -97,6 +97,8 @@ def update_app(org: str, app: str) -> Response:
         elif isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT64_MAX:
             what = "a positive integer (int64)" + (" or null (no limit)" if key in CLEARABLE_SETTINGS else "")
             raise invalid(f"body.{key}", f"must be {what}", value)
+        elif key == "executorTimeoutSecs" and value > MAX_EXECUTOR_TIMEOUT_SECS:
+            raise invalid(f"body.{key}", f"must be at most {MAX_EXECUTOR_TIMEOUT_SECS} (a day)", value)
     require_app(org, app)
     ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body, who.display))
     return Response(status=204)
@@ -142,9 +144,9 @@ def create_token(org: str, name: str) -> Response:
         if permission not in PERMISSIONS:
             raise invalid(f"body.permissions[{index}]", "unknown permission", permission)
     if not who.admin:
-        # A key cannot mint a key with more than it has itself.
+        # A key cannot mint a key with more than it has itself: permissions, or applications (none named: all).
         beyond = sorted(set(permissions) - who.permissions)
-        if beyond or (who.apps and not set(apps or ["*"]) <= set(who.apps)):
+        if beyond or not who.covers(apps):
             raise ApiError(403, "a token cannot grant more than its own permissions and applications")
     key = new_api_key()
     instance = runtime().instance
@@ -158,8 +160,9 @@ def create_token(org: str, name: str) -> Response:
 @bp.get("/v2/orgs/<org>/tokens")
 @operation("listTokens", summary="List tokens", tag="Tokens", returns="Token[]")
 def list_tokens(org: str) -> Response:
-    authorize("token.read", org)
-    rows = [r for r in runtime().views.applications.keys(org) if r["revoked_at"] is None]
+    who = authorize("token.read", org)
+    # A key limited to some applications lists the keys within its applications only (issue 34).
+    rows = [r for r in runtime().views.applications.keys(org) if r["revoked_at"] is None and who.covers(r["apps"])]
     return jsonify([views_to_api.token(r) for r in rows])
 
 
@@ -177,7 +180,19 @@ def list_permissions(org: str) -> Response:
 @operation("deleteToken", summary="Delete token", tag="Tokens", status=204, path_names={"name": "tokenName"})
 def delete_token(org: str, name: str) -> Response:
     who = authorize("token.write", org)
+    refuse_beyond_scope(who, org, name)
     instance = runtime().instance
     assert instance is not None
     ask(lambda: instance.proxy().revoke_key(org, name, who.display))
     return Response(status=204)
+
+
+def refuse_beyond_scope(who: Principal, org: str, name: str) -> None:
+    """A key limited to some applications revokes only keys within them (issue 34: an alpha key revoked bravo's
+    executor key). Another key is answered as if it did not exist, as its list leaves it out."""
+    if not who.app_scoped:
+        return
+    row = next((r for r in runtime().views.applications.keys(org) if r["name"] == name and r["revoked_at"] is None),
+               None)
+    if row is not None and not who.covers(row["apps"]):
+        raise not_found(f"no active API key named '{name}' in '{org}'")

@@ -107,14 +107,15 @@ def _listed(row: dict[str, Any], operations_since: int | None) -> bool:
                   query("limit", "integer", "int64", description=page_description(100, 1000)),
                   query("offset", "integer", "int64")))
 def list_audit_logs(org: str) -> Response:
-    authorize("organization.read", org)
+    who = authorize("organization.read", org)
     runtime().wait_for_views()  # read-your-writes: the caller's own last action is listed
     start, end = _time_arg("startTime"), _time_arg("endTime")
     limit = page_limit_arg(100, 1000)
     offset = int_arg("offset", 0, maximum=1_000_000)
     operation, subject, target = (request.args.get(k) or None for k in ("operation", "subject", "target"))
     rows = runtime().views.audit.entries(
-        org=org, start_time=start, end_time=end, limit=_SCAN_LIMIT, newest_first=True
+        org=org, start_time=start, end_time=end, limit=_SCAN_LIMIT, newest_first=True,
+        apps=who.apps if who.app_scoped else None,  # a key limited to some applications: theirs only (issue 34)
     )
     operations_since = runtime().views.audit.first_position(org=org, kind="Operation")
     entries = [audit_entry(r) for r in rows if _listed(r, operations_since)]

@@ -79,6 +79,8 @@ def instances() -> Response:
     who = principal()
     if not who.admin and "organization.read" not in who.permissions:
         raise ApiError(403, "this token lacks 'organization.read'")
+    if who.app_scoped:  # Relay's instances and their leases are everyone's infrastructure (issue 34)
+        raise ApiError(403, "a key limited to some applications cannot read Relay's instances")
     cluster = runtime().cluster
     states = runtime().views.instances.describe(cluster.table.rows(), cluster.wall(),
                                                 org=None if who.admin else who.org)

@@ -47,7 +47,7 @@ def readyz() -> Response:
                   query("limit", "integer", "int64", description=page_description(100, 10_000))))
 def events() -> Response:
     """The event log, oldest first, with positions. The admin sees every organization; a key with
-    organization.read sees its own."""
+    organization.read sees its own, and a key limited to some applications their events only."""
     who = principal()
     org = request.args.get("org")
     if not who.admin:
@@ -59,9 +59,12 @@ def events() -> Response:
     app = request.args.get("app") or None
     if org is not None:
         check_path_names(org, app)
+    if who.app_scoped and app is not None and not who.sees_app(app):
+        raise ApiError(403, "this token cannot read another application's events")
     rows = runtime().views.audit.entries(
         org=org,
         app=app,
+        apps=who.apps if who.app_scoped and app is None else None,
         event=request.args.get("type") or None,
         since=int_arg("since", 0, maximum=2**62),
         limit=page_limit_arg(100, 10_000),

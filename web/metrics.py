@@ -140,9 +140,11 @@ class _Scrape:
 
     def _visible(self, labels: dict[str, str]) -> bool:
         org = labels.get("org")
+        app = labels.get("app")
+        if self.who.app_scoped:  # its applications' samples only: not the org's nor Relay's own (issue 34)
+            return org is not None and self.who.sees_app(app) and self.who.allows("metric.read", org, app)
         if org is None:
             return True
-        app = labels.get("app")
         return self.who.allows("metric.read", org, app)
 
 

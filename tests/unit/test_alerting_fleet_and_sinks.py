@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from relay.actors.alerting import AlertRun, LiveSources, evaluate
-from relay.actors.dataplane import DataPlaneError
+from relay.actors.dataplane import DataPlaneError, State
 from relay.actors.delivery import Deliverer, Delivery, alert_payload
 from relay.actors.scheduler import ManualScheduler
 from relay.actors.settings import ConfigError, Settings
@@ -152,9 +152,17 @@ class Plane:
             raise self.answer
         return self
 
+    def state(self) -> State:
+        return State("ready", "", None)  # no checked schema version: aggregates folded from list_workflows
+
+    def failure(self, error: Exception) -> DataPlaneError:
+        raise AssertionError(f"the scripted database failed unexpectedly: {error!r}")
+
     def list_workflows(self, **filters: Any) -> list[Any]:
         self.asked.append(filters)
-        return [type("S", (), {"app_version": v, "status": "PENDING", "created_at": 1})() for v in self.answer]
+        rows = [type("S", (), {"app_version": v, "status": "PENDING", "created_at": 1})() for v in self.answer]
+        offset, limit = filters.get("offset", 0), filters.get("limit")
+        return rows[offset:None if limit is None else offset + limit]
 
 
 def test_stranded_version_reads_the_database_first_and_names_the_versions_nobody_runs() -> None:

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 
 from relay.actors.runtime import Runtime
 from relay.actors.settings import Settings
+from relay.events.application import MAX_EXECUTOR_TIMEOUT_SECS
 from relay.web.wsgi import create_app
 from tests.support.openapi_ref import check, reference, response_schema
 
@@ -94,7 +95,18 @@ def test_null_is_refused_for_settings_that_cannot_be_unset(client: FlaskClient, 
     assert call(client, "GET", APP).get_json() == before
 
 
-@pytest.mark.parametrize("key", ["executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs"])
+def test_the_grace_period_is_at_most_a_day(client: FlaskClient) -> None:
+    assert call(client, "PUT", APP).status_code == 204
+    before = call(client, "GET", APP).get_json()
+    for too_long in (2**63 - 1, MAX_EXECUTOR_TIMEOUT_SECS + 1):
+        response = call(client, "PATCH", APP, {"executorTimeoutSecs": too_long})
+        assert response.status_code == 422 and "at most 86400" in str(response.get_json())
+    assert call(client, "GET", APP).get_json() == before
+    assert call(client, "PATCH", APP, {"executorTimeoutSecs": MAX_EXECUTOR_TIMEOUT_SECS}).status_code == 204
+    assert call(client, "GET", APP).get_json()["executorTimeoutSecs"] == MAX_EXECUTOR_TIMEOUT_SECS
+
+
+@pytest.mark.parametrize("key", ["gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs"])
 def test_settings_beyond_int64_are_refused_and_int64_max_is_kept(client: FlaskClient, key: str) -> None:
     assert call(client, "PUT", APP).status_code == 204
     before = call(client, "GET", APP).get_json()

@@ -238,9 +238,43 @@ def test_the_grace_period_is_the_apps_setting_when_the_disconnect_happens(h: Har
     h.grace = 5
     h.connect("a")
     h.disconnect("a")
-    h.grace = 500  # a later change does not stretch a running grace period
+    h.grace = 500  # read when the executor went: a change reaches running timers through grace_changed only
     h.advance(5)
     assert h.record("a").status == DEAD
+
+
+def test_a_lowered_grace_period_reaches_executors_already_waiting(h: Harness) -> None:
+    """Issue 34: an executor gone under a long grace period is not left waiting it out once it is lowered."""
+    h.grace = 86_400
+    for executor in ("a", "b", "c"):
+        h.connect(executor)
+    h.disconnect("a")
+    h.advance(100)
+    h.disconnect("b")
+    h.advance(100)  # a has waited 200 s, b 100 s
+    h.lifecycle.grace_changed(150)
+    h.advance(0)
+    assert h.record("a").status == DEAD  # past the new period already: at once
+    _, declared = h.events("a")[-1]
+    assert declared["grace_secs"] == 150
+    assert h.record("b").status == DISCONNECTED
+    h.advance(49.9)
+    assert h.record("b").status == DISCONNECTED
+    h.advance(0.1)  # 150 s after b went
+    assert h.record("b").status == DEAD
+
+
+def test_a_raised_grace_period_puts_off_a_running_timer(h: Harness) -> None:
+    h.grace = 10
+    h.connect("a")
+    h.disconnect("a")
+    h.advance(5)
+    h.lifecycle.grace_changed(30)
+    h.advance(24.9)
+    assert h.record("a").status == DISCONNECTED
+    h.advance(0.1)  # 30 s after it went
+    assert h.record("a").status == DEAD
+    assert h.clock.pending() == []  # the first timer was cancelled, not left to fire
 
 
 def test_a_grace_expiry_for_an_executor_that_is_live_again_does_nothing(h: Harness) -> None:

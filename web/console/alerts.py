@@ -143,7 +143,7 @@ def create_rule(org: str, app: str) -> Response:
     who = require("application.write", org, app)
     back = url_for("console.alerts", org=org, app=app)
     try:
-        row = create_alerting_rule(org, app, check_rule_body(org, _rule_body(request.form)), who.display)
+        row = create_alerting_rule(org, app, check_rule_body(org, _rule_body(request.form)), who)
     except ValueError as error:
         audit_trail.note("createAlertingRule", [], failed=str(error))
         flash(f"Rule not created: {error}", "error")

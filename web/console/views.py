@@ -15,9 +15,10 @@ from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
-from relay.projections.identity import hash_key, new_api_key
+from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.projections.instances import InstanceState
 from relay.web import audit_trail
+from relay.web.api_applications import refuse_beyond_scope
 from relay.web.api_dataplane import check_bound_reference
 from relay.web.api_values import view_time
 from relay.web.console import bp, charts
@@ -302,17 +303,16 @@ def recoveries(org: str, app: str) -> str:
 @bp.get("/orgs/<org>/keys")
 def keys(org: str) -> str:
     check_org(org)
-    require("token.read", org)
-    return _keys_page(org)
+    return _keys_page(org, require("token.read", org))
 
 
-def _keys_page(org: str, created: dict[str, str] | None = None) -> str:
+def _keys_page(org: str, who: Principal, created: dict[str, str] | None = None) -> str:
     rows = [
         {"name": r["name"], "apps": r["apps"], "permissions": r["permissions"],
          "issued_at": r["issued_at"], "revoked_at": r["revoked_at"]}
-        for r in runtime().views.applications.keys(org)
+        for r in runtime().views.applications.keys(org) if who.covers(r["apps"])  # as GET .../tokens (issue 34)
     ]  # the hash stays in the view: pages show names, scopes and dates only
-    app_names = [a["name"] for a in runtime().views.applications.apps(org)]
+    app_names = [a["name"] for a in runtime().views.applications.apps(org) if who.sees_app(a["name"])]
     return render_template("console/keys.html", org=org, keys=rows, app_names=app_names,
                            permissions=PERMISSIONS, defaults=DEFAULT_KEY_PERMISSIONS, created=created)
 
@@ -333,8 +333,7 @@ def create_key(org: str) -> Any:
         problem = "Unknown application in the key's scope."
     elif not set(permissions) <= set(PERMISSIONS):
         problem = "Unknown permission."
-    elif not who.admin and (set(permissions) - who.permissions or (who.apps and not set(apps_ or ["*"]) <= set(
-            who.apps))):
+    elif not who.admin and (set(permissions) - who.permissions or not who.covers(apps_)):
         problem = "A key cannot grant more than its own permissions and applications."
     if problem:
         audit_trail.note("createToken", [name], failed=problem)
@@ -352,7 +351,7 @@ def create_key(org: str) -> Any:
         return redirect(url_for("console.keys", org=org))
     audit_trail.note("createToken", [name])
     # Rendered in this response only (no redirect, no flash, no-store): the key is shown exactly once.
-    return _keys_page(org, created={"name": name, "key": key})
+    return _keys_page(org, who, created={"name": name, "key": key})
 
 
 @bp.post("/orgs/<org>/keys/<name>/revoke")
@@ -369,6 +368,7 @@ def revoke_key(org: str, name: str) -> Any:
     if instance is None:
         abort(503, "this instance is not started")
     try:
+        refuse_beyond_scope(who, org, name)
         closed = ask(lambda: instance.proxy().revoke_key(org, name, by=who.display))
         audit_trail.note("deleteToken", [name])
         flash(f"Key '{name}' revoked ({closed} executor socket(s) closed).", "ok")
@@ -382,12 +382,13 @@ def revoke_key(org: str, name: str) -> Any:
 @bp.get("/orgs/<org>/audit")
 def audit(org: str) -> str:
     check_org(org)
-    require("organization.read", org)
+    who = require("organization.read", org)
     app = (request.args.get("app") or "").strip() or None
     kind = (request.args.get("type") or "").strip() or None
     page = page_number(request.args.get("page"))
     rows = runtime().views.audit.entries(
         org=org, app=app if app and APP_NAME.match(app) else None, event=kind, newest_first=True,
+        apps=who.apps if who.app_scoped else None,  # as GET .../audit-logs (issue 34)
         limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE,
     )
     return render_template("console/audit.html", org=org, rows=rows[:PAGE_SIZE], page=page,
@@ -405,6 +406,8 @@ def _instances(org: str | None) -> list[InstanceState]:
 def cluster(org: str) -> str:
     check_org(org)
     who = require("organization.read", org)
+    if who.app_scoped:  # as GET /relay/v1/instances (issue 34)
+        abort(403, "a key limited to some applications cannot see Relay's instances")
     return render_template("console/cluster.html", org=org, instances=_instances(None if who.admin else org),
                            this_instance=runtime().settings.instance_id)
 
