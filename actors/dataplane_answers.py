@@ -10,13 +10,11 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-import gevent
-import gevent.monkey
-
 from relay.actors import dataplane_sql
 from relay.actors.dataplane import DataPlane, DataPlaneError
 from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.actors.dataplane_values import as_text
+from relay.actors.off_hub import off_hub
 from relay.wire import client_records as records
 from relay.wire import protocol
 from relay.wire.messages import MessageType
@@ -263,34 +261,13 @@ def answer(plane: DataPlane, request: Any) -> Any:
                                   f"read-only (mode read): '{request.type.value}' changes the system database")
     client = plane.client()
     try:
-        fields = _off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
+        fields = off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
                           else handler(client, request))
     except DataPlaneError:
         raise
     except Exception as error:
         raise _client_error(plane, request, error) from None
     return protocol.response_for(request.type.value, request.request_id, fields)
-
-
-def _off_hub(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run a client call in gevent's threadpool under relay serve (issue 34): loading and converting a page of
-    10,000 workflows is a few hundred ms of CPU that, on the hub, would hold every other request. Here (no
-    gevent: tests, the CLI) it runs in place."""
-    if not gevent.monkey.is_module_patched("threading"):
-        return fn()
-    outcome: list[tuple[bool, Any]] = []
-
-    def caught() -> None:
-        try:
-            outcome.append((True, fn()))
-        except Exception as error:  # raised again in the caller (the threadpool would print it)
-            outcome.append((False, error))
-
-    gevent.get_hub().threadpool.apply(caught)
-    ok, value = outcome[0]
-    if not ok:
-        raise value
-    return value  # type: ignore[no-any-return]
 
 
 def _client_error(plane: DataPlane, request: Any, error: Exception) -> DataPlaneError:

@@ -12,13 +12,10 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
 
-import gevent
-import gevent.monkey
-
+from relay.actors.off_hub import off_hub
 from relay.events.data_plane import AllowedReferences, check_reference_allowed, reference_kind
 from relay.events.errors import InvalidValueError
 
@@ -27,9 +24,6 @@ log = logging.getLogger("relay.dataplane")
 MAX_REFERENCE_FILE_BYTES = 4096  # a URL is far shorter; anything longer is not one
 UNUSABLE = "the system database reference cannot be used (Relay's log says why)"
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-
-T = TypeVar("T")
-
 
 class UnusableReference(Exception):
     """A reference that gives no URL: `status` for the API, `cause` for Relay's log only (no secret in it)."""
@@ -42,25 +36,6 @@ class UnusableReference(Exception):
 
 class UnsafeReference(UnusableReference):
     """A `file:` that must not even be recorded: not a regular file, too large, or in Relay's own data directory."""
-
-
-def off_hub(fn: Callable[[], T]) -> T:
-    """Run a blocking call in gevent's threadpool when the hub is in use (relay serve), else here (tests)."""
-    if not gevent.monkey.is_module_patched("threading"):
-        return fn()
-    outcome: list[tuple[bool, object]] = []
-
-    def caught() -> None:
-        try:
-            outcome.append((True, fn()))
-        except Exception as error:  # raised again in the caller (the threadpool would print it)
-            outcome.append((False, error))
-
-    gevent.get_hub().threadpool.apply(caught)
-    ok, value = outcome[0]
-    if not ok:
-        raise value  # type: ignore[misc]
-    return value  # type: ignore[return-value]
 
 
 def read_reference_file(target: str, private: tuple[Path, ...] = ()) -> str:
