@@ -169,7 +169,8 @@ def test_an_application_reaches_only_the_database_bound_to_it(databases: Databas
         assert "env:A_SYSDB is not bound to this application" in relay.log_text()
         assert workflow_ids(relay, "bravo") == bravo_ids
         relay.stop()
-    record("dataplane-binding", area="Isolation", tried={"cross-app data-plane attempts": tried},
+    record("dataplane-binding", area="Isolation: data-plane references bound to their application (alpha, bravo)",
+           tried={"cross-app data-plane attempts": tried},
            outcome="refused (403 app-scoped key; 422 reference not bound to the app); nothing recorded, "
                    "bravo's workflows untouched")
 
@@ -196,7 +197,8 @@ def test_a_database_whose_workflows_name_another_application_is_refused(database
         assert empty.status_code == 200 and empty.json()["state"]["status"] == "ready", empty.text
         assert workflow_ids(relay, "dave") == set()
         relay.stop()
-    record("dataplane-foreign-database", area="Isolation", tried={"databases of another application opened": 1},
+    record("dataplane-foreign-database", area="Isolation: a system database whose workflows name another application",
+           tried={"databases of another application opened": 1},
            outcome="refused (422, state refused) before any client call; an empty database is accepted")
 
 
@@ -299,7 +301,7 @@ def test_dev_zero_and_a_fifo_are_refused_without_freezing_relay(files_relay: tup
     later_mib = peak / 1024
     assert later_mib < 64, f"RSS grew {later_mib:.0f} MiB"
     relay.stop()
-    record("dataplane-special-files", area="Exhaustion",
+    record("dataplane-special-files", area="Exhaustion: `file:` references to /dev/zero, a FIFO, large files",
            tried={"file: references to /dev/zero and a FIFO": 2 + len(states),
                   "slowest /healthz (s)": round(max(watch.slowest_s, slowest), 3),
                   "RSS growth (MiB)": round(max(grown_mib, later_mib), 1)},
@@ -340,5 +342,6 @@ def test_the_state_gives_one_generic_reason_and_the_log_the_cause(databases: Dat
         assert f"cannot read {missing}: No such file" in log and "UNSET_SYSDB of the Relay server is not set" in log
         assert "the URL's scheme is mysql" in log
         relay.stop()
-    record("dataplane-state-disclosure", area="Isolation", tried={"unusable references shown": len(cases)},
+    record("dataplane-state-disclosure", area="Isolation: what an unusable reference's state tells a caller",
+           tried={"unusable references shown": len(cases)},
            outcome="one generic reason to callers (API, CLI, console); the cause in Relay's log only")
