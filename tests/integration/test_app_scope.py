@@ -26,6 +26,7 @@ import requests
 
 from relay.events.application import MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.organization import PERMISSIONS
+from tests.support.console_http import console_session
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 from tests.support.reliability_report import record
@@ -128,16 +129,7 @@ class Calls:
     def __init__(self, world: World) -> None:
         self.world = world
         self.relay = world.relay
-        self.console = self.relay.http_session()
-        form = self.console.get(f"{self.relay.base_url}/login", timeout=10)
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', form.text)
-        assert csrf
-        answer = self.console.post(f"{self.relay.base_url}/login",
-                                   data={"csrf_token": csrf.group(1), "token": world.alpha_key}, timeout=10)
-        assert answer.status_code == 200, answer.text[:300]
-        fresh = re.search(r'name="csrf_token" value="([^"]+)"', answer.text)
-        assert fresh
-        self.csrf = fresh.group(1)
+        self.console, self.csrf = console_session(self.relay, world.alpha_key)
         self.count = 0
 
     def api(self, method: str, path: str, **kwargs: Any) -> requests.Response:
@@ -353,3 +345,20 @@ def test_the_grace_period_is_bounded_and_a_lowered_one_reaches_a_waiting_executo
                   "executor killed under a day's grace, then lowered to": f"{new_timeout} s"},
            outcome=f"422 above {MAX_EXECUTOR_TIMEOUT_SECS} s; the waiting executor declared DEAD {took:.1f} s "
                    "after the change")
+
+
+def test_the_console_offers_an_app_key_neither_the_data_plane_nor_a_grace_beyond_a_day(world: World) -> None:
+    relay, session = world.relay, Calls(world)
+    page = session.page("GET", f"/orgs/{ORG}/apps/{ALPHA}/settings")
+    assert page.status_code == 200
+    plane_form = page.text[page.text.index('id="data-plane"'):]
+    assert re.search(r'<input id="systemDatabaseUrlFrom"[^>]*disabled', plane_form), plane_form[:1500]
+    assert "Save data plane" not in plane_form and "not limited to some applications" in plane_form
+    assert f'max="{MAX_EXECUTOR_TIMEOUT_SECS}"' in page.text
+    before = relay.api("GET", f"/v2/orgs/{ORG}/apps/{ALPHA}").json()["executorTimeoutSecs"]
+    answer = session.page("POST", f"/orgs/{ORG}/apps/{ALPHA}/settings",
+                          {"executorTimeoutSecs": str(MAX_EXECUTOR_TIMEOUT_SECS + 1), "confirmed": "yes"})
+    assert "at most 86400 s" in answer.text, answer.text[:2000]
+    assert relay.api("GET", f"/v2/orgs/{ORG}/apps/{ALPHA}").json()["executorTimeoutSecs"] == before
+    admin, _csrf = console_session(relay)  # the admin's console offers the data plane
+    assert "Save data plane" in admin.get(f"{relay.base_url}/orgs/{ORG}/apps/{ALPHA}/settings", timeout=10).text

@@ -9,7 +9,7 @@ from typing import Any
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
-from relay.events.application import DEFAULT_SETTINGS
+from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
@@ -201,6 +201,8 @@ def _parse_settings(form: Any, current_settings: dict[str, Any]) -> dict[str, An
                 raise ValueError(f"{key} must be a whole number") from None
             if value < 1:
                 raise ValueError(f"{key} must be at least 1")
+            if key == "executorTimeoutSecs" and value > MAX_EXECUTOR_TIMEOUT_SECS:
+                raise ValueError(f"the grace period must be at most {MAX_EXECUTOR_TIMEOUT_SECS} s (a day)")
         if current_settings.get(key) != value:
             changes[key] = value
     return changes
@@ -214,7 +216,7 @@ def app_settings(org: str, app: str) -> Any:
         return render_template("console/settings.html", org=org, app=app, settings=row["settings"],
                                defaults=DEFAULT_SETTINGS, tab="settings", data_plane=plane,
                                data_plane_state=_data_plane_state(org, app, plane),
-                               data_plane_defaults=DATA_PLANE_DEFAULTS)
+                               data_plane_defaults=DATA_PLANE_DEFAULTS, max_grace=MAX_EXECUTOR_TIMEOUT_SECS)
     who = require("application.write", org, app)
     try:
         changes = _parse_settings(request.form, row["settings"])
@@ -249,7 +251,7 @@ def app_data_plane(org: str, app: str) -> Any:
     row = check_app(org, app)
     who = require("application.write", org, app)
     back = url_for("console.app_settings", org=org, app=app)
-    if not who.admin and who.apps:  # as PUT .../data-plane: not an application's own key (issue 34)
+    if who.app_scoped:  # as PUT .../data-plane: not an application's own key (issue 34)
         flash("Data plane not saved: a key limited to some applications cannot configure a data plane", "error")
         return redirect(back)
     removing = request.form.get("remove") == "1"
