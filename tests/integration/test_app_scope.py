@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,6 +25,7 @@ import requests
 from relay.events.application import MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.organization import PERMISSIONS
 from tests.support.console_http import console_session
+from tests.support.flask_routes import url_rules
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 from tests.support.reliability_report import record
@@ -105,16 +104,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 def org_level_rules() -> list[tuple[str, str, str]]:
     """(method, path, endpoint) of every route of the Flask URL map whose path names no application."""
-    from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
-    from relay.web.wsgi import create_app
-
-    with tempfile.TemporaryDirectory(prefix="relay-org-routes-") as data_dir:
-        rt = Runtime(Settings(data_dir=Path(data_dir), admin_token=f"routes-{secrets.token_urlsafe(24)}"))
-        try:
-            rules = list(create_app(rt).url_map.iter_rules())
-        finally:
-            rt.stop()
+    rules = url_rules()
     return sorted((method, r.rule, r.endpoint) for r in rules if "<app>" not in r.rule
                   for method in r.methods or () if method not in ("HEAD", "OPTIONS"))
 

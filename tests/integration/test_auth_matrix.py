@@ -29,7 +29,6 @@ import os
 import re
 import secrets
 import socket
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ import pytest
 import requests
 
 from tests.integration.fake_executor import FakeExecutor, HandshakeRefusedError, create_key, register_app
+from tests.support.flask_routes import url_rules
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 from tests.support.reliability_report import record
@@ -198,16 +198,7 @@ def test_the_websocket_refuses_wrong_keys(setup: Setup) -> None:
 
 def console_routes() -> list[tuple[str, str]]:
     """(method, path) of every console route, from the Flask app's URL map (the API document leaves them out)."""
-    from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
-    from relay.web.wsgi import create_app
-
-    with tempfile.TemporaryDirectory(prefix="relay-console-routes-") as data_dir:
-        rt = Runtime(Settings(data_dir=Path(data_dir), admin_token=f"routes-{secrets.token_urlsafe(24)}"))
-        try:
-            rules = list(create_app(rt).url_map.iter_rules())
-        finally:
-            rt.stop()
+    rules = url_rules()
     names = {"org": "orgName", "app": "appName", "workflow_id": "workflowId", "rule_id": "ruleId"}
     return sorted(
         (method, re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", lambda m: "{" + names.get(m.group(1), m.group(1)) + "}", r.rule))
