@@ -11,7 +11,7 @@ An evaluation (`AlertRun`) reads the rules from the view and, per rule, what the
 evaluated by actors/alerting_fleet.py. A rule that trips is recorded first, `Alert.Fired` through the event
 store's version check (events/alerting.py), and only then sent: to the receiving application's executors as an
 `alert` frame (name = rule type, message, string metadata with the keys Conductor documents) and to the sinks
-configured (the webhook of RELAY_ALERT_WEBHOOK_URL, Slack, PagerDuty: actors/sinks.py). So of two instances
+configured (the webhook of RELAY_ALERT_WEBHOOK_URL, Slack, PagerDuty: actors/adapters/sinks.py). So of two instances
 evaluating at once exactly one sends. Where it went is recorded as `Alert.Delivered`.
 
 Alerts reach every executor of the receiving application: those connected to this instance directly, those
@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay.actors import dataplane_answers, metrics
+from relay.actors import metrics
+from relay.actors.adapters.dataplane import answers as dataplane_answers
+from relay.actors.adapters.dataplane.client import DataPlaneError
+from relay.actors.adapters.sinks import SinkConfig
 from relay.actors.alerting_fleet import (
     Finding,
     FleetSources,
@@ -39,11 +42,9 @@ from relay.actors.alerting_fleet import (
     evaluate_stranded_version,
 )
 from relay.actors.clock import Clock
-from relay.actors.dataplane import DataPlaneError
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
-from relay.actors.sinks import SinkConfig
 from relay.events.alerting import (
     RECOVERY_FLAPPING,
     SLOW_QUEUE,
@@ -56,7 +57,7 @@ from relay.wire import protocol
 from relay.wire.errors import CannotAskError
 
 if TYPE_CHECKING:
-    from relay.events.log import RelayLog
+    from relay.projections.store.log import RelayLog
 
 log = logging.getLogger("relay.actors.alerting")
 
@@ -72,7 +73,7 @@ class AlertingConfig:
     ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
     application of an alert); ``remote``: those connected to other instances, and how to reach them (HA);
     ``sinks``: Slack and PagerDuty, when configured; ``data_plane(org, app)``: the application's data plane
-    (actors/dataplane.py), None when it has none."""
+    (actors/adapters/dataplane/client.py), None when it has none."""
 
     interval_s: float = 30.0
     retention_interval_s: float = 300.0

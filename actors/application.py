@@ -92,7 +92,7 @@ class RoutingBoard:
 
 class RemotePeers(Protocol):
     """Executors of the application on other instances (HA), and a way to send them a request: Runtime
-    passes actors/forwarder.py's Forwarder. `send` blocks until the peer instance answers; it raises
+    passes actors/adapters/forwarder.py's Forwarder. `send` blocks until the peer instance answers; it raises
     PeerUnreachableError (or anything else) when the answer does not come back."""
 
     poll_s: float

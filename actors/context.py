@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from relay.actors.clock import Clock, system_clock
 from relay.actors.scheduler import Scheduler, ThreadingScheduler
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 
 if TYPE_CHECKING:
     from relay.actors.alerting import AlertingConfig

@@ -1,7 +1,7 @@
 """Where a fired alert goes: every executor of the receiving application (an `alert` frame each), those
 connected here directly and, with several instances (HA), those connected to another instance through it
-(the signed forward of actors/forwarder.py); the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
-backoff, signed when a secret is set); and Slack and PagerDuty when configured (actors/sinks.py). The sinks
+(the signed forward of actors/adapters/forwarder.py); the webhook of RELAY_ALERT_WEBHOOK_URL (JSON, retried with
+backoff, signed when a secret is set); and Slack and PagerDuty when configured (actors/adapters/sinks.py). The sinks
 do not depend on executors: they get the alert when no executor is connected at all.
 """
 
@@ -17,8 +17,8 @@ from datetime import UTC
 from typing import Any, Protocol
 
 from relay.actors import metrics
+from relay.actors.adapters.sinks import HttpError, SinkConfig, http_post, post_with_retries, send_sink
 from relay.actors.executor_requests import Transport, request_all
-from relay.actors.sinks import HttpError, SinkConfig, http_post, post_with_retries, send_sink
 from relay.wire import protocol, signing
 
 __all__ = ["Deliverer", "Delivery", "HttpError", "RemoteExecutors", "WebhookConfig", "alert_payload", "http_post",
@@ -70,7 +70,7 @@ def alert_payload(alert: Any) -> dict[str, Any]:
 
 class RemoteExecutors(Protocol):
     """Executors of an application connected to other instances, and a way to send one a request (Runtime
-    passes actors/forwarder.py's Forwarder; `send` raises when no answer comes back)."""
+    passes actors/adapters/forwarder.py's Forwarder; `send` raises when no answer comes back)."""
 
     def executors(self, org: str, app: str) -> list[Any]: ...
 

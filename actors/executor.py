@@ -128,7 +128,8 @@ class ExecutorActor(DrainedActor):
         self.closed = False
         self.bad_frames = 0
         self._handshake_timer: Cancellable | None = None
-        # Called once when the handshake is over, whatever its outcome (web/websocket.py bounds those in flight).
+        # Called once when the handshake is over, whatever its outcome (web/transport/websocket.py bounds those in
+        # flight).
         self._admitted = admitted
         self._liveness = Liveness(ctx.scheduler, socket, ctx.limits.ping_interval_s, ctx.limits.pong_timeout_s,
                                   self._liveness_failed)
@@ -183,7 +184,7 @@ class ExecutorActor(DrainedActor):
             finally:
                 done = message.get("done")
                 if done is not None:
-                    done()  # the receive loop's flow control (web/websocket.py)
+                    done()  # the receive loop's flow control (web/transport/websocket.py)
         else:
             self._on_control(message)
         return None

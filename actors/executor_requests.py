@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import pykka
 
 from relay.actors import metrics
-from relay.actors.ranking import order, supports
+from relay.actors.policies.ranking import order, supports
 from relay.wire.errors import ExecutorGoneError
 
 ASK_S = 5.0  # waiting for an executor actor to take a request (not for the executor's answer)
@@ -101,5 +101,5 @@ def request_all(
 
 
 def rank(executors: Iterable[Any], message_type: str, latest: str | None) -> list[Any]:
-    """The executors that may take the type, best first (actors/ranking.py)."""
+    """The executors that may take the type, best first (actors/policies/ranking.py)."""
     return order((e for e in executors if supports(e, message_type)), latest=latest)

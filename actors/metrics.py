@@ -1,18 +1,18 @@
 """Relay's own Prometheus collectors (prometheus-client), fed at the edges where things happen.
 
-One registry per process (`REGISTRY`, not the library's global one): `GET /metrics` (web/metrics.py) renders
+One registry per process (`REGISTRY`, not the library's global one): `GET /metrics` (web/api/metrics.py) renders
 it together with what it reads from the views at scrape time (executors by state, recoveries by outcome,
 projection lag, instances). Everything here is a counter or a histogram that code increments as it acts:
 
 - executor connections and disconnections (actors/executor.py), and handshakes refused, by status and reason
-  (web/websocket.py);
+  (web/transport/websocket.py);
 - requests sent to executors, by type and outcome, with their latency (web/executor_calls.py, and the
   alerting and retention actors);
 - alerts fired and their deliveries, retention runs (actors/alerting.py, actors/retention.py);
 - event-store appends and how long each took (a RelayLog save observer);
 - per-application workflow and step counts, as the executors report them (get_metrics, each evaluation
   interval);
-- API query parameters ignored because their operation does not declare them, by operation id (web/openapi.py).
+- API query parameters ignored because their operation does not declare them, by operation id (web/api/openapi.py).
 
 Label values are organization, application, message-type and rule-type names, and fixed outcome words:
 never a key, a workflow input, or an executor's error text.
@@ -84,7 +84,7 @@ APP_WORKFLOWS = Counter(
     "relay_app_workflows", "Workflows created, as the application's executors report them (get_metrics).",
     ["org", "app", "workflow_name"], registry=REGISTRY,
 )
-# API calls' query parameters their operation does not declare (web/openapi.py ignores them), by operation id:
+# API calls' query parameters their operation does not declare (web/api/openapi.py ignores them), by operation id:
 # never the parameter's name or value, which any caller may write.
 IGNORED_QUERY_PARAMS = Counter(
     "relay_api_ignored_query_params", "Query parameters the API ignored because their operation does not "

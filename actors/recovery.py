@@ -52,7 +52,7 @@ from relay.actors.recovery_dispatch import (
 from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError, IllegalTransitionError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 from relay.wire import protocol
 
 log = logging.getLogger("relay.actors.recovery")

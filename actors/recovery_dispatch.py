@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from relay.actors.ranking import order
+from relay.actors.policies.ranking import order
 from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError
 from relay.events.executor import Executor

@@ -30,7 +30,7 @@ from relay.events.retention import FAILED, SUCCEEDED
 from relay.wire import protocol
 
 if TYPE_CHECKING:
-    from relay.events.log import RelayLog
+    from relay.projections.store.log import RelayLog
 
 log = logging.getLogger("relay.actors.retention")
 

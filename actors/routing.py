@@ -1,6 +1,6 @@
 """Which executor answers a request: a pure ranking of an application's live executors.
 
-Who may take a type and in what order is the one rule of actors/ranking.py; this module splits an application's
+Who may take a type and in what order is the one rule of actors/policies/ranking.py; this module splits an application's
 live executors into the candidates and those known to lack the type, and names the latter. No I/O, no clock:
 the caller passes what it read from the ApplicationActor.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from relay.actors.application import LiveExecutor, Publication
-from relay.actors.ranking import order, supports
+from relay.actors.policies.ranking import order, supports
 
 __all__ = ["Route", "describe_lacking", "rank", "rank_cached", "supports"]
 

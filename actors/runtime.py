@@ -17,23 +17,23 @@ import gevent.monkey
 import pykka
 
 from relay.actors import alerting, metrics, pykka_gevent, retention
+from relay.actors.adapters.dataplane.client import DataPlanes
+from relay.actors.adapters.forwarder import Forwarder
+from relay.actors.adapters.sinks import PAGERDUTY, SLACK, SinkConfig
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
+from relay.actors.configuration.settings import Settings
 from relay.actors.context import ActorContext
-from relay.actors.dataplane import DataPlanes
 from relay.actors.delivery import WebhookConfig
 from relay.actors.directory import Directory
 from relay.actors.edge_state import EdgeState
-from relay.actors.forwarder import Forwarder
 from relay.actors.heartbeats import InstanceTable
 from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON, RESTART_REASON
-from relay.actors.settings import Settings
-from relay.actors.sinks import PAGERDUTY, SLACK, SinkConfig
 from relay.events.instance import RUNNING
-from relay.events.log import RelayLog
 from relay.projections import eventsourcing_recorders, pool_reconnect
 from relay.projections.identity import Authenticator
+from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
 
 log = logging.getLogger("relay.runtime")

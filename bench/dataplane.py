@@ -45,7 +45,7 @@ class DataPlaneRelay(Relay):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [str(RELAY_PYTHON), "-m", "relay.web.cli", "serve", *self.args], cwd=REPO,
+                [str(RELAY_PYTHON), "-m", "relay.web.cli.main", "serve", *self.args], cwd=REPO,
                 env=clean_env(self.env()), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_limit_files(self.max_files),  # noqa: PLW1509
             )

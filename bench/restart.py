@@ -184,7 +184,8 @@ def summary_rows(r: dict[str, Any], key: str, fmt: Any) -> list[list[str]]:
 def restart_limit(s: dict[str, Any]) -> str:
     cpu = s["cpu"].get("relay")
     return (f"relay at {cpu} % of one core from listening to all HEALTHY; one Reconnected event per executor, "
-            f"after a load of its aggregate, the appends of concurrent handshakes grouped (events/group_commit.py); "
+            f"after a load of its aggregate, the appends of concurrent handshakes grouped "
+            f"(projections/store/group_commit.py); "
             f"the stop took {s['stop_s']:.1f} s "
             f"and the start {s['start_to_listen_s']:.1f} s to listen")
 

@@ -433,7 +433,7 @@ def bench_replay(cfg: Config, work: Path, store: str, database_url: str | None) 
     say(f"replay ({store}): relay replay over {fill['events']:,} events")
     log_path = work / f"replay-{store}.log"
     with log_path.open("ab") as log:
-        proc = subprocess.Popen([PYTHON, "-m", "relay.web.cli", "replay"], cwd=REPO, env=clean_env(env),
+        proc = subprocess.Popen([PYTHON, "-m", "relay.web.cli.main", "replay"], cwd=REPO, env=clean_env(env),
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     begin = time.monotonic()
     rusage = None
@@ -553,7 +553,7 @@ def bench_profile(cfg: Config, work: Path) -> dict[str, Any]:
     say(f"profile: relay replay over {fill['events']:,} events (SQLite) under py-spy")
     env = clean_env({"RELAY_DATA_DIR": str(data_dir), "RELAY_ADMIN_TOKEN": "relay-bench-replay-" + "r" * 32})
     begin = time.monotonic()
-    path = Profiler.run([PYTHON, "-m", "relay.web.cli", "replay"], PROFILE_DIR / "replay.txt", env,
+    path = Profiler.run([PYTHON, "-m", "relay.web.cli.main", "replay"], PROFILE_DIR / "replay.txt", env,
                         cfg.replay_timeout_s)
     out["replay"] = {"events": fill["events"], "seconds": time.monotonic() - begin, "profile": _profile_summary(path)}
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -742,7 +742,7 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                          f"{fmt(s['append_rate_avg'])} events/s average, {fmt(s['append_rate_peak_1s'])} peak (1 s)",
                          "—", "one Connected event per executor, after a load of its aggregate; the appends of "
                          "concurrent handshakes are grouped, one transaction per batch of up to 500 "
-                         "(events/group_commit.py; SQLite: in gevent's threadpool, off the hub)"])
+                         "(projections/store/group_commit.py; SQLite: in gevent's threadpool, off the hub)"])
         else:
             rows.append([f"connect storm ({store})", e, "", ""])
     for store in ("sqlite", "postgres"):

@@ -72,7 +72,7 @@ def store_config(data_dir: Path, database_url: str | None) -> object:
 
 def open_log(data_dir: Path, database_url: str | None) -> object:
     """A RelayLog on that store (the same event log `relay serve` writes)."""
-    from relay.events.log import RelayLog
+    from relay.projections.store.log import RelayLog
 
     config = store_config(data_dir, database_url)
     return RelayLog(env=config.event_store_env())  # type: ignore[attr-defined]

@@ -1,5 +1,5 @@
 """The plan of a declarative configuration (events/config.py): the changes (+ / ~ / -) that bring an organization,
-as it stands (`State`, read from the views by web/api_config.py), to a checked document.
+as it stands (`State`, read from the views by web/api/config.py), to a checked document.
 
 Nothing is removed or reset unless pruning is asked for; alerting rules are matched by content; a key whose scope
 differs is a ``~`` that only a replacement can apply (events/config.py says why). Each change carries what it

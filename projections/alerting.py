@@ -1,7 +1,7 @@
 """The alerting view: every alerting rule and the alerts it fired, with where each alert went.
 
 Fed by AlertingRule.* and Alert.* events. Read by the alerting actors (which rules, the latest alert's
-number), by web/api_alerting.py, the console and the metrics scrape.
+number), by web/api/alerting.py, the console and the metrics scrape.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ class ApplicationsProjection(ViewProjection):
         self._merge_settings(sql, e, e.changes)
 
     # The data plane's settings (a reference to the system database URL, never the URL) ride in the settings
-    # document under "dataPlane": the API's Application shows only Conductor's settings (web/views_to_api.py).
+    # document under "dataPlane": the API's Application shows only Conductor's settings (web/api/views_to_api.py).
     def data_plane_configured(self, sql: Sql, e: Any, _: int) -> None:
         self._merge_settings(sql, e, {"dataPlane": dict(e.config)})
 

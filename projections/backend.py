@@ -35,7 +35,7 @@ log = logging.getLogger("relay.store")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 SQLITE_LOG_FILE = "events.sqlite"
 # The data directory and what is in it (the store, its -wal/-shm files, the admin token) are the owner's only.
-# `relay` runs with umask 077 (web/cli.py), so what it creates is born private; `private_dir` also closes up a
+# `relay` runs with umask 077 (web/cli/main.py), so what it creates is born private; `private_dir` also closes up a
 # directory made by an older Relay (0755, files 0644), before SQLite opens its files: the -wal and -shm files
 # SQLite creates copy the database file's mode.
 PRIVATE_DIR_MODE = 0o700

@@ -2,7 +2,7 @@
 retention settings, recovery dispatches by outcome).
 
 Fed by RetentionRun.*, App.* and Executor.* (connections and recoveries) events. Read by the retention actors,
-web/api_alerting.py, the console and the metrics scrape.
+web/api/alerting.py, the console and the metrics scrape.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, Tracking
 from eventsourcing.projection import Projection
 
-from relay.events.log import RelayLog
 from relay.projections.backend import Sql, ViewSchema, ViewStore
+from relay.projections.store.log import RelayLog
 
 log = logging.getLogger("relay.projections")
 

@@ -8,8 +8,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from relay.events.log import RelayLog
 from relay.projections.backend import StoreConfig
+from relay.projections.store.log import RelayLog
 from relay.projections.views import REPLAY_BATCH_SIZE, Views
 
 _VERIFY_ATTEMPTS = 5

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from relay.events.log import RelayLog
 from relay.projections.alerting import AlertingProjection, AlertingQueries, AlertingSchema
 from relay.projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
 from relay.projections.audit import AuditProjection, AuditQueries, AuditSchema
@@ -16,6 +15,7 @@ from relay.projections.instances import InstancesProjection, InstancesQueries, I
 from relay.projections.operations import OperationsProjection, OperationsQueries, OperationsSchema
 from relay.projections.projector import Projector, catch_up
 from relay.projections.registry import RegistryProjection, RegistryQueries, RegistrySchema
+from relay.projections.store.log import RelayLog
 
 log = logging.getLogger("relay.projections")
 

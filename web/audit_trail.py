@@ -24,9 +24,9 @@ from uuid import uuid4
 from flask import Flask, Response, current_app, g, request
 
 from relay.events.names import APP_NAME, ORG_NAME
+from relay.web.api.openapi import operation_of
+from relay.web.api.requests_ import body_for_audit
 from relay.web.context import runtime
-from relay.web.openapi import operation_of
-from relay.web.requests_ import body_for_audit
 
 log = logging.getLogger("relay.web.audit")
 

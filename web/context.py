@@ -18,9 +18,9 @@ from relay.events.errors import (
 )
 from relay.projections.identity import Principal
 from relay.web import login_throttle
+from relay.web.api.problems import ApiError, invalid, not_found
+from relay.web.api.requests_ import check_path_names
 from relay.web.auth import principal_from_header, require
-from relay.web.problems import ApiError, invalid, not_found
-from relay.web.requests_ import check_path_names
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime

@@ -6,19 +6,20 @@
   naming the SDK languages/releases that lack it;
 - an executor that disconnects before answering: the next candidate; none left: 502;
 - an executor's ``error_message``: the message (without the SDK's traceback) in ``detail``, with 404, 409 or 422
-  when it says the request was wrong (web/executor_errors.py: an unknown workflow id, a filter its database
+  when it says the request was wrong (web/api/executor_errors.py: an unknown workflow id, a filter its database
   cannot do, an import that is not an export), 502 otherwise;
 - an executor that answers with a frame breaking the protocol: 502 at once, naming what is wrong;
 - an executor with RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: the next candidate; none left: 429;
 - no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, 504.
 
 The data plane (issue 15), when the application has one: with no executor of the application connected
-anywhere, or none supporting the request's type, the system database answers instead (actors/dataplane.py);
+anywhere, or none supporting the request's type, the system database answers instead
+(actors/adapters/dataplane/client.py);
 `g.relay_served_from` says which path answered (the `X-Relay-Served-From` header, the console's badge).
 
 HA: when no executor connected to this instance can take the request, the HEALTHY executors of the
 application on other live instances are the candidates (actors/cluster.py), reached through their instance
-(actors/forwarder.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
+(actors/adapters/forwarder.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
 
 Each HTTP request runs in its own greenlet and only waits on its own future, so a slow executor or a
 huge answer holds up nobody else.
@@ -37,16 +38,17 @@ from typing import Any
 import pykka
 from flask import g
 
-from relay.actors import dataplane_answers, routing
+from relay.actors import routing
+from relay.actors.adapters.dataplane import answers as dataplane_answers
+from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError
+from relay.actors.adapters.forwarder import ForwardError
 from relay.actors.application import LiveExecutor, Publication, RoutingBoard
 from relay.actors.cluster import RemoteExecutor
-from relay.actors.dataplane import DataPlane, DataPlaneError
 from relay.actors.executor import ask_request, tell_forget
-from relay.actors.forwarder import ForwardError
-from relay.web import executor_errors
+from relay.web.api import executor_errors
+from relay.web.api.metrics import timed_request
+from relay.web.api.problems import ApiError, not_found
 from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
-from relay.web.metrics import timed_request
-from relay.web.problems import ApiError, not_found
 from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 
@@ -340,7 +342,7 @@ def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
 
 def send_local(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     """One request to one executor of this instance, its response whatever it says (a forwarded request:
-    web/api_cluster.py). Raises ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ApiError 504."""
+    web/api/cluster.py). Raises ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ApiError 504."""
     response = _send_one(org, app, executor, request)
     if protocol.is_unknown_type_error(response):
         _mark_unsupported(org, app, executor, str(request.type))

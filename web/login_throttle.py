@@ -1,10 +1,10 @@
 """Failed logins, throttled per source address: the console's login form and the API's bearer tokens.
 
-An address (the caller behind RELAY_TRUSTED_PROXIES: web/forwarded.py puts it in REMOTE_ADDR) that failed
+An address (the caller behind RELAY_TRUSTED_PROXIES: web/transport/forwarded.py puts it in REMOTE_ADDR) that failed
 RELAY_LOGIN_FAILURES_PER_MIN times in the last minute gets 429 with Retry-After for every login it tries, valid
 token or not, until its oldest failure leaves the minute: answering a valid token would let a guesser tell a
 hit from a miss, so the throttle would slow nothing. Other addresses are not affected, nor console sessions
-already open (their cookie is no login). The counter is web/limits.py's `HandshakeFailures` (the same sliding
+already open (their cookie is no login). The counter is web/transport/limits.py's `HandshakeFailures` (the same sliding
 window), kept in memory per instance; a lockout is logged once per episode, naming the address, never a token.
 """
 
@@ -14,8 +14,8 @@ import logging
 
 from flask import current_app, request
 
-from relay.web.limits import HandshakeFailures, retry_after_header
-from relay.web.problems import ApiError
+from relay.web.api.problems import ApiError
+from relay.web.transport.limits import HandshakeFailures, retry_after_header
 
 log = logging.getLogger("relay.web.logins")
 

@@ -11,25 +11,22 @@ from flask import Flask, Response, g, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from relay.web import api_alerting as alerting_api
-from relay.web import (
-    api_applications,
-    api_audit,
-    api_autoscaling,
-    api_catalog,
-    api_config,
-    api_dataplane,
-    api_raw,
-    api_relay,
-    api_workflows,
-    audit_trail,
-    console,
-    openapi,
-    websocket,
-)
-from relay.web import metrics as metrics_api
-from relay.web.api_cluster import bp as cluster_bp
-from relay.web.problems import ApiError, problem_response
+from relay.web import audit_trail, console
+from relay.web.api import alerting as alerting_api
+from relay.web.api import applications as api_applications
+from relay.web.api import audit as api_audit
+from relay.web.api import autoscaling as api_autoscaling
+from relay.web.api import catalog as api_catalog
+from relay.web.api import config as api_config
+from relay.web.api import dataplane as api_dataplane
+from relay.web.api import metrics as metrics_api
+from relay.web.api import openapi
+from relay.web.api import raw as api_raw
+from relay.web.api import relay as api_relay
+from relay.web.api import workflows as api_workflows
+from relay.web.api.cluster import bp as cluster_bp
+from relay.web.api.problems import ApiError, problem_response
+from relay.web.transport import websocket
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime

@@ -5,7 +5,7 @@ A forward arrives with X-Relay-Timestamp, X-Relay-Nonce, X-Relay-Target, X-Relay
 X-Relay-Forward-Hop. Relay refuses hop >= 1 (409: no loops), a timestamp more than 30 s off (401), a target
 that is another instance (401: a forward meant for a peer, replayed here), a missing or malformed nonce and a
 bad signature (401); nothing is executed then. Comparison is constant-time. A nonce seen already is refused
-by the endpoint (web/api_cluster.py), which keeps the nonces in the shared store for the window
+by the endpoint (web/api/cluster.py), which keeps the nonces in the shared store for the window
 (actors/edge_state.py, docs/adr/0008-forward-nonces-shared-in-the-store.md).
 """
 

@@ -1,4 +1,4 @@
-"""Hypothesis against the handshake limits of web/limits.py, checked against naive models.
+"""Hypothesis against the handshake limits of web/transport/limits.py, checked against naive models.
 
 - ``HandshakeFailures`` (RELAY_HANDSHAKE_FAILURES_PER_MIN): for any interleaving of clock steps, failures and
   checks over a few addresses, an address is refused exactly when the model (every failure time kept, counted over
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.web.limits import ConnectionSlots, HandshakeFailures, retry_after_header
+from relay.web.transport.limits import ConnectionSlots, HandshakeFailures, retry_after_header
 from tests.fuzz.hypothesis_settings import fuzz
 from tests.support.reliability_report import record
 

@@ -1,4 +1,4 @@
-"""Hypothesis against Relay's WebSocket frame reading (web/sockets.py): ``unmask``, which replaces
+"""Hypothesis against Relay's WebSocket frame reading (web/transport/sockets.py): ``unmask``, which replaces
 gevent-websocket's per-byte Python loop, gives exactly what that loop gives; and every frame header is decided
 before its payload is read (reserved opcodes 1002, messages past the limit 1009, control frames' 125 bytes)."""
 
@@ -11,7 +11,7 @@ from geventwebsocket.websocket import Header
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay.web.sockets import FrameRefusedError, RelayWebSocket, _read_frame_checked, unmask
+from relay.web.transport.sockets import FrameRefusedError, RelayWebSocket, _read_frame_checked, unmask
 from tests.fuzz.hypothesis_settings import fuzz
 
 

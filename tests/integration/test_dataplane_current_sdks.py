@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import requests
 
-from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION
+from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION
 from tests.integration.sdk_apps import ORG, readable, ready_info
 from tests.support import pg
 from tests.support.ports import wait_until

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION
+from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION
 from tests.integration.sdk_apps import OLD_PYTHON
 from tests.support.console_http import console_session
 from tests.support.ports import free_port, wait_until

@@ -26,7 +26,7 @@ import psycopg
 import pytest
 import requests
 
-from relay.actors.dataplane_sql import AGGREGATE_SCHEMA_VERSIONS
+from relay.actors.adapters.dataplane.sql import AGGREGATE_SCHEMA_VERSIONS
 from tests.support import pg, reliability_report
 from tests.support.procs import RELAY_PYTHON, REPO_ROOT, RelayProcess
 

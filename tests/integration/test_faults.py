@@ -95,8 +95,8 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
 
 def raw_events(relay: RelayProcess) -> list[tuple[int, str, str, int]]:
     """(position, topic, aggregate id, version) of every event in the store, read without Relay."""
-    from relay.actors.settings import Settings
-    from relay.events.log import RelayLog
+    from relay.actors.configuration.settings import Settings
+    from relay.projections.store.log import RelayLog
 
     settings = Settings.from_env(relay.relay_env())
     relay_log = RelayLog(env=settings.store.event_store_env())
@@ -517,7 +517,7 @@ class LimitedRelay(RelayProcess):
             return super().command()
         launcher = ("import resource, runpy, sys; "
                     f"resource.setrlimit(resource.RLIMIT_FSIZE, ({self.fsize}, {self.fsize})); "
-                    "sys.argv = ['relay', 'serve']; runpy.run_module('relay.web.cli', run_name='__main__')")
+                    "sys.argv = ['relay', 'serve']; runpy.run_module('relay.web.cli.main', run_name='__main__')")
         return [sys.executable, "-c", launcher]
 
 
@@ -692,7 +692,7 @@ class FlakyLog:
     def __new__(cls) -> Any:
         from eventsourcing.persistence import OperationalError
 
-        from relay.events.log import RelayLog
+        from relay.projections.store.log import RelayLog
 
         class _Flaky(RelayLog):
             down = False

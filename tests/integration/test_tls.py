@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from relay.actors.adapters.forwarder import Forwarder, ForwardError
 from relay.actors.cluster import RemoteExecutor
-from relay.actors.forwarder import Forwarder, ForwardError
 from relay.wire import protocol
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
 from tests.support.console_http import csrf_token

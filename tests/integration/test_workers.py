@@ -1,5 +1,5 @@
 """Issue 16: `relay serve --workers 2` on PostgreSQL: two worker processes on one port (SO_REUSEPORT), each an
-instance of one cluster (web/workers.py), as real processes.
+instance of one cluster (web/cli/workers.py), as real processes.
 
 - refused: more than one worker on SQLite, `--workers 0`, a port someone already listens on (exit 2, clear);
 - fake executors (tests/integration/fake_executor.py, kept connected and reconnecting like an SDK) connect

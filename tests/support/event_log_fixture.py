@@ -99,8 +99,8 @@ def export(events_sqlite: Path, out: Path) -> int:
 
 
 def main(out: str) -> None:
-    from relay.events.log import RelayLog
     from relay.projections.backend import StoreConfig
+    from relay.projections.store.log import RelayLog
 
     with tempfile.TemporaryDirectory() as tmp:
         config = StoreConfig(data_dir=Path(tmp))

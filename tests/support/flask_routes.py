@@ -11,8 +11,8 @@ from typing import Any
 
 def url_rules() -> list[Any]:
     """The Flask URL map's rules of an app built on a throwaway runtime."""
+    from relay.actors.configuration.settings import Settings
     from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
     from relay.web.wsgi import create_app
 
     with tempfile.TemporaryDirectory(prefix="relay-routes-") as data_dir:

@@ -34,7 +34,7 @@ from tests.support.http_session import session_idle_below
 from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CLI_MODULE = "relay.web.cli"
+CLI_MODULE = "relay.web.cli.main"
 # `relay serve` runs as `make run` installs it: from .venv-relay, with the data plane's newer `dbos` (the harness's
 # own interpreter has the release the test executors run).
 RELAY_PYTHON = REPO_ROOT / ".venv-relay" / "bin" / "python"

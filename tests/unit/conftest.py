@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from relay.events.log import RelayLog
 from relay.projections.backend import StoreConfig
+from relay.projections.store.log import RelayLog
 from tests.unit.store_cases import STORES, make_store_config, open_log
 
 

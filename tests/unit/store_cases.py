@@ -19,8 +19,8 @@ import psycopg
 import pytest
 
 from relay.events.executor import ExecutorInfo
-from relay.events.log import RelayLog
 from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.store.log import RelayLog
 
 # Both stores; the PostgreSQL case is marked like every other test that needs the server.
 STORES = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))

@@ -21,8 +21,8 @@ from relay.events.alerting import (
     check_rule_metadata,
 )
 from relay.events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError, NotFoundError
-from relay.events.log import RelayLog
 from relay.events.retention import FAILED, SUCCEEDED, RetentionRun
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 META = {"workflow_name": "*", "failed_workflow_count": "3", "threshold": "3", "period_secs": "60"}

@@ -25,7 +25,7 @@ from relay.actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig,
 from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 from relay.wire import protocol
 from relay.wire.errors import CannotAskError, ExecutorGoneError
 

@@ -22,12 +22,8 @@ from typing import Any
 
 import pytest
 
-from relay.actors.alerting import AlertRun, LiveSources, evaluate
-from relay.actors.dataplane import DataPlaneError, State
-from relay.actors.delivery import Deliverer, Delivery, alert_payload
-from relay.actors.scheduler import ManualScheduler
-from relay.actors.settings import ConfigError, Settings
-from relay.actors.sinks import (
+from relay.actors.adapters.dataplane.client import DataPlaneError, State
+from relay.actors.adapters.sinks import (
     PAGERDUTY,
     SLACK,
     HttpError,
@@ -36,9 +32,13 @@ from relay.actors.sinks import (
     send_sink,
     slack_message,
 )
+from relay.actors.alerting import AlertRun, LiveSources, evaluate
+from relay.actors.configuration.settings import ConfigError, Settings
+from relay.actors.delivery import Deliverer, Delivery, alert_payload
+from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import ExecutorInfo
-from relay.events.log import RelayLog
 from relay.projections.backend import StoreConfig
+from relay.projections.store.log import RelayLog
 from relay.projections.views import Views
 from relay.wire import protocol
 from relay.wire.errors import CannotAskError

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
-from relay.actors.settings import Settings
 from relay.events.application import MAX_EXECUTOR_TIMEOUT_SECS
 from relay.web.wsgi import create_app
 from tests.support.openapi_ref import check, reference, response_schema

@@ -19,8 +19,8 @@ ADMIN = "surface-test-admin-token"
 
 @pytest.fixture(scope="module")
 def app() -> Iterator[Flask]:
+    from relay.actors.configuration.settings import Settings
     from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
     from relay.web.wsgi import create_app
 
     with tempfile.TemporaryDirectory(prefix="relay-surface-") as data_dir:

@@ -17,9 +17,9 @@ from relay.events.autoscaling import (
     recommend,
 )
 from relay.events.errors import IllegalTransitionError
-from relay.events.log import RelayLog
 from relay.projections import replay
 from relay.projections.backend import StoreConfig
+from relay.projections.store.log import RelayLog
 from relay.projections.views import Views
 from tests.unit.store_cases import at
 

@@ -1,5 +1,5 @@
 """`relay --help` and its commands' help: every option and argument explained, the settings listed from their one
-definition (actors/settings.py ENV_SETTINGS), which also renders the README's settings table."""
+definition (actors/configuration/settings.py ENV_SETTINGS), which also renders the README's settings table."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import dataclasses
 import re
 from pathlib import Path
 
-from relay.actors.settings import ENV_SETTINGS, Settings, settings_table
+from relay.actors.configuration.settings import ENV_SETTINGS, Settings, settings_table
 from relay.events.organization import PERMISSIONS
-from relay.web.api_applications import DEFAULT_KEY_PERMISSIONS
-from relay.web.cli_parser import build_parser
+from relay.web.api.applications import DEFAULT_KEY_PERMISSIONS
+from relay.web.cli.parser import build_parser
 from tests.support.readme_blocks import check_block
 
-SETTINGS_SOURCE = Path(__file__).resolve().parents[2] / "actors" / "settings.py"
+SETTINGS_SOURCE = Path(__file__).resolve().parents[2] / "actors" / "configuration" / "settings.py"
 
 
 def parsers(parser: argparse.ArgumentParser, path: str = "relay") -> list[tuple[str, argparse.ArgumentParser]]:

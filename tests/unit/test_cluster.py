@@ -9,8 +9,8 @@ from relay.actors.context import ActorContext
 from relay.actors.heartbeats import InstanceTable
 from relay.events.executor import ExecutorInfo
 from relay.events.instance import EXPIRED
-from relay.events.log import RelayLog
 from relay.projections.backend import StoreConfig
+from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

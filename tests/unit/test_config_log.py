@@ -16,7 +16,7 @@ from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.config import parse_config
 from relay.events.config_plan import AppState, State, plan
 from relay.events.errors import ConcurrentChangeError
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 
 AT = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 ORG = "local"

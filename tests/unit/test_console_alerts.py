@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
-from relay.actors.settings import Settings
 from relay.projections.identity import hash_key
 from relay.web.wsgi import create_app
 from tests.unit.store_cases import at

@@ -13,12 +13,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from relay.actors.dataplane import DataPlane, DataPlaneError, scrub
-from relay.actors.dataplane_aggregates import AggregateRequestError, aggregate
-from relay.actors.dataplane_reference import MAX_REFERENCE_FILE_BYTES, UnsafeReference, UnusableReference, resolve_url
-from relay.actors.dataplane_schema import MIN_SCHEMA_VERSION, judge
-from relay.actors.dataplane_values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
-from relay.actors.settings import ConfigError, Settings
+from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError, scrub
+from relay.actors.adapters.dataplane.reference import (
+    MAX_REFERENCE_FILE_BYTES,
+    UnsafeReference,
+    UnusableReference,
+    resolve_url,
+)
+from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION, judge
+from relay.actors.adapters.dataplane.values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
+from relay.actors.configuration.settings import ConfigError, Settings
+from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.events.application import App
 from relay.events.data_plane import check_data_plane, check_reference_allowed, parse_allowed_references
 from relay.events.errors import IllegalTransitionError, InvalidValueError

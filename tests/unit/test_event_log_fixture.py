@@ -14,8 +14,8 @@ from uuid import UUID
 import pytest
 from eventsourcing.persistence import StoredEvent
 
-from relay.events.log import RelayLog
 from relay.projections.backend import StoreConfig
+from relay.projections.store.log import RelayLog
 from relay.projections.views import Views
 from tests.support.event_log_fixture import record
 

@@ -9,8 +9,8 @@ import pytest
 from relay.events.application import DEFAULT_SETTINGS, App, check_settings
 from relay.events.errors import DomainError, IllegalTransitionError, InvalidValueError
 from relay.events.ids import app_id
-from relay.events.log import RelayLog
 from relay.events.names import check_app_name
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)

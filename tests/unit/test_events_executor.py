@@ -21,7 +21,7 @@ from relay.events.executor import (
     check_info,
 )
 from relay.events.ids import executor_id
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=10)

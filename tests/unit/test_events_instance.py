@@ -11,7 +11,7 @@ import pytest
 from relay.events.errors import IllegalTransitionError, NotFoundError
 from relay.events.ids import instance_id
 from relay.events.instance import RUNNING, STOPPED, RelayInstance, lease_key
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)
@@ -401,7 +401,7 @@ def test_an_expired_instance_cannot_be_expired_twice_or_by_itself():
 def test_two_peers_racing_to_expire_an_instance_conflict_in_the_store(tmp_path):
     from eventsourcing.persistence import IntegrityError
 
-    from relay.events.log import RelayLog
+    from relay.projections.store.log import RelayLog
 
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.sqlite")}
     a, b = RelayLog(env=env), RelayLog(env=env)

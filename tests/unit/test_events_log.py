@@ -11,14 +11,14 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from relay.events import log as log_module
 from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError, NotFoundError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor, ExecutorInfo
 from relay.events.ids import app_id, executor_id, instance_id, organization_id
 from relay.events.instance import RUNNING, RelayInstance, lease_key
-from relay.events.log import RelayLog
 from relay.events.organization import Organization
+from relay.projections.store import log as log_module
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)

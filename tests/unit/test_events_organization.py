@@ -9,9 +9,9 @@ import pytest
 
 from relay.events.errors import AlreadyExistsError, DomainError, InvalidValueError, NotFoundError
 from relay.events.ids import organization_id
-from relay.events.log import RelayLog
 from relay.events.names import check_org_name, check_token_name
 from relay.events.organization import PERMISSIONS, Organization
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
 T1 = T0 + timedelta(seconds=1)

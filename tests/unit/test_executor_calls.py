@@ -12,14 +12,14 @@ import pykka
 import pytest
 from flask import Flask, g
 
-from relay.actors import dataplane_answers
+from relay.actors.adapters.dataplane import answers as dataplane_answers
+from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.application import LiveExecutor
 from relay.actors.context import Limits
-from relay.actors.dataplane import DataPlanes
 from relay.actors.directory import Directory
 from relay.web import executor_calls
+from relay.web.api.problems import ApiError
 from relay.web.executor_calls import call, summarize_error
-from relay.web.problems import ApiError
 from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError
 
@@ -307,8 +307,8 @@ CLASSIFIED = [
 @pytest.mark.parametrize(("message_type", "message", "status", "location"), CLASSIFIED)
 def test_executor_errors_that_are_the_callers_are_4xx(message_type: str, message: str, status: int,
                                                       location: str | None) -> None:
+    from relay.web.api.executor_errors import classify
     from relay.web.executor_calls import summarize_error
-    from relay.web.executor_errors import classify
 
     found = classify(message_type, summarize_error(message))
     assert (found.status if found else 502) == status

@@ -24,7 +24,7 @@ from relay.actors.executor import Connection, ExecutorActor, ask_request
 from relay.actors import pykka_gevent
 pykka_gevent.install()  # as relay serve does at start-up
 from relay.actors.scheduler import ManualScheduler
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 
 class Socket:
     def __init__(self, clock):

@@ -1,4 +1,5 @@
-"""events/group_commit.py: concurrent appends in one transaction, in order, conflicts and errors per caller."""
+"""projections/store/group_commit.py: concurrent appends in one transaction, in order, conflicts and errors per
+caller."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
 from relay.events.executor import ExecutorInfo
-from relay.events.group_commit import GroupCommitter
-from relay.events.log import RelayLog
+from relay.projections.store.group_commit import GroupCommitter
+from relay.projections.store.log import RelayLog
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -1,6 +1,6 @@
-"""Forwarding between instances, over real HTTP on loopback: the forward endpoint (web/api_cluster.py) of a
+"""Forwarding between instances, over real HTTP on loopback: the forward endpoint (web/api/cluster.py) of a
 "peer" instance served by werkzeug in a thread, with scripted executor actors behind it, and a "caller"
-instance whose executor calls (web/executor_calls.py) go through the real Forwarder (actors/forwarder.py).
+instance whose executor calls (web/executor_calls.py) go through the real Forwarder (actors/adapters/forwarder.py).
 
 - the endpoint: a signed frame runs on the named local executor and its raw answer comes back; forged, old,
   looping, replayed and unconfigured forwards are refused before anything is sent to an executor; an unknown
@@ -27,18 +27,18 @@ import requests
 from flask import Flask, Response
 from werkzeug.serving import make_server
 
+from relay.actors.adapters.dataplane.client import DataPlanes
+from relay.actors.adapters.forwarder import Forwarder
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
+from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.context import Limits
-from relay.actors.dataplane import DataPlanes
 from relay.actors.directory import Directory
 from relay.actors.edge_state import EdgeState
-from relay.actors.forwarder import Forwarder
-from relay.actors.settings import ConfigError, Settings
 from relay.projections.backend import StoreConfig
-from relay.web import api_cluster
+from relay.web.api import cluster as api_cluster
+from relay.web.api.problems import ApiError, problem_response
 from relay.web.executor_calls import call
-from relay.web.problems import ApiError, problem_response
 from relay.wire import protocol
 from relay.wire import signing as forwarding
 from relay.wire.errors import ExecutorGoneError, PeerUnreachableError

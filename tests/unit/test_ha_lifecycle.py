@@ -20,7 +20,7 @@ import pytest
 from relay.actors.recovery import ADOPTED_REASON, AppLifecycle, rank_peers
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 from relay.wire import protocol
 from relay.wire.errors import PeerUnreachableError
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
-from relay.actors.settings import Settings
 from relay.events.executor import ExecutorInfo
 from relay.web.wsgi import create_app
 from tests.support.ports import wait_until

@@ -1,4 +1,4 @@
-"""web/http_parsing.py reads a request's headers as gevent's pywsgi does (through http.client and the email
+"""web/transport/http_parsing.py reads a request's headers as gevent's pywsgi does (through http.client and the email
 parser), only faster: the same pairs, the same environ entries, the same refusals, for ordinary and odd input."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import io
 import pytest
 from gevent import pywsgi
 
-from relay.web.http_parsing import MAX_HEADERS, MAX_LINE, environ_headers, parse_headers
+from relay.web.transport.http_parsing import MAX_HEADERS, MAX_LINE, environ_headers, parse_headers
 
 BLOCKS = [
     b"\r\n",
@@ -76,7 +76,7 @@ def test_too_many_headers_are_refused_as_http_client_refuses_them() -> None:
 
 
 def test_pywsgi_still_has_what_the_handler_overrides() -> None:
-    """web/server.py RelayHandler replaces MessageClass, _headers and _write_with_headers (gevent 26.9.0)."""
+    """web/transport/server.py RelayHandler replaces MessageClass, _headers and _write_with_headers (gevent 26.9.0)."""
     handler = pywsgi.WSGIHandler
     assert "self.headers = self.MessageClass(self.rfile, 0)" in inspect.getsource(handler.read_request)
     assert "self._headers()" in inspect.getsource(handler.get_environ)

@@ -13,12 +13,12 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from relay.actors import metrics
+from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
-from relay.actors.settings import Settings
 from relay.projections.identity import hash_key
-from relay.web.metrics import timed_request
-from relay.web.problems import ApiError
-from relay.web.websocket import HandshakeGate, check_handshake
+from relay.web.api.metrics import timed_request
+from relay.web.api.problems import ApiError
+from relay.web.transport.websocket import HandshakeGate, check_handshake
 from relay.web.wsgi import create_app
 from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError

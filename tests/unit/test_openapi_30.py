@@ -1,4 +1,4 @@
-"""GET /openapi-3.0.json: the 3.0 rendering of Relay's 3.1 document (web/openapi_30.py), checked by a real
+"""GET /openapi-3.0.json: the 3.0 rendering of Relay's 3.1 document (web/api/openapi_30.py), checked by a real
 validator (openapi-spec-validator), on a real (not started) Relay app; and the conversion of each 3.1 construct."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 from flask.testing import FlaskClient
 from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
 
-from relay.web.openapi_30 import schema, to_openapi_30
+from relay.web.api.openapi_30 import schema, to_openapi_30
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[FlaskClient]:
+    from relay.actors.configuration.settings import Settings
     from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
     from relay.web.wsgi import create_app
 
     with tempfile.TemporaryDirectory(prefix="relay-openapi30-") as data_dir:

@@ -94,8 +94,8 @@ def _without_extensions(node: Any) -> Any:
 @pytest.fixture(scope="module")
 def relay_doc() -> Iterator[dict[str, Any]]:
     """GET /openapi.json from a real (not started) Relay app, without an Authorization header."""
+    from relay.actors.configuration.settings import Settings
     from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
     from relay.web.wsgi import create_app
 
     with tempfile.TemporaryDirectory(prefix="relay-openapi-") as data_dir:

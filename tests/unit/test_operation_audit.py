@@ -13,7 +13,7 @@ import pytest
 from relay.events.errors import InvalidValueError
 from relay.events.operation import FAILURE, MAX_TARGETS, SUCCESS, Operation
 from relay.web import audit_trail
-from relay.web.openapi import operation_of
+from relay.web.api.openapi import operation_of
 
 T0 = datetime(2026, 12, 4, tzinfo=UTC)
 BASE = {"org": "acme", "app": "shop", "operation": "cancelWorkflow", "via": "api", "targets": ["wf-1"],
@@ -50,8 +50,8 @@ def test_an_operation_refuses_what_it_cannot_hold(change: dict[str, object]) -> 
 
 def test_every_api_action_is_audited_and_the_exceptions_are_real_operations() -> None:
     """Every route that does not GET is audited unless named read-only; the names listed exist."""
+    from relay.actors.configuration.settings import Settings
     from relay.actors.runtime import Runtime
-    from relay.actors.settings import Settings
     from relay.web.wsgi import create_app
 
     with tempfile.TemporaryDirectory(prefix="relay-audit-") as data_dir:

@@ -27,12 +27,14 @@ def test_the_wheel_has_one_top_level_name_relay_and_carries_the_console_files(tm
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert tops == {"relay"}
-    for module in ("relay/events/log.py", "relay/actors/executor.py", "relay/projections/views.py",
-                   "relay/web/cli.py", "relay/wire/protocol.py", "relay/wire/responses.py",
+    for module in ("relay/projections/store/log.py", "relay/actors/executor.py", "relay/projections/views.py",
+                   "relay/web/cli/main.py", "relay/actors/adapters/dataplane/client.py",
+                       "relay/web/transport/server.py", "relay/web/api/workflows.py",
+                       "relay/wire/protocol.py", "relay/wire/responses.py",
                    "relay/web/console/__init__.py",
                    "relay/web/templates/console/layout.html", "relay/web/static/redoc.standalone.js",
                    "relay/web/static/redoc.LICENSE.txt", "relay/web/static/docs.js"):
         assert module in names, module
     assert any(name.startswith("relay/web/static/") for name in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "relay = relay.web.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "relay = relay.web.cli.main:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -16,7 +16,6 @@ import pytest
 
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.ids import app_id, executor_id, organization_id
-from relay.events.log import RelayLog
 from relay.projections import replay
 from relay.projections.alerting import AlertingProjection
 from relay.projections.applications import ApplicationsProjection
@@ -26,6 +25,7 @@ from relay.projections.instances import InstancesProjection
 from relay.projections.operations import OperationsProjection
 from relay.projections.projector import Projector, ViewProjection
 from relay.projections.registry import RegistryProjection
+from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
 from tests.unit.store_cases import (
     HASH_CI,

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from relay.events.log import RelayLog
 from relay.projections import backend
 from relay.projections.applications import ApplicationsQueries
 from relay.projections.backend import StoreConfig, ViewStore
 from relay.projections.registry import RegistrySchema
+from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
 from tests.unit.store_cases import (
     HASH_CI,

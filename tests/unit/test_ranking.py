@@ -1,11 +1,11 @@
-"""The one ranking rule (actors/ranking.py) that routing, alerting/retention requests and recovery share."""
+"""The one ranking rule (actors/policies/ranking.py) that routing, alerting/retention requests and recovery share."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from relay.actors import executor_requests, recovery, routing
-from relay.actors.ranking import order, supports
+from relay.actors.policies.ranking import order, supports
 
 
 @dataclass

@@ -7,7 +7,7 @@ import re
 import shlex
 from pathlib import Path
 
-from relay.web.cli_parser import build_parser
+from relay.web.cli.parser import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 USED = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")

@@ -35,7 +35,7 @@ from relay.actors.recovery import (
 )
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
-from relay.events.log import RelayLog
+from relay.projections.store.log import RelayLog
 from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError
 from tests.support.ports import wait_until

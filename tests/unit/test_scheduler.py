@@ -1,5 +1,6 @@
 """Timers and liveness without a thread per timer (actors/scheduler.py, actors/liveness.py), the bound
-on handshakes in flight (web/websocket.py HandshakeGate) and the cached application proxies (actors/directory.py).
+on handshakes in flight (web/transport/websocket.py HandshakeGate) and the cached application proxies
+(actors/directory.py).
 Real time only where the real scheduler is under test, with deadlines (no fixed sleeps)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from relay.actors.directory import Directory
 from relay.actors.liveness import Liveness
 from relay.actors.scheduler import ManualScheduler, ThreadingScheduler
-from relay.web.websocket import HandshakeGate, HandshakeTicket
+from relay.web.transport.websocket import HandshakeGate, HandshakeTicket
 from tests.support.ports import wait_until
 
 

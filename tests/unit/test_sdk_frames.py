@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from relay.web import executor_calls, translate
+from relay.web import executor_calls
+from relay.web.api import translate
 from relay.wire import protocol
 from tests.support.openapi_ref import check, reference
 
@@ -58,7 +59,7 @@ def conforms(schema_name: str, value: Any) -> None:
     assert not errors, (schema_name, errors)
 
 
-# What the v2 API answers for each type (web/api_workflows.py, web/api_catalog.py): (schema, value) pairs.
+# What the v2 API answers for each type (web/api/workflows.py, web/api/catalog.py): (schema, value) pairs.
 _V2: dict[str, Any] = {
     "list_workflows": lambda r: [("Workflow", translate.workflow(w)) for w in r.output],
     "list_queued_workflows": lambda r: [("Workflow", translate.workflow(w)) for w in r.output],

@@ -1,4 +1,5 @@
-"""web/sockets.py send_all: what sock.sendall does (every byte, in order), with one send() when the kernel takes
+"""web/transport/sockets.py send_all: what sock.sendall does (every byte, in order), with one send() when the kernel
+takes
 the whole buffer, the rest through sendall when it does not, and other sockets (TLS) left to their own sendall."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Any
 import gevent
 import gevent.socket
 
-from relay.web.sockets import send_all
+from relay.web.transport.sockets import send_all
 
 
 def _pair() -> tuple[Any, Any]:

@@ -9,14 +9,14 @@ import threading
 import pytest
 from eventsourcing.persistence import IntegrityError
 
-from relay.events import log as log_module
 from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.errors import AlreadyExistsError, IllegalTransitionError, NotFoundError
 from relay.events.executor import DELETED, HEALTHY, Executor
 from relay.events.instance import RUNNING, RelayInstance
-from relay.events.log import RelayLog
 from relay.events.organization import Organization
 from relay.projections.backend import StoreConfig
+from relay.projections.store import log as log_module
+from relay.projections.store.log import RelayLog
 from tests.unit.store_cases import (
     HASH_CI,
     HASH_DEPLOY,

@@ -1,4 +1,5 @@
-"""RELAY_TRUSTED_PROXIES (actors/settings.py) and who the caller is behind a proxy (web/forwarded.py)."""
+"""RELAY_TRUSTED_PROXIES (actors/configuration/settings.py) and who the caller is behind a proxy
+(web/transport/forwarded.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import ipaddress
 
 import pytest
 
-from relay.actors.settings import ConfigError, Settings
-from relay.web.forwarded import TrustedProxies
+from relay.actors.configuration.settings import ConfigError, Settings
+from relay.web.transport.forwarded import TrustedProxies
 
 
 def proxies(text: str) -> TrustedProxies:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
-from relay.actors.settings import Settings
-from relay.web.log_secrets import SecretFilter
+from relay.web.transport.log_secrets import SecretFilter
 from relay.web.wsgi import create_app
 
 ADMIN = "unexpected-errors-admin-token"

@@ -1,5 +1,5 @@
 """The Alerts tab: an application's alerting rules (created and deleted here through the same functions as
-the API's alerting-rule endpoints, web/api_alerting.py), the alerts they fired and its managed retention runs."""
+the API's alerting-rule endpoints, web/api/alerting.py), the alerts they fired and its managed retention runs."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from flask import Response, flash, redirect, render_template, request, url_for
 
 from relay.events.alerting import RULE_TYPES, metadata_fields
 from relay.web import audit_trail
-from relay.web.api_alerting import check_rule_body, create_alerting_rule, delete_alerting_rule
+from relay.web.api.alerting import check_rule_body, create_alerting_rule, delete_alerting_rule
+from relay.web.api.problems import ApiError
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
 from relay.web.context import runtime
-from relay.web.problems import ApiError
 
 _CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
-from relay.web import executor_calls, translate
+from relay.web import executor_calls
+from relay.web.api import translate
+from relay.web.api.problems import ApiError, not_found
 from relay.web.context import runtime
-from relay.web.problems import ApiError, not_found
 from relay.wire import protocol
 
 P = ParamSpec("P")

@@ -1,0 +1,279 @@
+"""The requests a system database answers (issue 15), each with the public ``DBOSClient`` call that answers it
+and the response an executor would have sent, so that everything after (translation, 404s, audit) is the same
+whichever path answered. What the public client cannot do (events, notifications and streams by listing,
+export, import, metrics, fork-from-failure, recovery, retention, alerts to handlers) is not here: it needs a
+connected executor, and web/executor_calls.py says so."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from relay.actors.adapters.dataplane import sql as dataplane_sql
+from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError
+from relay.actors.adapters.dataplane.values import as_text
+from relay.actors.adapters.off_hub import off_hub
+from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
+from relay.wire import client_records as records
+from relay.wire import protocol
+from relay.wire.messages import MessageType
+
+M = MessageType
+Answer = Callable[..., dict[str, Any]]  # (client, request), or (plane, client, request): _NEEDS_PLANE
+
+
+def _body_filters(body: Any) -> dict[str, Any]:
+    return {
+        "workflow_ids": body.workflow_uuids, "status": body.status, "start_time": body.start_time,
+        "end_time": body.end_time, "completed_after": body.completed_after,
+        "completed_before": body.completed_before, "dequeued_after": body.dequeued_after,
+        "dequeued_before": body.dequeued_before, "name": body.workflow_name, "app_version": body.application_version,
+        "forked_from": body.forked_from, "parent_workflow_id": body.parent_workflow_id,
+        "user": body.authenticated_user, "queue_name": body.queue_name, "limit": body.limit, "offset": body.offset,
+        "sort_desc": bool(body.sort_desc), "workflow_id_prefix": body.workflow_id_prefix,
+        "load_input": bool(body.load_input), "load_output": bool(body.load_output), "executor_id": body.executor_id,
+    }
+
+
+def _list_workflows(client: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    filters = _body_filters(body)
+    extra = {"was_forked_from": body.was_forked_from, "has_parent": body.has_parent,
+             "attributes": body.attributes, "schedule_name": body.schedule_name,
+             "application_name": body.application_name, "queues_only": bool(body.queues_only)}
+    filters.update({k: v for k, v in extra.items() if v not in (None, False)})
+    return {"output": [records.workflow(s, as_text) for s in client.list_workflows(**filters)]}
+
+
+# The fallback on a schema version the GROUP BY is not tested on (actors/adapters/dataplane/sql.py): the client's list,
+# page by page without inputs or outputs, folded as it comes (memory: the groups, not the workflows). Past this
+# many the request is refused (narrow the time window) rather than holding the database for long.
+AGGREGATE_PAGE = 5_000
+MAX_AGGREGATED_WORKFLOWS = 10_000_000
+
+
+def _aggregate_filters(body: Any) -> dict[str, Any]:
+    filters = {
+        "status": body.status, "name": body.name, "app_version": body.app_version, "executor_id": body.executor_id,
+        "queue_name": body.queue_name, "workflow_id_prefix": body.workflow_id_prefix, "workflow_ids": body.workflow_ids,
+        "forked_from": body.forked_from, "parent_workflow_id": body.parent_workflow_id, "user": body.user,
+        "schedule_name": body.schedule_name, "application_name": body.application_name,
+        "start_time": body.start_time, "end_time": body.end_time, "completed_after": body.completed_after,
+        "completed_before": body.completed_before, "dequeued_after": body.dequeued_after,
+        "dequeued_before": body.dequeued_before, "was_forked_from": body.was_forked_from,
+        "has_parent": body.has_parent, "attributes": body.attributes,
+    }
+    return {k: v for k, v in filters.items() if v is not None}
+
+
+def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    filters = _aggregate_filters(body)
+    try:
+        if dataplane_sql.supports(plane.state().schema_version):  # the client is open: its checked version
+            return {"output": dataplane_sql.workflow_aggregates(client, filters, body)}
+        return {"output": aggregate(_every_status(client, filters), body)}
+    except AggregateRequestError as error:
+        raise DataPlaneError(422, str(error)) from None
+
+
+def _every_status(client: Any, filters: dict[str, Any]) -> Iterator[Any]:
+    seen = 0
+    while True:
+        page = client.list_workflows(**filters, load_input=False, load_output=False, limit=AGGREGATE_PAGE,
+                                     offset=seen)
+        seen += len(page)
+        if seen > MAX_AGGREGATED_WORKFLOWS:
+            raise DataPlaneError(422, f"more than {MAX_AGGREGATED_WORKFLOWS} workflows match: narrow the time "
+                                      "window (startTime, endTime) to aggregate them from the system database")
+        yield from page
+        if len(page) < AGGREGATE_PAGE:
+            return
+
+
+def _list_queued(client: Any, request: Any) -> dict[str, Any]:
+    filters = _body_filters(request.body)
+    return {"output": [records.workflow(s, as_text) for s in client.list_queued_workflows(**filters)]}
+
+
+def _get_workflow(client: Any, request: Any) -> dict[str, Any]:
+    found = client.list_workflows(workflow_ids=[request.workflow_id], load_input=bool(request.load_input),
+                                  load_output=bool(request.load_output))
+    return {"output": records.workflow(found[0], as_text) if found else None}
+
+
+def _list_steps(client: Any, request: Any) -> dict[str, Any]:
+    steps = client.list_workflow_steps(request.workflow_id, load_output=bool(request.load_output),
+                                       limit=request.limit, offset=request.offset)
+    return {"output": [records.step(s, as_text) for s in steps]}
+
+
+def _cancel(client: Any, request: Any) -> dict[str, Any]:
+    client.cancel_workflows(request.ids, cancel_children=bool(request.cancel_children))
+    return {"success": True}
+
+
+def _resume(client: Any, request: Any) -> dict[str, Any]:
+    for workflow_id in request.ids:
+        client.resume_workflow(workflow_id, queue_name=request.queue_name)
+    return {"success": True}
+
+
+def _delete(client: Any, request: Any) -> dict[str, Any]:
+    client.delete_workflows(request.ids, delete_children=bool(request.delete_children))
+    return {"success": True}
+
+
+def _fork(client: Any, request: Any) -> dict[str, Any]:
+    from dbos import SetWorkflowID  # noqa: PLC0415 (the optional extra)
+
+    body = request.body
+    options = {"application_version": body.application_version, "queue_name": body.queue_name,
+               "queue_partition_key": body.queue_partition_key}
+    if body.new_workflow_id:
+        with SetWorkflowID(body.new_workflow_id):
+            handle = client.fork_workflow(body.workflow_id, body.start_step, **options)
+    else:
+        handle = client.fork_workflow(body.workflow_id, body.start_step, **options)
+    return {"new_workflow_id": handle.get_workflow_id()}
+
+
+def _list_schedules(client: Any, request: Any) -> dict[str, Any]:
+    body = request.body
+    found = client.list_schedules(status=body.status, workflow_name=body.workflow_name,
+                                  schedule_name_prefix=body.schedule_name_prefix,
+                                  application_name=body.application_name)
+    return {"output": [records.schedule(s, as_text) for s in found]}
+
+
+def _get_schedule(client: Any, request: Any) -> dict[str, Any]:
+    found = client.get_schedule(request.schedule_name)
+    return {"output": records.schedule(found, as_text) if found else None}
+
+
+def _existing_schedule(client: Any, name: str) -> None:
+    if client.get_schedule(name) is None:
+        raise DataPlaneError(404, f"schedule '{name}' not found")
+
+
+def _pause(client: Any, request: Any) -> dict[str, Any]:
+    _existing_schedule(client, request.schedule_name)
+    client.pause_schedule(request.schedule_name)
+    return {"success": True}
+
+
+def _resume_schedule(client: Any, request: Any) -> dict[str, Any]:
+    _existing_schedule(client, request.schedule_name)
+    client.resume_schedule(request.schedule_name)
+    return {"success": True}
+
+
+def _trigger(client: Any, request: Any) -> dict[str, Any]:
+    _existing_schedule(client, request.schedule_name)
+    return {"workflow_id": client.trigger_schedule(request.schedule_name).get_workflow_id()}
+
+
+def _backfill(client: Any, request: Any) -> dict[str, Any]:
+    _existing_schedule(client, request.schedule_name)
+    start, end = _instant(request.start), _instant(request.end)
+    handles = client.backfill_schedule(request.schedule_name, start, end)
+    return {"workflow_ids": [h.get_workflow_id() for h in handles]}
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _list_queues(client: Any, request: Any) -> dict[str, Any]:
+    return {"output": [records.queue(q) for q in client.list_queues(application_name=request.body.application_name)]}
+
+
+def _get_queue(client: Any, request: Any) -> dict[str, Any]:
+    found = client.retrieve_queue(request.name)
+    return {"output": records.queue(found) if found is not None else None}
+
+
+def _list_versions(client: Any, _: Any) -> dict[str, Any]:
+    return {"output": [records.version(v) for v in client.list_application_versions()]}
+
+
+def _set_latest(client: Any, request: Any) -> dict[str, Any]:
+    if not any(v.get("version_name") == request.version_name for v in client.list_application_versions()):
+        raise DataPlaneError(404, f"application version '{request.version_name}' not found")
+    client.set_latest_application_version(request.version_name)
+    return {"success": True}
+
+
+# Per message type: its answer, and whether it changes the database (refused in "read" mode).
+ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
+    M.GET_WORKFLOW_AGGREGATES: (_workflow_aggregates, False),
+    M.LIST_WORKFLOWS: (_list_workflows, False),
+    M.LIST_QUEUED_WORKFLOWS: (_list_queued, False),
+    M.GET_WORKFLOW: (_get_workflow, False),
+    M.LIST_STEPS: (_list_steps, False),
+    M.CANCEL: (_cancel, True),
+    M.RESUME: (_resume, True),
+    M.DELETE: (_delete, True),
+    M.FORK_WORKFLOW: (_fork, True),
+    M.LIST_SCHEDULES: (_list_schedules, False),
+    M.GET_SCHEDULE: (_get_schedule, False),
+    M.PAUSE_SCHEDULE: (_pause, True),
+    M.RESUME_SCHEDULE: (_resume_schedule, True),
+    M.TRIGGER_SCHEDULE: (_trigger, True),
+    M.BACKFILL_SCHEDULE: (_backfill, True),
+    M.LIST_QUEUES: (_list_queues, False),
+    M.GET_QUEUE: (_get_queue, False),
+    M.LIST_APPLICATION_VERSIONS: (_list_versions, False),
+    M.SET_LATEST_APPLICATION_VERSION: (_set_latest, True),
+}
+
+
+# The answers that depend on the database opened (its schema version), not only on the client.
+_NEEDS_PLANE = frozenset({_workflow_aggregates})
+
+
+# Heavy reads the database answers even when an executor is connected: aggregating every workflow of a window
+# would hold up the application's own executor (the routing rule, README "Data plane").
+PREFER_DATABASE = frozenset({M.GET_WORKFLOW_AGGREGATES.value})
+
+
+def prefers_database(message_type: str) -> bool:
+    return message_type in PREFER_DATABASE
+
+
+_SERVED = frozenset(kind.value for kind in ANSWERS)
+
+
+def serves(message_type: str) -> bool:
+    return message_type in _SERVED
+
+
+def answer(plane: DataPlane, request: Any) -> Any:
+    """The response an executor would send, answered from the system database; DataPlaneError otherwise."""
+    found = ANSWERS.get(request.type)
+    if found is None:
+        raise DataPlaneError(503, f"'{request.type.value}' needs a connected executor of application "
+                                  f"'{plane.app}' (the system database client cannot do it)")
+    handler, changes = found
+    if changes and not plane.writable:
+        raise DataPlaneError(503, f"no executor of application '{plane.app}' is connected and its data plane is "
+                                  f"read-only (mode read): '{request.type.value}' changes the system database")
+    client = plane.client()
+    try:
+        fields = off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
+                          else handler(client, request))
+    except DataPlaneError:
+        raise
+    except Exception as error:
+        raise _client_error(plane, request, error) from None
+    return protocol.response_for(request.type.value, request.request_id, fields)
+
+
+def _client_error(plane: DataPlane, request: Any, error: Exception) -> DataPlaneError:
+    name = type(error).__name__
+    if name == "DBOSNonExistentWorkflowError":
+        return DataPlaneError(404, f"workflow not found in application '{plane.app}': {error}")
+    if name in ("DBOSException", "DBOSConflictingWorkflowError") and "not exist" in str(error).lower():
+        return DataPlaneError(404, f"{request.type.value}: {error}")
+    return plane.failure(error)

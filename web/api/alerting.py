@@ -1,0 +1,235 @@
+"""Alerting rules (Conductor API v2) and what they fired (Relay-only), served from Relay's own store.
+
+- ``GET|POST /v2/orgs/{org}/apps/{app}/alerting-rules``, ``DELETE .../alerting-rules/{ruleId}``: the
+  reference's ``AlertingRule`` and ``CreateAlertInputBody``. ``ruleMetadata`` per type (camelCase, or the
+  snake_case the alert metadata uses): WorkflowFailure ``workflowName`` (default every workflow),
+  ``threshold`` (1), ``periodSecs`` (60); SlowQueue ``queueName`` (every queue), ``thresholdSecs`` (60);
+  UnresponsiveApplication none (``receivingAppName`` must then name another application). Relay's own types
+  (an extension of the reference's enum): RecoveryFlapping ``threshold`` (3), ``periodSecs`` (600);
+  StrandedVersion ``minPending`` (1), ``thresholdSecs`` (60). Every body goes through
+  events/alerting.py `check_rule_metadata` (in `AlertingRule.create`), so whatever creates rules gets the same
+  checks and the same 422s.
+- ``GET /relay/v1/orgs/{org}/apps/{app}/alerts``: alerts fired, newest first, and where each went.
+- ``GET /relay/v1/orgs/{org}/apps/{app}/retention-runs``: managed retention runs and their outcomes.
+
+The runtime (actors/runtime.py) gives the actors their alerting configuration and starts the actors of the
+applications that have rules or retention settings, so they are watched from the start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from relay.events.alerting import RULE_TYPES, check_rule_metadata
+from relay.events.errors import InvalidValueError
+from relay.events.ids import app_id
+from relay.events.names import APP_NAME
+from relay.projections.identity import Principal
+from relay.web.api.openapi import operation, query
+from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
+from relay.web.api.problems import ApiError, invalid, not_found
+from relay.web.api.requests_ import int_arg, json_body, page_limit_arg
+from relay.web.api.translate import view_time
+from relay.web.api.values import page_description
+from relay.web.context import ask, authorize, require_app, runtime
+
+bp = Blueprint("alerting", __name__)
+
+APP = "/v2/orgs/<org>/apps/<app>"
+RELAY_APP = "/relay/v1/orgs/<org>/apps/<app>"
+READ, WRITE = "application.read", "application.write"
+_RULE_TYPE = _t("string", enum=list(RULE_TYPES))
+_FIELDS = {"ruleType", "ruleMetadata", "minIntervalSecs", "receivingAppName"}
+_PAGE = (query("limit", "integer", "int64", description=page_description(100, 1000)),
+         query("offset", "integer", "int64"))
+
+# The shapes of these routes, as components of /openapi.json (the v2 ones are the reference's).
+COMPONENTS.update({
+    "AlertingRule": _all_required({
+        "id": STR, "appId": STR, "receivingAppId": STR, "ruleType": _RULE_TYPE, "ruleMetadata": {},
+        "minIntervalSecs": _t(["integer", "null"], "int32"), "lastFiredAt": NTIME,
+    }),
+    "CreateAlertInputBody": _obj({
+        "ruleType": _RULE_TYPE, "ruleMetadata": {}, "minIntervalSecs": INT32, "receivingAppName": STR,
+    }, ["ruleType", "ruleMetadata"]),
+    "RelayAlertFailure": _all_required({"executorId": STR, "reason": STR}),
+    "RelayAlertWebhook": _all_required({
+        "outcome": _t("string", enum=["delivered", "failed"]), "attempts": INT32,
+        "status": _t(["integer", "null"], "int32"), "error": NSTR,
+    }),
+    "RelayAlert": _all_required({
+        "alertId": STR, "ruleId": STR, "ruleType": _RULE_TYPE, "sequence": INT64, "message": STR,
+        "metadata": _t("object", additionalProperties=STR), "receivingApp": STR, "instance": NSTR,
+        "firedAt": TIME, "deliveredAt": NTIME, "deliveredTo": _t(["array", "null"], items=STR),
+        "failed": _t(["array", "null"], items={"$ref": "#/components/schemas/RelayAlertFailure"}),
+        "webhook": {"oneOf": [{"$ref": "#/components/schemas/RelayAlertWebhook"}, {"type": "null"}]},
+        # Each other sink's outcome (`slack`, `pagerduty`), the webhook's shape: never a URL or a key.
+        "sinks": _t("object", additionalProperties={"$ref": "#/components/schemas/RelayAlertWebhook"}),
+    }),
+    "RelayAlertList": _all_required({"alerts": _t("array", items={"$ref": "#/components/schemas/RelayAlert"})}),
+    "RelayRetentionRun": _all_required({
+        "slot": INT64, "executorId": STR, "instance": NSTR, "startedAt": TIME, "outcome": NSTR, "reason": NSTR,
+        "finishedAt": NTIME, "policy": _t("object", additionalProperties=_t(["integer", "null"], "int64")),
+        "settings": _t("object", additionalProperties=_t(["integer", "null"], "int64")),
+    }),
+    "RelayRetentionRunList": _all_required({
+        "runs": _t("array", items={"$ref": "#/components/schemas/RelayRetentionRun"}),
+    }),
+})
+
+
+# -- translation: the view's rows as the API's shapes
+
+
+def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["rule_id"],
+        "appId": str(app_id(org, row["app"])),
+        "receivingAppId": str(app_id(org, row["receiving_app"])),
+        "ruleType": row["rule_type"],
+        "ruleMetadata": row["metadata"],
+        "minIntervalSecs": row["min_interval_secs"],
+        "lastFiredAt": view_time(row["last_fired_at"]),
+    }
+
+
+def alert_v1(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "alertId": row["id"],
+        "ruleId": row["rule_id"],
+        "ruleType": row["rule_type"],
+        "sequence": row["sequence"],
+        "message": row["message"],
+        "metadata": row["metadata"],
+        "receivingApp": row["receiving_app"],
+        "instance": row["instance"],
+        "firedAt": view_time(row["fired_at"]),
+        "deliveredAt": view_time(row["delivered_at"]),
+        "deliveredTo": row["delivered_to"],
+        "failed": row["failed"],
+        "webhook": row["webhook"],
+        "sinks": row["sinks"],
+    }
+
+
+def retention_run_v1(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "slot": row["slot"],
+        "executorId": row["executor"],
+        "instance": row["instance"],
+        "startedAt": view_time(row["started_at"]),
+        "outcome": row["outcome"],
+        "reason": row["reason"],
+        "finishedAt": view_time(row["finished_at"]),
+        "policy": row["policy"],
+        "settings": row["settings"],
+    }
+
+
+def _create_body(org: str, app: str) -> dict[str, Any]:
+    return check_rule_body(org, json_body(required=True, allowed=_FIELDS))
+
+
+def check_rule_body(org: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A ``CreateAlertInputBody``, checked (422 ApiError otherwise): the API and the console's form both
+    go through here and `create_alerting_rule`."""
+    for name in ("ruleType", "ruleMetadata"):
+        if name not in body:
+            raise invalid(f"body.{name}", "is required", None)
+    if body["ruleType"] not in RULE_TYPES:
+        raise invalid("body.ruleType", f"must be one of {', '.join(RULE_TYPES)}", body["ruleType"])
+    if not isinstance(body["ruleMetadata"], dict):
+        raise invalid("body.ruleMetadata", "must be an object", body["ruleMetadata"])
+    try:  # the domain's own check (AlertingRule.create runs it again), here to name the field in the 422
+        check_rule_metadata(body["ruleType"], body["ruleMetadata"])
+    except InvalidValueError as error:
+        raise invalid("body.ruleMetadata", str(error), body["ruleMetadata"]) from None
+    interval = body.get("minIntervalSecs")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
+                                 or not 0 <= interval < 2**31):
+        raise invalid("body.minIntervalSecs", "must be an integer between 0 and 2147483647", interval)
+    receiver = body.get("receivingAppName")
+    if receiver is not None and (not isinstance(receiver, str) or not APP_NAME.fullmatch(receiver)
+                                 or runtime().views.applications.app(org, receiver) is None):
+        raise invalid("body.receivingAppName", f"no such application in organization '{org}'", receiver)
+    return body
+
+
+# -- Conductor v2
+
+
+@bp.get(APP + "/alerting-rules")
+@operation("listAlertingRules", summary="List alerting rules", tag="Alerting", returns="AlertingRule[]")
+def list_rules(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    require_app(org, app)
+    return jsonify([rule_v2(org, r) for r in runtime().views.alerting.rules(org, app)])
+
+
+@bp.post(APP + "/alerting-rules")
+@operation("createAlertingRule", summary="Create alerting rule", tag="Alerting", status=201,
+           returns="AlertingRule", body="CreateAlertInputBody", body_required=True)
+def create_rule(org: str, app: str) -> Response:
+    who = authorize(WRITE, org, app)
+    require_app(org, app)
+    response = jsonify(rule_v2(org, create_alerting_rule(org, app, _create_body(org, app), who)))
+    response.status_code = 201
+    return response
+
+
+def create_alerting_rule(org: str, app: str, body: dict[str, Any], who: Principal) -> dict[str, Any]:
+    """Create the rule of a checked body (`check_rule_body`) through the app's actor; its view row. Its alerts go
+    to the receiving application's executors, so the caller must be able to write to that application too
+    (issue 34: an alpha key cannot send alert frames to bravo's executors)."""
+    receiver = body.get("receivingAppName")
+    if receiver is not None and not who.allows(WRITE, org, receiver):
+        raise ApiError(403, f"this token lacks '{WRITE}' for the receiving application")
+    actor = runtime().directory.application(org, app).proxy()
+    rule = ask(lambda: actor.create_alerting_rule(
+        body["ruleType"], body["ruleMetadata"], receiver, body.get("minIntervalSecs"), who.display,
+    ))
+    row = runtime().views.alerting.rule(org, app, rule.rule_id)
+    if row is None:
+        raise not_found(f"alerting rule '{rule.rule_id}' is not visible yet; list the rules again")
+    return row
+
+
+def delete_alerting_rule(org: str, app: str, rule_id: str, by: str) -> None:
+    ask(lambda: runtime().directory.application(org, app).proxy().delete_alerting_rule(rule_id, by))
+
+
+@bp.delete(APP + "/alerting-rules/<rule_id>")
+@operation("deleteAlertingRule", summary="Delete alerting rule", tag="Alerting", status=204,
+           path_names={"rule_id": "ruleId"})
+def delete_rule(org: str, app: str, rule_id: str) -> Response:
+    who = authorize(WRITE, org, app)
+    require_app(org, app)
+    delete_alerting_rule(org, app, rule_id, who.display)
+    return Response(status=204)
+
+
+# -- Relay-only
+
+
+@bp.get(RELAY_APP + "/alerts")
+@operation("listRelayAlerts", summary="Alerts fired by the application's rules, newest first, and where each "
+           "went", tag="Relay", returns="RelayAlertList", query=_PAGE)
+def list_alerts(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    require_app(org, app)
+    rows = runtime().views.alerting.alerts(org, app, limit=page_limit_arg(100, 1000),
+                                         offset=int_arg("offset", 0, maximum=2**31))
+    return jsonify({"alerts": [alert_v1(r) for r in rows]})
+
+
+@bp.get(RELAY_APP + "/retention-runs")
+@operation("listRelayRetentionRuns", summary="Managed retention runs of the application, newest first",
+           tag="Relay", returns="RelayRetentionRunList", query=_PAGE)
+def list_retention_runs(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    require_app(org, app)
+    rows = runtime().views.operations.retention_runs(org, app, limit=page_limit_arg(100, 1000),
+                                                 offset=int_arg("offset", 0, maximum=2**31))
+    return jsonify({"runs": [retention_run_v1(r) for r in rows]})

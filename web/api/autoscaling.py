@@ -1,0 +1,87 @@
+"""Conductor API v2: queue-based autoscaling (issue 17), as the reference defines it.
+
+- ``GET|PUT|DELETE .../autoscaling-policy``: the policy is application state, stored as App events
+  (AutoscalingPolicySet / AutoscalingPolicyCleared) and read from the applications view. PUT checks the body
+  (events/autoscaling.py: 422 naming the field) and then the named queue against a healthy executor (`get_queue`):
+  a queue that does not exist, is partitioned or has no worker_concurrency is a 422 on ``body.queue`` (the body names
+  something the application cannot scale on: the request is wrong, not in conflict with Relay's state); with no
+  executor to ask, 503. DELETE of an absent policy succeeds (204).
+- ``GET .../autoscale``: the recommendation asked afresh of the executors (actors/autoscale.py ``gather``); 404 when
+  no policy is stored, 503 when no executor is connected. It is also published for ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, jsonify
+
+from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
+from relay.events.autoscaling import PolicyError, check_policy, queue_problem
+from relay.web.api.openapi import operation
+from relay.web.api.problems import invalid, not_found
+from relay.web.api.requests_ import json_body
+from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.executor_calls import call
+from relay.wire import protocol
+
+bp = Blueprint("v2_autoscaling", __name__)
+
+APP = "/v2/orgs/<org>/apps/<app>"
+READ, WRITE = "application.read", "application.write"
+
+
+def stored_policy(org: str, app: str) -> dict[str, Any]:
+    """The application's policy; 404 (after the application's own 404) when none is stored."""
+    policy = require_app(org, app)["settings"].get(POLICY_SETTING)
+    if policy is None:
+        raise not_found(f"application '{app}' has no autoscaling policy")
+    return policy
+
+
+@bp.get(APP + "/autoscaling-policy")
+@operation("getAutoscalingPolicy", summary="Get autoscaling policy", tag="Queues", returns="PolicyOutputBody")
+def get_policy(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    return jsonify({"policy": stored_policy(org, app)})
+
+
+@bp.put(APP + "/autoscaling-policy")
+@operation("setAutoscalingPolicy", summary="Set autoscaling policy", tag="Queues", body="AutoscalePolicy",
+           body_required=True, returns="PolicyOutputBody")
+def set_policy(org: str, app: str) -> Response:
+    who = authorize(WRITE, org, app)
+    require_app(org, app)
+    try:
+        policy = check_policy(json_body(required=True))
+    except PolicyError as error:
+        raise invalid(error.location, error.message, error.value) from None
+    queue = call(org, app, protocol.GetQueueRequest(name=policy["queue"])).output
+    problem = queue_problem(policy["queue"], queue)
+    if problem is not None:
+        raise invalid("body.queue", problem, policy["queue"])
+    actor = runtime().directory.application(org, app).proxy()
+    ask(lambda: actor.set_autoscaling_policy(policy, who.display))
+    return jsonify({"policy": stored_policy(org, app)})
+
+
+@bp.delete(APP + "/autoscaling-policy")
+@operation("deleteAutoscalingPolicy", summary="Delete autoscaling policy", tag="Queues", status=204)
+def delete_policy(org: str, app: str) -> Response:
+    who = authorize(WRITE, org, app)
+    require_app(org, app)
+    actor = runtime().directory.application(org, app).proxy()
+    ask(lambda: actor.set_autoscaling_policy(None, who.display))
+    RECOMMENDATIONS.withdraw(org, app)
+    return Response(status=204)
+
+
+@bp.get(APP + "/autoscale")
+@operation("getAutoscale", summary="Get autoscaling recommendation", tag="Queues", returns={
+    "type": ["array", "null"], "items": {"$ref": "#/components/schemas/QueueAutoscale"}})
+def get_autoscale(org: str, app: str) -> Response:
+    authorize(READ, org, app)
+    policy = stored_policy(org, app)
+    entries = gather(policy, lambda request: call(org, app, request), runtime().ctx.clock)
+    RECOMMENDATIONS.publish(org, app, str(policy["queue"]), entries)
+    return jsonify(entries)

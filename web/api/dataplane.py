@@ -1,0 +1,91 @@
+"""Relay-only: an application's data plane (issue 15), where its system database is and what Relay may do
+there. The URL is given by reference (`env:NAME`, `file:/path` of the Relay server) and never stored, recorded
+or shown; every change is an event (App.DataPlaneConfigured / App.DataPlaneRemoved)."""
+
+from __future__ import annotations
+
+import gevent
+from flask import Blueprint, Response, jsonify
+
+from relay.actors.adapters.dataplane.client import State
+from relay.actors.adapters.dataplane.reference import check_reference
+from relay.events.data_plane import check_data_plane
+from relay.events.errors import InvalidValueError
+from relay.projections.identity import Principal
+from relay.web.api.openapi import operation
+from relay.web.api.problems import ApiError, invalid, not_found
+from relay.web.api.requests_ import json_body
+from relay.web.context import ask, authorize, require_app, runtime
+
+bp = Blueprint("relay_data_plane", __name__)
+
+PATH = "/relay/v1/orgs/<org>/apps/<app>/data-plane"
+STATE_TIMEOUT_S = 10.0  # how long a GET waits to open the database before saying so
+
+
+def authorize_configuring(org: str, app: str) -> Principal:
+    """Setting or removing where an application's system database is takes the admin token or a key of the
+    organization not limited to some applications: an application's own key cannot point its data plane at a
+    database (issue 34)."""
+    who = authorize("application.write", org, app)
+    if not who.admin and who.apps:
+        raise ApiError(403, "a key limited to some applications cannot configure a data plane: use the admin token "
+                            "or a key of the organization not limited to applications")
+    return who
+
+
+def check_bound_reference(config: dict, org: str, app: str) -> None:
+    """InvalidValueError when the reference is not one the operator bound to this application, or names a file
+    Relay never reads (a device, a FIFO, a large file): checked before anything is recorded."""
+    settings = runtime().settings
+    check_reference(config["systemDatabaseUrlFrom"], org, app, settings.data_plane_references,
+                    private=(settings.data_dir,))
+
+
+def _view(org: str, app: str) -> dict:
+    config = require_app(org, app)["settings"].get("dataPlane")
+    if config is None:
+        raise not_found(f"application '{app}' has no data plane")
+    plane = runtime().data_planes.get(org, app, config)
+    try:
+        with gevent.Timeout(STATE_TIMEOUT_S):
+            state = plane.state() if plane is not None else State("unchecked", "")
+    except gevent.Timeout:
+        state = State("unreachable", f"the system database did not answer within {STATE_TIMEOUT_S:g} s")
+    return {**config, "state": state.to_json()}
+
+
+@bp.get(PATH)
+@operation("getDataPlane", summary="An application's data plane and whether its system database is readable",
+           tag="Relay", returns="DataPlane")
+def get_data_plane(org: str, app: str) -> Response:
+    authorize("application.read", org, app)
+    return jsonify(_view(org, app))
+
+
+@bp.put(PATH)
+@operation("putDataPlane", summary="Configure an application's data plane", tag="Relay", body="DataPlaneInput",
+           returns="DataPlane")
+def put_data_plane(org: str, app: str) -> Response:
+    who = authorize_configuring(org, app)
+    require_app(org, app)
+    body = json_body(required=True)
+    try:
+        config = check_data_plane(body)
+        check_bound_reference(config, org, app)
+    except InvalidValueError as error:
+        field = next((f for f in body if f in str(error)), "body")
+        raise invalid(f"body.{field}" if field != "body" else "body", str(error)) from None
+    actor = runtime().directory.application(org, app).proxy()
+    ask(lambda: actor.configure_data_plane(config, who.display))
+    return jsonify(_view(org, app))
+
+
+@bp.delete(PATH)
+@operation("deleteDataPlane", summary="Remove an application's data plane", tag="Relay", status=204)
+def delete_data_plane(org: str, app: str) -> Response:
+    who = authorize_configuring(org, app)
+    require_app(org, app)
+    actor = runtime().directory.application(org, app).proxy()
+    ask(lambda: actor.configure_data_plane(None, who.display))
+    return Response(status=204)
