@@ -143,10 +143,7 @@ class Cluster:
         if self.status_of(self.me, cached=False) == EXPIRED:
             self._rejoin()
         rows = self.table.rows()
-        adopted = []
-        for peer in stale_instances(rows, self.me, now, self.timeout_s):
-            if self.adopt(peer):
-                adopted.append(peer)
+        adopted = [peer for peer in stale_instances(rows, self.me, now, self.timeout_s) if self.adopt(peer)]
         self._sweep({str(r["instance"]) for r in self.table.rows()})
         return adopted
 

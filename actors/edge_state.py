@@ -22,10 +22,10 @@ class EdgeStateSchema:
     name = "edge_state"
     tables = ("relay_ended_sessions", "relay_forward_nonces")
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_ended_sessions (session_id TEXT PRIMARY KEY, "
-        "expires_at DOUBLE PRECISION NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_forward_nonces (nonce TEXT PRIMARY KEY, "
-        "expires_at DOUBLE PRECISION NOT NULL)",
+        ("CREATE TABLE IF NOT EXISTS {s}relay_ended_sessions (session_id TEXT PRIMARY KEY, "
+        "expires_at DOUBLE PRECISION NOT NULL)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_forward_nonces (nonce TEXT PRIMARY KEY, "
+        "expires_at DOUBLE PRECISION NOT NULL)"),
     )
 
 

@@ -15,8 +15,8 @@ class InstancesSchema:
     name = "instances"
     tables = ("relay_instances",)
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_instances (instance TEXT PRIMARY KEY, address TEXT NOT NULL, "
-        "port INTEGER NOT NULL, started_at DOUBLE PRECISION NOT NULL, heartbeat_at DOUBLE PRECISION NOT NULL)",
+        ("CREATE TABLE IF NOT EXISTS {s}relay_instances (instance TEXT PRIMARY KEY, address TEXT NOT NULL, "
+        "port INTEGER NOT NULL, started_at DOUBLE PRECISION NOT NULL, heartbeat_at DOUBLE PRECISION NOT NULL)"),
     )
 
 

@@ -209,7 +209,7 @@ class DrainedActor(pykka.ThreadingActor):
                 envelope.reply_to.set(response)
         except Exception:
             if envelope.reply_to is not None:
-                logging.getLogger("pykka").info(f"{RETURNED_TO_CALLER}{self} to caller:", exc_info=True)
+                logging.getLogger("pykka").info("%s%s to caller:", RETURNED_TO_CALLER, self, exc_info=True)
                 envelope.reply_to.set_exception()
             else:
                 self._handle_failure(*sys.exc_info())

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-# "function (path/to/file.py:123)"  or  "function (path/to/file.py)"
+# A frame reads "function (path/to/file.py:123)" or "function (path/to/file.py)".
 _FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$")
 _PROJECT = ("actors/", "events/", "projections/", "web/")
 

@@ -176,8 +176,8 @@ def summary_rows(r: dict[str, Any], key: str, fmt: Any) -> list[list[str]]:
          f"grace {s['grace_s']} s counted from the restart; events since the stop: {s['events']}"],
         [f"restart storm ({s['store']}, {s['signal']}): reconnect attempts after listening",
          f"{fmt(s['attempts'])} ({fmt(refused.get('HTTP 503', 0))} 503s)", "—",
-         f"executors retry a fixed {s['backoff_max_s']:g} s after a failure (Python/TypeScript SDKs); all errors: "
-         f"{refused or 'none'}"],
+         (f"executors retry a fixed {s['backoff_max_s']:g} s after a failure (Python/TypeScript SDKs); all errors: "
+         f"{refused or 'none'}")],
     ]
 
 

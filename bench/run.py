@@ -123,7 +123,7 @@ class Config:
 
 
 def say(message: str) -> None:
-    print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
+    print(f"[bench {datetime.now().astimezone().strftime('%H:%M:%S')}] {message}", flush=True)
 
 
 def loadavg() -> str:
@@ -686,13 +686,13 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
              "on time: relay's event loop keeps up" if (s["pings_per_executor_per_10s"] or 0) >= 0.95
              else "late: relay's timers fire late because its event loop (one core) is saturated"],
             ["scale: memory per connection", f"{fmt(s['per_connection_kib'])} KiB", "≤ 30 KiB (at 19,000)",
-             f"relay RSS growth / {fmt(s.get('open_sockets', s['max_healthy']))} open sockets: greenlets (receive "
-             "loop, actor thread) + socket buffers + the per-executor state (timers: heap entries of one scheduler)"],
+             (f"relay RSS growth / {fmt(s.get('open_sockets', s['max_healthy']))} open sockets: greenlets (receive "
+             "loop, actor thread) + socket buffers + the per-executor state (timers: heap entries of one scheduler)")],
             ["scale: CPU at rest", f"{fmt(relay_cpu)} % of one core with {fmt(s['max_healthy'])} executors",
-             "—", f"pings every 10 s each way (one scheduler greenlet over a heap of timers); measured over "
-             f"{s['hold_s']:g} s"],
-            ["scale: missed pongs", f"{fmt(s['disconnected'])} DISCONNECTED/DEAD, {fmt(s['closes_during_hold'])} "
-             "sockets closed during the hold", "0",
+             "—", (f"pings every 10 s each way (one scheduler greenlet over a heap of timers); measured over "
+             f"{s['hold_s']:g} s")],
+            ["scale: missed pongs", (f"{fmt(s['disconnected'])} DISCONNECTED/DEAD, {fmt(s['closes_during_hold'])} "
+             "sockets closed during the hold"), "0",
              "pong deadline 25 s vs. CPU headroom: nonzero only if the event loop stalls for > 15 s"],
         ]
     else:
@@ -708,23 +708,23 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                 limit = (f"relay {fmt(cpu_rel.get('server'))} % CPU, loadgen {fmt(cpu_rel.get('loadgen'))} %, client "
                          f"{fmt(cpu_rel.get('bench client'))} % (2 cores shared)")
                 rows.append([f"overhead {path}: p50 {label}",
-                             f"{fmt(a['p50_ms'], 2)} ms vs {fmt(b['p50_ms'], 2)} ms ref = "
-                             f"**{_ratio(a['p50_ms'], b['p50_ms'])}**",
+                             (f"{fmt(a['p50_ms'], 2)} ms vs {fmt(b['p50_ms'], 2)} ms ref = "
+                             f"**{_ratio(a['p50_ms'], b['p50_ms'])}**"),
                              "≤ 1.5x reference" if mode == "fixed" else "—", limit])
                 rows.append([f"overhead {path}: p99 {label}",
-                             f"{fmt(a['p99_ms'], 2)} ms vs {fmt(b['p99_ms'], 2)} ms ref = "
-                             f"{_ratio(a['p99_ms'], b['p99_ms'])}",
+                             (f"{fmt(a['p99_ms'], 2)} ms vs {fmt(b['p99_ms'], 2)} ms ref = "
+                             f"{_ratio(a['p99_ms'], b['p99_ms'])}"),
                              "—", limit])
                 if mode == "saturation":
                     rows.append([f"overhead {path}: server CPU per request (saturation)",
-                                 f"{fmt(a['server_cpu_ms_per_request'], 2)} ms vs "
+                                 (f"{fmt(a['server_cpu_ms_per_request'], 2)} ms vs "
                                  f"{fmt(b['server_cpu_ms_per_request'], 2)} ms ref = "
-                                 f"{_ratio(a['server_cpu_ms_per_request'], b['server_cpu_ms_per_request'])}", "≤ 2.5x",
-                                 "Relay's own work per request (see the profile of the request path); "
-                                 "CPU time, so little affected by the machine's load"])
+                                 f"{_ratio(a['server_cpu_ms_per_request'], b['server_cpu_ms_per_request'])}"), "≤ 2.5x",
+                                 ("Relay's own work per request (see the profile of the request path); "
+                                 "CPU time, so little affected by the machine's load")])
                     rows.append([f"overhead {path}: throughput at saturation",
-                                 f"{fmt(a['throughput_rps'])} req/s vs {fmt(b['throughput_rps'])} req/s ref = "
-                                 f"{_ratio(a['throughput_rps'], b['throughput_rps'])}",
+                                 (f"{fmt(a['throughput_rps'])} req/s vs {fmt(b['throughput_rps'])} req/s ref = "
+                                 f"{_ratio(a['throughput_rps'], b['throughput_rps'])}"),
                                  "≥ 0.40x; relay CPU ≥ 90 % of a core",
                                  limit + f"; reference server at {fmt(ref['saturation_cpu'].get('server'))} %"])
     else:
@@ -740,9 +740,9 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
                          "≤ 20 s (at 10,000)", _storm_limit(store, s)])
             rows.append([f"connect storm ({store}): event-store append rate",
                          f"{fmt(s['append_rate_avg'])} events/s average, {fmt(s['append_rate_peak_1s'])} peak (1 s)",
-                         "—", "one Connected event per executor, after a load of its aggregate; the appends of "
+                         "—", ("one Connected event per executor, after a load of its aggregate; the appends of "
                          "concurrent handshakes are grouped, one transaction per batch of up to 500 "
-                         "(projections/store/group_commit.py; SQLite: in gevent's threadpool, off the hub)"])
+                         "(projections/store/group_commit.py; SQLite: in gevent's threadpool, off the hub)")])
         else:
             rows.append([f"connect storm ({store})", e, "", ""])
     for store in ("sqlite", "postgres"):
@@ -750,13 +750,13 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
         if (e := _err(r, key)) is None:
             s = r[key]
             rows.append([f"replay ({store}): `relay replay` over {fmt(s['events'])} events",
-                         f"{fmt(s['events_per_s'], 0)} events/s ({fmt(s['replay_s'])} s; 4 views = "
+                         (f"{fmt(s['events_per_s'], 0)} events/s ({fmt(s['replay_s'])} s; 4 views = "
                          f"{fmt(s['view_events_per_s'], 0)} view-events/s); "
-                         f"{fmt(s['events'] / s['cpu_s'] if s['cpu_s'] else None, 0)} events per CPU-second", "—",
-                         f"one process, {fmt(s['cpu_s'])} s CPU in {fmt(s['replay_s'])} s wall (the rest: "
+                         f"{fmt(s['events'] / s['cpu_s'] if s['cpu_s'] else None, 0)} events per CPU-second"), "—",
+                         (f"one process, {fmt(s['cpu_s'])} s CPU in {fmt(s['replay_s'])} s wall (the rest: "
                          "waiting for the store, and for a CPU on a shared machine); each 5,000-event batch read and "
                          "decoded once for the four views, written per view in one transaction (executemany; "
-                         "PostgreSQL: pipelined, multi-row inserts): decoding and the views' Python handlers"])
+                         "PostgreSQL: pipelined, multi-row inserts): decoding and the views' Python handlers")])
         else:
             rows.append([f"replay ({store})", e, "", ""])
     for key in RESTART_KEYS:
@@ -767,10 +767,10 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
     if (e := _err(r, "recovery")) is None:
         s = r["recovery"]
         rows.append([f"recovery latency, p95 ({fmt(s['executors'])} connected, {fmt(s['kills'])} killed)",
-                     f"{fmt(s['p95_ms'])} ms (p50 {fmt(s['p50_ms'])} ms, max {fmt(s['max_ms'])} ms; "
-                     f"{s['recovered']}/{s['kills']} recovered)", "< 1,000 ms",
-                     "disconnect noticed at once (EOF); then 3 appends (Disconnected, DeclaredDead, "
-                     "RecoveryDispatched) and actor hops; grace timer granularity"])
+                     (f"{fmt(s['p95_ms'])} ms (p50 {fmt(s['p50_ms'])} ms, max {fmt(s['max_ms'])} ms; "
+                     f"{s['recovered']}/{s['kills']} recovered)"), "< 1,000 ms",
+                     ("disconnect noticed at once (EOF); then 3 appends (Disconnected, DeclaredDead, "
+                     "RecoveryDispatched) and actor hops; grace timer granularity")])
     else:
         rows.append(["recovery", e, "", ""])
     if (e := _err(r, "workers")) is None:

@@ -164,10 +164,10 @@ def _capacity(res: dict[str, Any], workers: int) -> float | None:
 def summary_rows(w: dict[str, Any]) -> list[list[str]]:
     one, two = w["runs"]["1"], w["runs"]["2"]
     rows = [[f"workers: {_f(one['executors'])} executors → all HEALTHY, 1 vs 2 workers",
-             f"{_f(one['healthy_s'])} s vs {_f(two['healthy_s'])} s ({_f(one['healthy'])} / {_f(two['healthy'])} "
-             f"HEALTHY; spread over 2: {sorted(two['spread'].values())})", "—",
-             f"relay CPU over the ramp {_f(one['ramp_relay_cpu'])} % vs {_f(two['ramp_relay_cpu'])} % (all workers); "
-             f"at rest {_f(one['rest_relay_cpu'])} % vs {_f(two['rest_relay_cpu'])} %"]]
+             (f"{_f(one['healthy_s'])} s vs {_f(two['healthy_s'])} s ({_f(one['healthy'])} / {_f(two['healthy'])} "
+             f"HEALTHY; spread over 2: {sorted(two['spread'].values())})"), "—",
+             (f"relay CPU over the ramp {_f(one['ramp_relay_cpu'])} % vs {_f(two['ramp_relay_cpu'])} % (all workers); "
+             f"at rest {_f(one['rest_relay_cpu'])} % vs {_f(two['rest_relay_cpu'])} %")]]
     for path in ("raw", "get_workflow", "raw_affinity"):
         base = one["paths"]["raw" if path == "raw_affinity" else path]
         got = two["paths"][path]
@@ -178,14 +178,14 @@ def summary_rows(w: dict[str, Any]) -> list[list[str]]:
         cap2, cap1 = _capacity(got, 2), _capacity(base, 1)
         cap_ratio = cap2 / cap1 if cap1 and cap2 else None
         rows.append([f"workers: {label} throughput at saturation, 2 workers vs 1",
-                     f"{_f(got['throughput_rps'])} vs {_f(base['throughput_rps'])} req/s = "
+                     (f"{_f(got['throughput_rps'])} vs {_f(base['throughput_rps'])} req/s = "
                      f"**{_f(w['throughput_ratio'][path], 2)}x**; forwarded {_f(share)} %; CPU-bound capacity (a core "
-                     f"per worker) {_f(cap2, 0)} vs {_f(cap1, 0)} req/s = {_f(cap_ratio, 2)}x",
-                     "—", f"CPU ms per request {_f(got['cpu_ms_per_request'], 2)} vs "
+                     f"per worker) {_f(cap2, 0)} vs {_f(cap1, 0)} req/s = {_f(cap_ratio, 2)}x"),
+                     "—", (f"CPU ms per request {_f(got['cpu_ms_per_request'], 2)} vs "
                      f"{_f(base['cpu_ms_per_request'], 2)}; relay {_f(got['relay_cpu'])} % vs "
                      f"{_f(base['relay_cpu'])} %, "
                      f"loadgen {_f(got['cpu'].get('loadgen'))} %, client {_f(got['cpu'].get('bench client'))} % "
-                     "(2 cores shared)"])
+                     "(2 cores shared)")])
     return rows
 
 

@@ -54,7 +54,7 @@ MAX_MESSAGE_CHARS = 2000
 
 # Rule metadata, per type: canonical (camelCase, as the v2 API) key → (snake_case alias, default, kind).
 # "name" values are optional strings ("*" or null means every workflow / queue); "count" and "secs" are
-# integers >= 1.
+# integers of at least 1.
 _METADATA: dict[str, dict[str, tuple[str, Any, str]]] = {
     WORKFLOW_FAILURE: {
         "workflowName": ("workflow_name", None, "name"),

@@ -17,15 +17,15 @@ class AlertingSchema:
     name = "alerting"
     tables = ("relay_alerting_rules", "relay_alerting_alerts", "relay_alerting_sinks")
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_alerting_rules (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        ("CREATE TABLE IF NOT EXISTS {s}relay_alerting_rules (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
         "app TEXT NOT NULL, rule_id TEXT NOT NULL, rule_type TEXT NOT NULL, metadata TEXT NOT NULL, "
         "receiving_app TEXT NOT NULL, min_interval_secs INTEGER, created_at TEXT, deleted INTEGER NOT NULL "
-        "DEFAULT 0, deleted_at TEXT, last_fired_at TEXT, alerts INTEGER NOT NULL DEFAULT 0)",
+        "DEFAULT 0, deleted_at TEXT, last_fired_at TEXT, alerts INTEGER NOT NULL DEFAULT 0)"),
         "CREATE INDEX IF NOT EXISTS relay_alerting_rules_app ON {s}relay_alerting_rules (org, app, created_at)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_alerting_alerts (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        ("CREATE TABLE IF NOT EXISTS {s}relay_alerting_alerts (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
         "app TEXT NOT NULL, rule_id TEXT NOT NULL, sequence INTEGER NOT NULL, rule_type TEXT NOT NULL, "
         "slot BIGINT NOT NULL, message TEXT NOT NULL, metadata TEXT NOT NULL, receiving_app TEXT NOT NULL, "
-        "instance TEXT, fired_at TEXT, delivered_at TEXT, delivered_to TEXT, failed TEXT, webhook TEXT)",
+        "instance TEXT, fired_at TEXT, delivered_at TEXT, delivered_to TEXT, failed TEXT, webhook TEXT)"),
         "CREATE INDEX IF NOT EXISTS relay_alerting_alerts_app ON {s}relay_alerting_alerts (org, app, fired_at)",
         # Each alert's outcome at the sinks besides the webhook (Slack, PagerDuty), when it went to any. A table of
         # its own: stores made before the sinks get it as they start, and their older alerts have none.

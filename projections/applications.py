@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +18,13 @@ class ApplicationsSchema:
     name = "applications"
     tables = ("relay_orgs", "relay_apps", "relay_api_keys")
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_orgs (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-        "created_at TEXT)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_apps (id TEXT PRIMARY KEY, org TEXT NOT NULL, name TEXT NOT NULL, "
-        "deleted INTEGER NOT NULL DEFAULT 0, settings TEXT NOT NULL, created_at TEXT, updated_at TEXT)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_api_keys (org TEXT NOT NULL, name TEXT NOT NULL, "
+        ("CREATE TABLE IF NOT EXISTS {s}relay_orgs (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+        "created_at TEXT)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_apps (id TEXT PRIMARY KEY, org TEXT NOT NULL, name TEXT NOT NULL, "
+        "deleted INTEGER NOT NULL DEFAULT 0, settings TEXT NOT NULL, created_at TEXT, updated_at TEXT)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_api_keys (org TEXT NOT NULL, name TEXT NOT NULL, "
         "key_hash TEXT NOT NULL, apps TEXT NOT NULL, permissions TEXT NOT NULL, issued_at TEXT, "
-        "revoked_at TEXT, PRIMARY KEY (org, name))",
+        "revoked_at TEXT, PRIMARY KEY (org, name))"),
         "CREATE INDEX IF NOT EXISTS relay_api_keys_hash ON {s}relay_api_keys (key_hash)",
     )
 
@@ -184,7 +185,7 @@ class ApplicationsCache:
             self._generation += 1
             self._snapshot = None
 
-    def get(self, load: Any) -> _Snapshot | None:
+    def get(self, load: Callable[[], _Snapshot | None]) -> _Snapshot | None:
         """The current snapshot (loaded with `load()` if there is none); None when the cache is off, or when
         another caller's load takes too long (the caller then reads the database itself)."""
         if not self.enabled:

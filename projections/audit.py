@@ -24,7 +24,7 @@ def _subject_of(kind: str, e: Any) -> tuple[str | None, str | None, str | None] 
         return e.org, e.name, e.name
     if kind == "RelayInstance":
         return None, None, e.instance
-    subject = {
+    subject: Callable[[], str] | None = {
         "Executor": lambda: e.executor,
         "AlertingRule": lambda: e.rule_id,
         "Alert": lambda: f"{e.rule_id}#{e.sequence}",
@@ -40,12 +40,12 @@ class AuditSchema:
     name = "audit"
     tables = ("relay_audit", "relay_audit_subjects")
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_audit (position BIGINT PRIMARY KEY, at TEXT, recorded_at TEXT, "
-        "kind TEXT NOT NULL, event TEXT NOT NULL, org TEXT, app TEXT, subject TEXT, details TEXT NOT NULL)",
+        ("CREATE TABLE IF NOT EXISTS {s}relay_audit (position BIGINT PRIMARY KEY, at TEXT, recorded_at TEXT, "
+        "kind TEXT NOT NULL, event TEXT NOT NULL, org TEXT, app TEXT, subject TEXT, details TEXT NOT NULL)"),
         "CREATE INDEX IF NOT EXISTS relay_audit_app ON {s}relay_audit (org, app, position)",
         "CREATE INDEX IF NOT EXISTS relay_audit_kind ON {s}relay_audit (kind, org, position)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_audit_subjects (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
-        "org TEXT, app TEXT, subject TEXT)",
+        ("CREATE TABLE IF NOT EXISTS {s}relay_audit_subjects (id TEXT PRIMARY KEY, kind TEXT NOT NULL, "
+        "org TEXT, app TEXT, subject TEXT)"),
     )
 
 

@@ -27,16 +27,16 @@ class InstancesSchema:
     tables = ("relay_instance_states", "relay_instance_expiries", "relay_instance_leases")
     create_statements = (
         # `id`: the aggregate's id. Only `Started` names the instance; later events are known by the id.
-        "CREATE TABLE IF NOT EXISTS {s}relay_instance_states ("
+        ("CREATE TABLE IF NOT EXISTS {s}relay_instance_states ("
         "id TEXT PRIMARY KEY, instance TEXT NOT NULL, address TEXT, port INTEGER, version TEXT, "
-        "status TEXT NOT NULL, started_at TEXT, stopped_at TEXT, expired_by TEXT)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_instance_expiries ("
+        "status TEXT NOT NULL, started_at TEXT, stopped_at TEXT, expired_by TEXT)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_instance_expiries ("
         "instance TEXT NOT NULL, position INTEGER NOT NULL, expired_by TEXT NOT NULL, "
-        "PRIMARY KEY (instance, position))",
+        "PRIMARY KEY (instance, position))"),
         # One row per executor record: the instance its connection reached (its lease) and its status.
-        "CREATE TABLE IF NOT EXISTS {s}relay_instance_leases ("
+        ("CREATE TABLE IF NOT EXISTS {s}relay_instance_leases ("
         "id TEXT PRIMARY KEY, org TEXT NOT NULL, app TEXT NOT NULL, executor_id TEXT NOT NULL, "
-        "instance TEXT, status TEXT NOT NULL)",
+        "instance TEXT, status TEXT NOT NULL)"),
         "CREATE INDEX IF NOT EXISTS relay_instance_leases_holder ON {s}relay_instance_leases (instance, status)",
     )
 

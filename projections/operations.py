@@ -21,18 +21,18 @@ class OperationsSchema:
     tables = ("relay_operations_retention_runs", "relay_operations_apps", "relay_operations_executors",
               "relay_operations_recoveries")
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_operations_retention_runs (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        ("CREATE TABLE IF NOT EXISTS {s}relay_operations_retention_runs (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
         "app TEXT NOT NULL, slot BIGINT NOT NULL, executor TEXT NOT NULL, policy TEXT NOT NULL, "
-        "settings TEXT NOT NULL, instance TEXT, started_at TEXT, outcome TEXT, reason TEXT, finished_at TEXT)",
-        "CREATE INDEX IF NOT EXISTS relay_operations_retention_runs_app ON {s}relay_operations_retention_runs "
-        "(org, app, started_at)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_operations_apps (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
-        "app TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0, retention TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_operations_executors (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
-        "app TEXT NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_operations_recoveries (id TEXT NOT NULL, attempt INTEGER NOT NULL, "
+        "settings TEXT NOT NULL, instance TEXT, started_at TEXT, outcome TEXT, reason TEXT, finished_at TEXT)"),
+        ("CREATE INDEX IF NOT EXISTS relay_operations_retention_runs_app ON {s}relay_operations_retention_runs "
+        "(org, app, started_at)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_operations_apps (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        "app TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0, retention TEXT NOT NULL)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_operations_executors (id TEXT PRIMARY KEY, org TEXT NOT NULL, "
+        "app TEXT NOT NULL)"),
+        ("CREATE TABLE IF NOT EXISTS {s}relay_operations_recoveries (id TEXT NOT NULL, attempt INTEGER NOT NULL, "
         "org TEXT NOT NULL, app TEXT NOT NULL, outcome TEXT NOT NULL, dispatched_at TEXT, finished_at TEXT, "
-        "PRIMARY KEY (id, attempt))",
+        "PRIMARY KEY (id, attempt))"),
     )
 
 

@@ -17,17 +17,17 @@ class RegistrySchema:
     name = "registry"
     tables = ("relay_executors", "relay_recoveries")
     create_statements = (
-        "CREATE TABLE IF NOT EXISTS {s}relay_executors ("
+        ("CREATE TABLE IF NOT EXISTS {s}relay_executors ("
         "id TEXT PRIMARY KEY, org TEXT NOT NULL, app TEXT NOT NULL, executor_id TEXT NOT NULL, "
         "status TEXT NOT NULL, app_version TEXT, hostname TEXT, language TEXT, dbos_version TEXT, "
         "metadata TEXT, instance TEXT, created_at TEXT, connected_at TEXT, disconnected_at TEXT, "
         "dead_at TEXT, updated_at TEXT, recovery_attempts INTEGER NOT NULL DEFAULT 0, "
-        "recovery_peer TEXT, recovered INTEGER NOT NULL DEFAULT 0)",
+        "recovery_peer TEXT, recovered INTEGER NOT NULL DEFAULT 0)"),
         "CREATE INDEX IF NOT EXISTS relay_executors_app ON {s}relay_executors (org, app, status)",
-        "CREATE TABLE IF NOT EXISTS {s}relay_recoveries ("
+        ("CREATE TABLE IF NOT EXISTS {s}relay_recoveries ("
         "id TEXT NOT NULL, attempt INTEGER NOT NULL, org TEXT NOT NULL, app TEXT NOT NULL, "
         "executor_id TEXT NOT NULL, peer TEXT NOT NULL, instance TEXT, dispatched_at TEXT, "
-        "outcome TEXT NOT NULL, reason TEXT, finished_at TEXT, PRIMARY KEY (id, attempt))",
+        "outcome TEXT NOT NULL, reason TEXT, finished_at TEXT, PRIMARY KEY (id, attempt))"),
         "CREATE INDEX IF NOT EXISTS relay_recoveries_executor ON {s}relay_recoveries (org, app, executor_id)",
     )
 

@@ -59,9 +59,8 @@ def verify(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], N
                     differences.append(f"{projector.name}: rebuilt to {projector.position()}, live at {stop}")
                     continue
                 rebuilt = projector.view.dump()
-                for table in expected:
-                    if rebuilt[table] != expected[table]:
-                        differences.append(_describe(projector.name, table, expected[table], rebuilt[table]))
+                differences.extend(_describe(projector.name, table, expected[table], rebuilt[table])
+                                   for table in expected if rebuilt[table] != expected[table])
             return ReplayReport(events=events, position=min(before), verified=not differences,
                                 differences=differences)
         return ReplayReport(events=events, position=0, verified=False,
@@ -75,7 +74,7 @@ def verify(config: StoreConfig, relay_log: RelayLog, progress: Callable[[int], N
             shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
-def _describe(view: str, table: str, live: list[dict], rebuilt: list[dict]) -> str:
+def _describe(view: str, table: str, live: list[dict[str, object]], rebuilt: list[dict[str, object]]) -> str:
     missing = [r for r in live if r not in rebuilt]
     extra = [r for r in rebuilt if r not in live]
     return (f"{view}.{table}: live has {len(live)} rows, rebuilt {len(rebuilt)}; "

@@ -56,7 +56,7 @@ RESPONSE_FIELDS: dict[str, Spec] = {
         ("executor_id", _STR, True), ("application_version", _STR, True), ("hostname", _STR, False),
         ("language", _STR, False), ("dbos_version", _STR, False), ("executor_metadata", _OBJECT, False),
     ),
-    # recovery, cancel, resume, delete, restart, retention, rewind_workflow, import_workflow, pause_schedule,
+    # Answers recovery, cancel, resume, delete, restart, retention, rewind_workflow, import_workflow, pause_schedule,
     # resume_schedule, set_latest_application_version, alert
     "SuccessResponse": (("success", _BOOL, True),),
     "ExistPendingWorkflowsResponse": (("exist", _BOOL, True),),
@@ -64,10 +64,10 @@ RESPONSE_FIELDS: dict[str, Spec] = {
     "GetWorkflowResponse": _OUTPUT,  # the workflow status record
     "ListStepsResponse": (("output", _OBJECTS, False),),  # function_id, function_name, output, error, ...
     "GetWorkflowEventsResponse": (("events", _OBJECTS, False),),  # [{key, value}]
-    # [{topic, message, created_at_epoch_ms, consumed}]
+    # notifications carry topic, message, created_at_epoch_ms and consumed
     "GetWorkflowNotificationsResponse": (("notifications", _OBJECTS, False),),
     "GetWorkflowStreamsResponse": (("streams", _OBJECTS, False),),  # [{key, values}]
-    # [{group, count?, min_created_at?, max_queue_wait_ms?, max_total_latency_ms?}]
+    # groups: [{group, count?, min_created_at?, max_queue_wait_ms?, max_total_latency_ms?}]
     "GetWorkflowAggregatesResponse": _OUTPUT_LIST,
     "GetStepAggregatesResponse": _OUTPUT_LIST,  # [{group, count?, max_duration_ms?}]
     "ForkWorkflowResponse": (("new_workflow_id", _STR, False),),
@@ -80,7 +80,7 @@ RESPONSE_FIELDS: dict[str, Spec] = {
     "ListQueuesResponse": _OUTPUT_LIST,
     "GetQueueResponse": _OUTPUT,
     "GetMetricsResponse": (("metrics", _OBJECTS, True),),  # [{metric_type, metric_name, value}]
-    # [{version_id, version_name, version_timestamp, created_at}]
+    # versions carry version_id, version_name, version_timestamp and created_at
     "ListApplicationVersionsResponse": _OUTPUT_LIST,
 }
 

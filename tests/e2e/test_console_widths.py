@@ -135,7 +135,7 @@ def history(relay: RelayProcess) -> Iterator[str]:
         stop.set()
         answering.join(timeout=5)
         peer.close()
-    yield dead.executor_id
+    return dead.executor_id
 
 
 @pytest.fixture(scope="module")

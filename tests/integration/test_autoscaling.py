@@ -183,7 +183,7 @@ def test_the_recommendation_follows_the_backlog_per_version(world: World) -> Non
     section = page.split('data-testid="autoscaling"', 1)[1].split("</section>", 1)[0]
     assert '<code data-testid="autoscaling-queue">scale-q</code>' in section
     rows = re.findall(r'<tr data-version="([^"]+)">.*?data-testid="queue-depth">(\d+)<.*?'
-                      r'data-testid="desired-executors">(\d+)<', section, re.S)
+                      r'data-testid="desired-executors">(\d+)<', section, re.DOTALL)
     assert rows == [("v2", "5", "3"), ("v1", "3", "2")]
 
     # Cleared: 404 again, the gauges withdrawn, and every write in the audit log.

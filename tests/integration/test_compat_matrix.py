@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from relay.wire import protocol
+from relay.wire.messages import METADATA_ONLY_REFUSAL, UNKNOWN_TYPE_ERROR, MessageType
+from relay.wire.support import supported_types
 from tests.integration.sdk_apps import (
     GO,
     JAVA,
@@ -62,7 +63,7 @@ TYPES = (
 
 
 def test_the_rows_are_every_message_type_relay_knows() -> None:
-    assert sorted(TYPES) == sorted(protocol.MessageType), "TYPES must list each MessageType once"
+    assert sorted(TYPES) == sorted(MessageType), "TYPES must list each MessageType once"
 
 
 @dataclass
@@ -132,9 +133,9 @@ def classify(answer: dict[str, Any]) -> tuple[str, str | None]:
     error = answer.get("error_message")
     if not error:
         return ANSWERED, None
-    if error.strip() == protocol.UNKNOWN_TYPE_ERROR:
+    if error.strip() == UNKNOWN_TYPE_ERROR:
         return UNKNOWN, None
-    if error.strip().endswith(protocol.METADATA_ONLY_REFUSAL):
+    if error.strip().endswith(METADATA_ONLY_REFUSAL):
         return REFUSED, None
     return FAILED, error.strip().splitlines()[0][:200]
 
@@ -253,7 +254,7 @@ def test_every_type_is_answered_as_relay_expects(
         stop()
     found[column.key] = Found(column.title.format(version=version), version, cells, errors)
 
-    expected = protocol.supported_types(column.language, version)
+    expected = supported_types(column.language, version)
     assert expected is not None, f"Relay has no release table for {column.language} {version}"
     for message_type, cell in cells.items():
         if message_type in expected:
@@ -273,8 +274,8 @@ def render(found: dict[str, Found]) -> str:
     mark = {ANSWERED: "✓", FAILED: "✓ (error)", UNKNOWN: "unknown type", REFUSED: "refused (metadata-only)"}
     lines = ["| Message type | " + " | ".join(found[k].title for k in keys) + " |",
              "|---|" + "---|" * len(keys)]  # fmt: skip
-    for message_type in TYPES:
-        lines.append(f"| `{message_type}` | " + " | ".join(mark[found[k].cells[message_type]] for k in keys) + " |")
+    lines.extend(f"| `{message_type}` | " + " | ".join(mark[found[k].cells[message_type]] for k in keys) + " |"
+                 for message_type in TYPES)
     return "\n".join(lines) + "\n"
 
 

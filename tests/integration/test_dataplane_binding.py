@@ -151,7 +151,7 @@ def test_an_application_reaches_only_the_database_bound_to_it(databases: Databas
         alpha_ids, bravo_ids = workflow_ids(relay, "alpha", alpha_key), workflow_ids(relay, "bravo")
         assert len(alpha_ids) == 2 and len(bravo_ids) == 3 and not alpha_ids & bravo_ids
         # Bravo's workflows are not reachable through alpha's routes: read, cancel, fork, delete.
-        victim = sorted(bravo_ids)[0]
+        victim = min(bravo_ids)
         base = f"/v2/orgs/{ORG}/apps/alpha/workflows/{victim}"
         for method, path in (("GET", ""), ("POST", "/cancel"), ("POST", "/fork"), ("DELETE", "")):
             answer = relay.api(method, base + path, token=alpha_key, json={} if method == "POST" else None)

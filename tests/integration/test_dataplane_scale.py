@@ -204,7 +204,7 @@ def _relay_rows(relay: RelayProcess, app: str, extra: dict[str, Any] | None = No
     rows = _get(relay, app, "/workflows/aggregates", method="POST", json={**AGGREGATE_BODY, **(extra or {})}).json()
 
     def ms(text: str | None) -> int | None:
-        return None if text is None else round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+        return None if text is None else round(datetime.fromisoformat(text).timestamp() * 1000)
 
     return {(g["status"], g["workflowName"], g["queueName"], g["executorId"], g["appVersion"], g["applicationName"],
              ms(g["timeBucket"]), r["count"], ms(r["minCreatedAt"]), r.get("maxQueueWaitMs"),

@@ -50,7 +50,7 @@ def stamp(moment: datetime) -> str:
 
 
 def parse(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return datetime.fromisoformat(text)
 
 
 def test_a_restart_brings_every_executor_back_healthy_and_declares_dead_only_those_gone(tmp_path: Path) -> None:

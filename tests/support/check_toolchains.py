@@ -54,12 +54,12 @@ def _shown(version: Version) -> str:
 
 def required() -> dict:
     """The minimum version of each toolchain and the file that asks for it."""
-    go = max((_version(re.search(r"^go (\S+)$", _read(m), re.M).group(1)), m) for m in GO_MODS)
+    go = max((_version(re.search(r"^go (\S+)$", _read(m), re.MULTILINE).group(1)), m) for m in GO_MODS)
     node = max((_version(re.search(r">=\s*([\d.]+)", json.loads(_read(p))["engines"]["node"]).group(1)), p)
                for p in PACKAGE_JSONS)
     jdk = _version(re.search(r"<maven.compiler.release>(\d+)<", _read(POM)).group(1))
     with open(os.path.join(REPO, "pyproject.toml")) as handle:
-        python = _version(re.search(r'^requires-python\s*=\s*">=\s*([\d.]+)"', handle.read(), re.M).group(1))
+        python = _version(re.search(r'^requires-python\s*=\s*">=\s*([\d.]+)"', handle.read(), re.MULTILINE).group(1))
     return {
         "Go": (go[0], "tests/integration/" + go[1]),
         "Node.js": (node[0], "tests/integration/" + node[1]),

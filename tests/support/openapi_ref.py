@@ -78,7 +78,7 @@ def _rfc3339(text: str) -> bool:
     if "T" not in text.upper():
         return False
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
+        return datetime.fromisoformat(text).tzinfo is not None
     except ValueError:
         return False
 
@@ -107,9 +107,7 @@ def check(doc: dict[str, Any], schema: Any, value: Any, where: str = "$") -> lis
             errors.append(f"{where}: {value} out of {fmt} range")
     if isinstance(value, dict):
         properties = schema.get("properties", {})
-        for name in schema.get("required", []):
-            if name not in value:
-                errors.append(f"{where}: missing required {name!r}")
+        errors.extend(f"{where}: missing required {name!r}" for name in schema.get("required", []) if name not in value)
         extra = schema.get("additionalProperties", True)
         for name, item in value.items():
             if name in properties:

@@ -90,10 +90,10 @@ def render(data: Mapping[str, Any]) -> str:
     # The commit each figure was recorded on (the tests ran on top of it), not the one rendering them.
     commits = ", ".join(sorted({str(entry.get("commit") or "unknown") for entry in data.values()}))
     lines = [
-        f"Figures written by the test suite itself (`test-output/reliability.json`, recorded {span}, on top of "
+        (f"Figures written by the test suite itself (`test-output/reliability.json`, recorded {span}, on top of "
         f"commit {commits}), on the 2-core test machine. Each row is what one group of tests threw at a real "
         "Relay (or at its frame decoder) and what held every time; a test records its figures only after its "
-        "assertions passed.",
+        "assertions passed."),
         "",
         "| area | what was tried | what held |",
         "|---|---|---|",

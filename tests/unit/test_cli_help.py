@@ -54,7 +54,7 @@ def test_settings_are_declared_once() -> None:
     assert read == {s.name for s in ENV_SETTINGS}
     from_env, plain = Settings.from_env({}), Settings()
     for field in dataclasses.fields(Settings):
-        if field.name not in ("instance_id",):  # hostname:port, computed
+        if field.name != "instance_id":  # hostname:port, computed
             assert getattr(from_env, field.name) == getattr(plain, field.name), field.name
 
 

@@ -20,8 +20,17 @@ from relay.actors.directory import Directory
 from relay.web import executor_calls
 from relay.web.api.problems import ApiError
 from relay.web.executor_calls import call, summarize_error
-from relay.wire import protocol
+from relay.wire.catalog_requests import ListQueuesRequest
+from relay.wire.codec import decode_response
 from relay.wire.errors import ExecutorGoneError
+from relay.wire.requests import CancelRequest, DeleteRequest, ResumeRequest
+from relay.wire.responses import response_for
+from relay.wire.workflow_requests import (
+    ExportWorkflowRequest,
+    GetWorkflowEventsRequest,
+    GetWorkflowRequest,
+    ImportWorkflowRequest,
+)
 
 ORG, APP = "local", "calls-app"
 
@@ -65,7 +74,7 @@ class ScriptedExecutor(pykka.ThreadingActor):
             future.set_exception((answer, answer("scripted"), None))
         elif answer is not None:
             frame = {"type": str(request.type), "request_id": request.request_id, **answer}
-            future.set(protocol.decode_response(json.dumps(frame)))
+            future.set(decode_response(json.dumps(frame)))
         return future
 
     def forget(self, request_id: str) -> None:
@@ -111,7 +120,7 @@ def world() -> Iterator[SimpleNamespace]:
 
 OK = {"output": {"WorkflowUUID": "wf"}}
 UNKNOWN = {"error_message": "Unknown message type"}
-GET = protocol.GetWorkflowRequest(workflow_id="wf")
+GET = GetWorkflowRequest(workflow_id="wf")
 
 
 def failure(request: Any, status: int) -> ApiError:
@@ -141,7 +150,7 @@ def test_unknown_type_marks_and_moves_on_then_501(world: SimpleNamespace) -> Non
     assert world.unsupported("lacks") == {"get_workflow"}
     call(ORG, APP, GET)
     assert len(world.seen("lacks")[0]) == 1  # marked: not asked again
-    queues = protocol.ListQueuesRequest()
+    queues = ListQueuesRequest()
     world.add("old", lambda r: OK, dbos="2.12.0", connected_at=3)  # lacks list_queues: never sent
     world.add("also-lacks", lambda r: UNKNOWN, connected_at=0)
     world.add("has-not-either", lambda r: UNKNOWN, connected_at=0.5)
@@ -181,7 +190,7 @@ RACE = {"error_message": "Failed to send websocket frame"}  # the Java SDK's exp
 def test_an_export_that_lost_a_send_race_is_asked_again(world: SimpleNamespace) -> None:
     answers = iter([RACE, RACE, {"serialized_workflow": "H4sI"}])
     world.add("java", lambda r: next(answers))
-    export = protocol.ExportWorkflowRequest(workflow_id="wf")
+    export = ExportWorkflowRequest(workflow_id="wf")
     assert call(ORG, APP, export).serialized_workflow == "H4sI"
     sent = world.seen("java")[0]
     assert len(sent) == 3 and len({r.request_id for r in sent}) == 3  # a fresh id each time
@@ -189,14 +198,14 @@ def test_an_export_that_lost_a_send_race_is_asked_again(world: SimpleNamespace) 
 
 def test_a_send_race_that_persists_is_502_after_the_retries(world: SimpleNamespace) -> None:
     world.add("java", lambda r: RACE)
-    problem = failure(protocol.ExportWorkflowRequest(workflow_id="wf"), 502)
+    problem = failure(ExportWorkflowRequest(workflow_id="wf"), 502)
     assert problem.detail.endswith("Failed to send websocket frame")
     assert len(world.seen("java")[0]) == 1 + len(executor_calls.SEND_RACE_RETRY_DELAYS_S)
 
 
 def test_a_send_race_on_a_type_that_changes_state_is_not_asked_again(world: SimpleNamespace) -> None:
     world.add("java", lambda r: RACE)
-    failure(protocol.ImportWorkflowRequest(serialized_workflow="H4sI"), 502)
+    failure(ImportWorkflowRequest(serialized_workflow="H4sI"), 502)
     assert len(world.seen("java")[0]) == 1  # an import may have happened: never twice
 
 
@@ -212,7 +221,7 @@ def test_no_answer_in_time_is_504_and_forgotten(world: SimpleNamespace) -> None:
 
 def test_several_workflows_go_one_by_one_to_releases_without_bulk_ids(world: SimpleNamespace) -> None:
     world.add("old", lambda r: {"success": True}, dbos="2.14.0")
-    cancel = protocol.CancelRequest(workflow_ids=["a", "b", "c"], cancel_children=True)
+    cancel = CancelRequest(workflow_ids=["a", "b", "c"], cancel_children=True)
     assert call(ORG, APP, cancel).success is True
     sent = world.seen("old")[0]
     assert [(r.workflow_id, r.workflow_ids, r.cancel_children) for r in sent] == [
@@ -221,7 +230,7 @@ def test_several_workflows_go_one_by_one_to_releases_without_bulk_ids(world: Sim
 
 def test_several_workflows_go_in_one_request_to_newer_releases(world: SimpleNamespace) -> None:
     world.add("new", lambda r: {"success": True}, dbos="3.2.0")
-    call(ORG, APP, protocol.DeleteRequest(workflow_ids=["a", "b"]))
+    call(ORG, APP, DeleteRequest(workflow_ids=["a", "b"]))
     (sent,) = world.seen("new")[0]
     assert sent.workflow_ids == ["a", "b"]
 
@@ -244,59 +253,59 @@ PY_MISSING = ("Exception encountered when resuming workflow(s) ['a', 'b']: Trace
               "dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5: Non-existent target workflow ID: a, b\n")
 CLASSIFIED = [
     ("resume", PY_MISSING, 404, None),
-    ("fork_workflow", "Exception encountered when forking workflow x to new workflow y on step 0, app version "
-     "None: dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5: Non-existent target workflow ID: x", 404, None),
-    ("export_workflow", "Exception encountered when exporting workflow x: dbos._error.DBOSNonExistentWorkflowError: "
-     "DBOS Error 5: Non-existent export workflow ID: x", 404, None),
+    ("fork_workflow", ("Exception encountered when forking workflow x to new workflow y on step 0, app version "
+     "None: dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5: Non-existent target workflow ID: x"), 404, None),
+    ("export_workflow", ("Exception encountered when exporting workflow x: dbos._error.DBOSNonExistentWorkflowError: "
+     "DBOS Error 5: Non-existent export workflow ID: x"), 404, None),
     ("resume", "Exception encountered when resuming workflow(s) a,b: Workflow a, b does not exist", 404, None),  # TS
     ("fork_workflow", "failed to fork workflow: DBOS Error NonExistentWorkflow: workflow x does not exist", 404,
      None),  # Go
     ("resume", "failed to resume workflows: NonExistentWorkflow (details withheld in metadata-only mode)", 404, None),
     ("resume", "Workflow does not exist x", 404, None),  # Java
-    ("list_workflows", "Exception encountered when listing workflows: dbos._error.DBOSException: DBOS Error: "
+    ("list_workflows", ("Exception encountered when listing workflows: dbos._error.DBOSException: DBOS Error: "
      "Filtering workflows by attributes is not supported on SQLite. Use a Postgres system database to filter by "
-     "attributes.", 422, "body.attributes"),
-    ("get_workflow_aggregates", "Exception encountered when getting workflow aggregates: DBOS Error: Filtering "
-     "workflows by attributes is not supported on SQLite.", 422, "body.attributes"),
-    ("import_workflow", "Exception encountered when importing workflow: _pickle.UnpicklingError: invalid load key, "
-     "'['.", 422, "body.serializedWorkflow"),
+     "attributes."), 422, "body.attributes"),
+    ("get_workflow_aggregates", ("Exception encountered when getting workflow aggregates: DBOS Error: Filtering "
+     "workflows by attributes is not supported on SQLite."), 422, "body.attributes"),
+    ("import_workflow", ("Exception encountered when importing workflow: _pickle.UnpicklingError: invalid load key, "
+     "'['."), 422, "body.serializedWorkflow"),
     ("import_workflow", "Exception encountered when importing workflow: EOFError: Ran out of input", 422,
      "body.serializedWorkflow"),
-    ("import_workflow", "Exception encountered when importing workflow: Unexpected token 'x', \"xx\" is not valid "
-     "JSON", 422, "body.serializedWorkflow"),
-    ("import_workflow", "Exception encountered when importing workflow: sqlalchemy.exc.IntegrityError: "
-     "(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint \"workflow_status_pkey\"",
+    ("import_workflow", ("Exception encountered when importing workflow: Unexpected token 'x', \"xx\" is not valid "
+     "JSON"), 422, "body.serializedWorkflow"),
+    ("import_workflow", ("Exception encountered when importing workflow: sqlalchemy.exc.IntegrityError: "
+     "(psycopg.errors.UniqueViolation) duplicate key value violates unique constraint \"workflow_status_pkey\""),
      409, "body.serializedWorkflow"),
-    ("import_workflow", "Exception encountered when importing workflow: Cannot read properties of undefined "
-     "(reading 'workflow_uuid')", 422, "body.serializedWorkflow"),  # TS, JSON of another shape
-    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: null "
-     'value in column "workflow_uuid" of relation "workflow_status" violates not-null constraint (SQLSTATE 23502)',
+    ("import_workflow", ("Exception encountered when importing workflow: Cannot read properties of undefined "
+     "(reading 'workflow_uuid')"), 422, "body.serializedWorkflow"),  # TS, JSON of another shape
+    ("import_workflow", ("Exception encountered when importing workflow: failed to import workflow_status: ERROR: null "
+     'value in column "workflow_uuid" of relation "workflow_status" violates not-null constraint (SQLSTATE 23502)'),
      422, "body.serializedWorkflow"),  # Go
-    ("import_workflow", 'Cannot invoke "dev.dbos.transact.workflow.WorkflowStatus.workflowId()" because "status" is '
-     "null", 422, "body.serializedWorkflow"),  # Java
-    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: ERROR: "
-     'duplicate key value violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409,
+    ("import_workflow", ('Cannot invoke "dev.dbos.transact.workflow.WorkflowStatus.workflowId()" because "status" is '
+     "null"), 422, "body.serializedWorkflow"),  # Java
+    ("import_workflow", ("Exception encountered when importing workflow: failed to import workflow_status: ERROR: "
+     'duplicate key value violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)'), 409,
      "body.serializedWorkflow"),  # Go
     # A fork to a newWorkflowId that already exists: each SDK's unique violation (Python, TS and Java, Go, SQLite).
-    ("fork_workflow", "Exception encountered when forking workflow x to new workflow y on step 0, app version None: "
+    ("fork_workflow", ("Exception encountered when forking workflow x to new workflow y on step 0, app version None: "
      "sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation) duplicate key value violates unique "
-     'constraint "workflow_status_pkey"', 409, "body.newWorkflowId"),
+     'constraint "workflow_status_pkey"'), 409, "body.newWorkflowId"),
     ("fork_workflow", 'duplicate key value violates unique constraint "workflow_status_pkey"', 409,
      "body.newWorkflowId"),
-    ("fork_workflow", "failed to fork workflow: failed to insert forked workflow statuses: ERROR: duplicate key value "
-     'violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)', 409, "body.newWorkflowId"),
-    ("fork_workflow", "sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: "
-     "workflow_status.workflow_uuid", 409, "body.newWorkflowId"),
+    ("fork_workflow", ("failed to fork workflow: failed to insert forked workflow statuses: ERROR: duplicate key value "
+     'violates unique constraint "workflow_status_pkey" (SQLSTATE 23505)'), 409, "body.newWorkflowId"),
+    ("fork_workflow", ("sqlalchemy.exc.IntegrityError: (sqlite3.IntegrityError) UNIQUE constraint failed: "
+     "workflow_status.workflow_uuid"), 409, "body.newWorkflowId"),
     ("fork_from_failure", "failed to fork workflows from failure: workflow wf-1 has no steps", 422,
      "body.workflowIds"),  # Go
     ("fork_from_failure", "Workflow wf-1 has no steps", 422, "body.workflowIds"),  # Java
     ("import_workflow", "Failed to unmarshal workflow data: invalid character 'g' looking for beginning of value",
      422, "body.serializedWorkflow"),  # Go
-    ("import_workflow", "Exception encountered when importing workflow: failed to import workflow_status: "
-     "unexpected EOF", 502, None),  # Go, its database connection dropped
+    ("import_workflow", ("Exception encountered when importing workflow: failed to import workflow_status: "
+     "unexpected EOF"), 502, None),  # Go, its database connection dropped
     # Genuine faults stay 502: a missing table is not a missing workflow; the same text on another type.
-    ("resume", 'Exception encountered when resuming workflow(s) [\'a\']: psycopg.errors.UndefinedTable: relation '
-     '"dbos.workflow_status" does not exist', 502, None),
+    ("resume", ('Exception encountered when resuming workflow(s) [\'a\']: psycopg.errors.UndefinedTable: relation '
+     '"dbos.workflow_status" does not exist'), 502, None),
     ("list_workflows", "Exception encountered when listing workflows: OperationalError: database is locked", 502,
      None),
     ("list_workflows", "Exception encountered when listing workflows: EOFError: Ran out of input", 502, None),
@@ -317,7 +326,7 @@ def test_executor_errors_that_are_the_callers_are_4xx(message_type: str, message
 
 def test_a_missing_workflow_answered_by_an_executor_is_404_with_its_message(world: SimpleNamespace) -> None:
     world.add("sdk", lambda r: {"error_message": PY_MISSING, "success": False})
-    problem = failure(protocol.ResumeRequest(workflow_ids=["a", "b"]), 404)
+    problem = failure(ResumeRequest(workflow_ids=["a", "b"]), 404)
     assert problem.detail.startswith("no such workflow: python 3.2.0 executor 'sdk' answered 'resume'")
     assert problem.detail.endswith("Non-existent target workflow ID: a, b") and "Traceback" not in problem.detail
 
@@ -368,7 +377,7 @@ def database(world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> list[An
 
     def answer(plane: Any, request: Any) -> Any:
         asked.append(request)
-        return protocol.response_for(request.type.value, request.request_id, {"output": {"WorkflowUUID": "db"}})
+        return response_for(request.type.value, request.request_id, {"output": {"WorkflowUUID": "db"}})
 
     monkeypatch.setattr(dataplane_answers, "answer", answer)
     return asked
@@ -395,13 +404,13 @@ def test_the_database_answers_what_the_connected_executors_lack(world: SimpleNam
 
 def test_what_only_an_executor_does_says_so_with_no_executor(world: SimpleNamespace) -> None:
     world.settings["dataPlane"] = dict(PLANE)
-    detail = failure(protocol.GetWorkflowEventsRequest(workflow_id="wf"), 503).detail
+    detail = failure(GetWorkflowEventsRequest(workflow_id="wf"), 503).detail
     assert "needs a connected executor" in detail
 
 
 def test_a_read_only_data_plane_refuses_changes(world: SimpleNamespace) -> None:
     world.settings["dataPlane"] = {**PLANE, "mode": "read"}
-    detail = failure(protocol.CancelRequest(workflow_id="wf"), 503).detail
+    detail = failure(CancelRequest(workflow_id="wf"), 503).detail
     assert "read-only" in detail
 
 

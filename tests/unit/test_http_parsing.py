@@ -17,8 +17,8 @@ BLOCKS = [
     b"",
     b"Host: a\r\n\r\n",
     b"Host: a\n\n",
-    b"Host: 127.0.0.1:8080\r\nAuthorization: Bearer dbos_x\r\nContent-Type: application/json\r\n"
-    b"Content-Length: 12\r\nConnection: keep-alive\r\n\r\nbody-follows",
+    (b"Host: 127.0.0.1:8080\r\nAuthorization: Bearer dbos_x\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 12\r\nConnection: keep-alive\r\n\r\nbody-follows"),
     b"X-Empty:\r\nX-Blanks:   \t  v  \r\nX-Tab:\tv\r\n\r\n",
     b"Accept: a\r\nAccept: b\r\nCookie: c=1\r\nCookie: d=2\r\n\r\n",
     b"X-Under_Score: dropped\r\nX-Dash-Name: kept\r\n\r\n",

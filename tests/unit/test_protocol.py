@@ -1,4 +1,4 @@
-"""The executor wire format (wire/protocol.py), pinned to the real Python SDK (dbos 3.2.0).
+"""The executor wire format (the wire/ package), pinned to the real Python SDK (dbos 3.2.0).
 
 Requests are encoded by Relay and read back with the SDK's own parser (``<X>Request.from_json``, which is
 what the SDK's receive loop does); responses are produced with the SDK's own response classes
@@ -18,14 +18,94 @@ import dbos._conductor.conductor as sdk_conductor
 import dbos._conductor.protocol as sdk
 import pytest
 
-from relay.wire import protocol as p
+from relay.wire.catalog_requests import (
+    AlertRequest,
+    BackfillScheduleRequest,
+    GetMetricsRequest,
+    GetQueueRequest,
+    GetScheduleRequest,
+    ListApplicationVersionsRequest,
+    ListQueuesBody,
+    ListQueuesRequest,
+    ListSchedulesBody,
+    ListSchedulesRequest,
+    PauseScheduleRequest,
+    ResumeScheduleRequest,
+    SetLatestApplicationVersionRequest,
+    TriggerScheduleRequest,
+)
+from relay.wire.codec import decode_response, is_metadata_only_refusal, is_unknown_type_error
+from relay.wire.errors import ProtocolError
+from relay.wire.fields import string_list, string_or_list
+from relay.wire.messages import MAX_DEPTH, MAX_FRAME_BYTES, UNKNOWN_TYPE_ERROR, MessageType, new_request_id
+from relay.wire.requests import (
+    CancelRequest,
+    DeleteRequest,
+    ExecutorInfoRequest,
+    ExistPendingWorkflowsRequest,
+    RawRequest,
+    RecoveryRequest,
+    Request,
+    ResumeRequest,
+    RetentionBody,
+    RetentionRequest,
+    encode_request,
+)
+from relay.wire.responses import (
+    BackfillScheduleResponse,
+    ExecutorInfoResponse,
+    ExistPendingWorkflowsResponse,
+    ExportWorkflowResponse,
+    ForkFromFailureResponse,
+    ForkWorkflowResponse,
+    GetMetricsResponse,
+    GetQueueResponse,
+    GetScheduleResponse,
+    GetStepAggregatesResponse,
+    GetWorkflowAggregatesResponse,
+    GetWorkflowEventsResponse,
+    GetWorkflowNotificationsResponse,
+    GetWorkflowResponse,
+    GetWorkflowStreamsResponse,
+    ListApplicationVersionsResponse,
+    ListQueuesResponse,
+    ListSchedulesResponse,
+    ListStepsResponse,
+    ListWorkflowsResponse,
+    RawResponse,
+    SuccessResponse,
+    TriggerScheduleResponse,
+)
+from relay.wire.support import supported_types, supports_bulk_ids
+from relay.wire.workflow_requests import (
+    ExportWorkflowRequest,
+    ForkFromFailureBody,
+    ForkFromFailureRequest,
+    ForkWorkflowBody,
+    ForkWorkflowRequest,
+    GetStepAggregatesBody,
+    GetStepAggregatesRequest,
+    GetWorkflowAggregatesBody,
+    GetWorkflowAggregatesRequest,
+    GetWorkflowEventsRequest,
+    GetWorkflowNotificationsRequest,
+    GetWorkflowRequest,
+    GetWorkflowStreamsRequest,
+    ImportWorkflowRequest,
+    ListQueuedWorkflowsRequest,
+    ListStepsRequest,
+    ListWorkflowsBody,
+    ListWorkflowsRequest,
+    RewindWorkflowBody,
+    RewindWorkflowRequest,
+)
 
 SECRET = "SECRET-CONDUCTOR-KEY-0123456789"
 
 
 def roundtrip(req, sdk_cls):
     """Encode with Relay, parse with the SDK exactly as its receive loop does."""
-    text = p.encode_request(req)
+    text = encode_request(req)
     base = sdk.BaseMessage.from_json(text)
     assert base.type == req.type
     assert base.request_id == req.request_id
@@ -40,16 +120,16 @@ def roundtrip(req, sdk_cls):
 
 
 def test_message_types_cover_the_sdk():
-    ours = {m.value for m in p.MessageType}
+    ours = {m.value for m in MessageType}
     theirs = {m.value for m in sdk.MessageType}
     assert theirs <= ours
     assert ours - theirs == {"restart"}  # older SDKs only
     assert len(theirs) == 33  # the 32 of PROTOCOL.md plus rewind_workflow
-    assert p.MessageType.REWIND_WORKFLOW == "rewind_workflow"
+    assert MessageType.REWIND_WORKFLOW == "rewind_workflow"
 
 
 def _public_request_classes():
-    found, todo = set(), [p.Request]
+    found, todo = set(), [Request]
     while todo:
         cls = todo.pop()
         for sub in cls.__subclasses__():
@@ -61,13 +141,13 @@ def _public_request_classes():
 
 def test_every_type_but_restart_has_a_typed_request():
     types = {cls.type for cls in _public_request_classes()}
-    assert types == set(p.MessageType) - {p.MessageType.RESTART}
+    assert types == set(MessageType) - {MessageType.RESTART}
 
 
 # --------------------------------------------------------------------------------------------------
 # Requests through the SDK's parser
 
-FULL_LIST_BODY = p.ListWorkflowsBody(
+FULL_LIST_BODY = ListWorkflowsBody(
     workflow_uuids=["w1", "w2"],
     workflow_name="checkout",
     authenticated_user=["alice", "bob"],
@@ -92,41 +172,41 @@ FULL_LIST_BODY = p.ListWorkflowsBody(
 )
 
 REQUEST_CASES = [
-    (p.ExecutorInfoRequest(), sdk.ExecutorInfoRequest, {}),
-    (p.RecoveryRequest(executor_ids=["e1", "e2"]), sdk.RecoveryRequest, {"executor_ids": ["e1", "e2"]}),
+    (ExecutorInfoRequest(), sdk.ExecutorInfoRequest, {}),
+    (RecoveryRequest(executor_ids=["e1", "e2"]), sdk.RecoveryRequest, {"executor_ids": ["e1", "e2"]}),
     (
-        p.CancelRequest(workflow_id="w1"),
+        CancelRequest(workflow_id="w1"),
         sdk.CancelRequest,
         {"workflow_id": "w1", "workflow_ids": None, "cancel_children": False},
     ),
     (
-        p.CancelRequest(workflow_ids=["w1", "w2"], cancel_children=True),
+        CancelRequest(workflow_ids=["w1", "w2"], cancel_children=True),
         sdk.CancelRequest,
         {"workflow_id": "w1", "workflow_ids": ["w1", "w2"], "cancel_children": True},
     ),
     (
-        p.ResumeRequest(workflow_ids=["w1", "w2"], queue_name="q"),
+        ResumeRequest(workflow_ids=["w1", "w2"], queue_name="q"),
         sdk.ResumeRequest,
         {"workflow_ids": ["w1", "w2"], "queue_name": "q"},
     ),
-    (p.ResumeRequest(workflow_id="w1"), sdk.ResumeRequest, {"workflow_id": "w1", "queue_name": None}),
+    (ResumeRequest(workflow_id="w1"), sdk.ResumeRequest, {"workflow_id": "w1", "queue_name": None}),
     (
-        p.DeleteRequest(workflow_id="w1", delete_children=True),
+        DeleteRequest(workflow_id="w1", delete_children=True),
         sdk.DeleteRequest,
         {"workflow_id": "w1", "delete_children": True, "workflow_ids": None},
     ),
     (
-        p.DeleteRequest(workflow_ids=["a", "b", "c"]),
+        DeleteRequest(workflow_ids=["a", "b", "c"]),
         sdk.DeleteRequest,
         {"workflow_ids": ["a", "b", "c"], "delete_children": False},
     ),
     (
-        p.ExistPendingWorkflowsRequest(executor_id="e1", application_version="v1"),
+        ExistPendingWorkflowsRequest(executor_id="e1", application_version="v1"),
         sdk.ExistPendingWorkflowsRequest,
         {"executor_id": "e1", "application_version": "v1"},
     ),
     (
-        p.RetentionRequest(body=p.RetentionBody(gc_cutoff_epoch_ms=1000, timeout_cutoff_epoch_ms=2000)),
+        RetentionRequest(body=RetentionBody(gc_cutoff_epoch_ms=1000, timeout_cutoff_epoch_ms=2000)),
         sdk.RetentionRequest,
         {
             "body": {
@@ -138,7 +218,7 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.ListWorkflowsRequest(body=FULL_LIST_BODY),
+        ListWorkflowsRequest(body=FULL_LIST_BODY),
         sdk.ListWorkflowsRequest,
         {
             "body": {
@@ -167,7 +247,7 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.ListQueuedWorkflowsRequest(body=p.ListWorkflowsBody(queue_name=["q1", "q2"], limit=10)),
+        ListQueuedWorkflowsRequest(body=ListWorkflowsBody(queue_name=["q1", "q2"], limit=10)),
         sdk.ListQueuedWorkflowsRequest,
         {
             "body": {
@@ -189,30 +269,30 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.GetWorkflowRequest(workflow_id="w1", load_input=False),
+        GetWorkflowRequest(workflow_id="w1", load_input=False),
         sdk.GetWorkflowRequest,
         {"workflow_id": "w1", "load_input": False, "load_output": True},
     ),
     (
-        p.ListStepsRequest(workflow_id="w1", load_output=False, limit=10, offset=5),
+        ListStepsRequest(workflow_id="w1", load_output=False, limit=10, offset=5),
         sdk.ListStepsRequest,
         {"workflow_id": "w1", "load_output": False, "limit": 10, "offset": 5},
     ),
     (
-        p.ListStepsRequest(workflow_id="w1"),
+        ListStepsRequest(workflow_id="w1"),
         sdk.ListStepsRequest,
         {"workflow_id": "w1", "load_output": True, "limit": None, "offset": None},
     ),
-    (p.GetWorkflowEventsRequest(workflow_id="w1"), sdk.GetWorkflowEventsRequest, {"workflow_id": "w1"}),
+    (GetWorkflowEventsRequest(workflow_id="w1"), sdk.GetWorkflowEventsRequest, {"workflow_id": "w1"}),
     (
-        p.GetWorkflowNotificationsRequest(workflow_id="w1"),
+        GetWorkflowNotificationsRequest(workflow_id="w1"),
         sdk.GetWorkflowNotificationsRequest,
         {"workflow_id": "w1"},
     ),
-    (p.GetWorkflowStreamsRequest(workflow_id="w1"), sdk.GetWorkflowStreamsRequest, {"workflow_id": "w1"}),
+    (GetWorkflowStreamsRequest(workflow_id="w1"), sdk.GetWorkflowStreamsRequest, {"workflow_id": "w1"}),
     (
-        p.GetWorkflowAggregatesRequest(
-            body=p.GetWorkflowAggregatesBody(
+        GetWorkflowAggregatesRequest(
+            body=GetWorkflowAggregatesBody(
                 group_by_status=True,
                 group_by_name=True,
                 select_max_queue_wait_ms=True,
@@ -247,8 +327,8 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.GetStepAggregatesRequest(
-            body=p.GetStepAggregatesBody(
+        GetStepAggregatesRequest(
+            body=GetStepAggregatesBody(
                 group_by_function_name=True, select_max_duration_ms=True, function_name="charge"
             )
         ),
@@ -264,13 +344,13 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.ForkWorkflowRequest(body=p.ForkWorkflowBody(workflow_id="w1", start_step=3)),
+        ForkWorkflowRequest(body=ForkWorkflowBody(workflow_id="w1", start_step=3)),
         sdk.ForkWorkflowRequest,
         {"body": {"workflow_id": "w1", "start_step": 3, "new_workflow_id": None, "application_version": None}},
     ),
     (
-        p.ForkWorkflowRequest(
-            body=p.ForkWorkflowBody(
+        ForkWorkflowRequest(
+            body=ForkWorkflowBody(
                 workflow_id="w1",
                 start_step=2,
                 new_workflow_id="w1-fork",
@@ -292,8 +372,8 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.ForkFromFailureRequest(
-            body=p.ForkFromFailureBody(workflow_ids=["w1", "w2"], from_last_failure=True, queue_name="q")
+        ForkFromFailureRequest(
+            body=ForkFromFailureBody(workflow_ids=["w1", "w2"], from_last_failure=True, queue_name="q")
         ),
         sdk.ForkFromFailureRequest,
         {
@@ -306,56 +386,56 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.RewindWorkflowRequest(body=p.RewindWorkflowBody(workflow_id="w1", start_step=4, queue_name="q")),
+        RewindWorkflowRequest(body=RewindWorkflowBody(workflow_id="w1", start_step=4, queue_name="q")),
         sdk.RewindWorkflowRequest,
         {"body": {"workflow_id": "w1", "start_step": 4, "queue_name": "q"}},
     ),
     (
-        p.ExportWorkflowRequest(workflow_id="w1", export_children=True),
+        ExportWorkflowRequest(workflow_id="w1", export_children=True),
         sdk.ExportWorkflowRequest,
         {"workflow_id": "w1", "export_children": True},
     ),
     (
-        p.ImportWorkflowRequest(serialized_workflow="H4sIAAAA"),
+        ImportWorkflowRequest(serialized_workflow="H4sIAAAA"),
         sdk.ImportWorkflowRequest,
         {"serialized_workflow": "H4sIAAAA"},
     ),
-    (p.ListSchedulesRequest(), sdk.ListSchedulesRequest, {"body": {}}),
+    (ListSchedulesRequest(), sdk.ListSchedulesRequest, {"body": {}}),
     (
-        p.ListSchedulesRequest(
-            body=p.ListSchedulesBody(status=["ACTIVE", "PAUSED"], schedule_name_prefix="nightly", load_context=False)
+        ListSchedulesRequest(
+            body=ListSchedulesBody(status=["ACTIVE", "PAUSED"], schedule_name_prefix="nightly", load_context=False)
         ),
         sdk.ListSchedulesRequest,
         {"body": {"status": ["ACTIVE", "PAUSED"], "schedule_name_prefix": "nightly", "load_context": False}},
     ),
     (
-        p.GetScheduleRequest(schedule_name="nightly", load_context=False),
+        GetScheduleRequest(schedule_name="nightly", load_context=False),
         sdk.GetScheduleRequest,
         {"schedule_name": "nightly", "load_context": False},
     ),
-    (p.PauseScheduleRequest(schedule_name="nightly"), sdk.PauseScheduleRequest, {"schedule_name": "nightly"}),
-    (p.ResumeScheduleRequest(schedule_name="nightly"), sdk.ResumeScheduleRequest, {"schedule_name": "nightly"}),
+    (PauseScheduleRequest(schedule_name="nightly"), sdk.PauseScheduleRequest, {"schedule_name": "nightly"}),
+    (ResumeScheduleRequest(schedule_name="nightly"), sdk.ResumeScheduleRequest, {"schedule_name": "nightly"}),
     (
-        p.TriggerScheduleRequest(schedule_name="nightly"),
+        TriggerScheduleRequest(schedule_name="nightly"),
         sdk.TriggerScheduleRequest,
         {"schedule_name": "nightly"},
     ),
     (
-        p.BackfillScheduleRequest(
+        BackfillScheduleRequest(
             schedule_name="nightly", start="2025-01-01T00:00:00+00:00", end="2025-01-02T00:00:00+00:00"
         ),
         sdk.BackfillScheduleRequest,
         {"schedule_name": "nightly", "start": "2025-01-01T00:00:00+00:00", "end": "2025-01-02T00:00:00+00:00"},
     ),
-    (p.ListQueuesRequest(), sdk.ListQueuesRequest, {"body": {}}),
+    (ListQueuesRequest(), sdk.ListQueuesRequest, {"body": {}}),
     (
-        p.ListQueuesRequest(body=p.ListQueuesBody(application_name=["a", "b"])),
+        ListQueuesRequest(body=ListQueuesBody(application_name=["a", "b"])),
         sdk.ListQueuesRequest,
         {"body": {"application_name": ["a", "b"]}},
     ),
-    (p.GetQueueRequest(name="q"), sdk.GetQueueRequest, {"name": "q"}),
+    (GetQueueRequest(name="q"), sdk.GetQueueRequest, {"name": "q"}),
     (
-        p.GetMetricsRequest(start_time="2025-01-01T00:00:00Z", end_time="2025-01-01T01:00:00Z"),
+        GetMetricsRequest(start_time="2025-01-01T00:00:00Z", end_time="2025-01-01T01:00:00Z"),
         sdk.GetMetricsRequest,
         {
             "start_time": "2025-01-01T00:00:00Z",
@@ -365,18 +445,18 @@ REQUEST_CASES = [
         },
     ),
     (
-        p.GetMetricsRequest(start_time="s", end_time="e", application_name="shop"),
+        GetMetricsRequest(start_time="s", end_time="e", application_name="shop"),
         sdk.GetMetricsRequest,
         {"application_name": ["shop"]},
     ),
-    (p.ListApplicationVersionsRequest(), sdk.BaseMessage, {}),  # the SDK has no class of its own for it
+    (ListApplicationVersionsRequest(), sdk.BaseMessage, {}),  # the SDK has no class of its own for it
     (
-        p.SetLatestApplicationVersionRequest(version_name="v2"),
+        SetLatestApplicationVersionRequest(version_name="v2"),
         sdk.SetLatestApplicationVersionRequest,
         {"version_name": "v2"},
     ),
     (
-        p.AlertRequest(name="high-error-rate", message="5% of workflows failed", metadata={"app": "shop"}),
+        AlertRequest(name="high-error-rate", message="5% of workflows failed", metadata={"app": "shop"}),
         sdk.AlertRequest,
         {"name": "high-error-rate", "message": "5% of workflows failed", "metadata": {"app": "shop"}},
     ),
@@ -395,7 +475,7 @@ def test_every_request_class_is_round_tripped():
 
 
 def test_frame_envelope_comes_first_and_is_json_text():
-    text = p.encode_request(p.GetQueueRequest(name="q", request_id="rid-1"))
+    text = encode_request(GetQueueRequest(name="q", request_id="rid-1"))
     assert isinstance(text, str)
     assert list(json.loads(text)) == ["type", "request_id", "name"]
     assert json.loads(text) == {"type": "get_queue", "request_id": "rid-1", "name": "q"}
@@ -404,14 +484,14 @@ def test_frame_envelope_comes_first_and_is_json_text():
 def test_bulk_ids_are_read_the_way_the_sdk_handlers_read_them():
     # conductor.py: ids = msg.workflow_ids or [msg.workflow_id]; TypeScript: workflow_ids ?? [workflow_id]
     for req, cls in (
-        (p.CancelRequest(workflow_ids=["a", "b"]), sdk.CancelRequest),
-        (p.ResumeRequest(workflow_ids=["a", "b"]), sdk.ResumeRequest),
-        (p.DeleteRequest(workflow_ids=["a", "b"]), sdk.DeleteRequest),
+        (CancelRequest(workflow_ids=["a", "b"]), sdk.CancelRequest),
+        (ResumeRequest(workflow_ids=["a", "b"]), sdk.ResumeRequest),
+        (DeleteRequest(workflow_ids=["a", "b"]), sdk.DeleteRequest),
     ):
         parsed = roundtrip(req, cls)
         assert (parsed.workflow_ids or [parsed.workflow_id]) == ["a", "b"] == req.ids
-    single = p.CancelRequest(workflow_ids=["only"])
-    assert json.loads(p.encode_request(single)) == {
+    single = CancelRequest(workflow_ids=["only"])
+    assert json.loads(encode_request(single)) == {
         "type": "cancel",
         "request_id": single.request_id,
         "workflow_id": "only",  # understood by SDKs that predate workflow_ids
@@ -421,45 +501,45 @@ def test_bulk_ids_are_read_the_way_the_sdk_handlers_read_them():
 
 def test_keys_the_python_sdk_indexes_are_always_present():
     fork = roundtrip(
-        p.ForkWorkflowRequest(body=p.ForkWorkflowBody(workflow_id="w", start_step=1)), sdk.ForkWorkflowRequest
+        ForkWorkflowRequest(body=ForkWorkflowBody(workflow_id="w", start_step=1)), sdk.ForkWorkflowRequest
     )
     for key in ("workflow_id", "start_step", "new_workflow_id", "application_version"):
         fork.body[key]  # conductor.py reads these with body["..."]: a KeyError would drop the socket
-    retention = roundtrip(p.RetentionRequest(body=p.RetentionBody()), sdk.RetentionRequest)
+    retention = roundtrip(RetentionRequest(body=RetentionBody()), sdk.RetentionRequest)
     for key in ("gc_cutoff_epoch_ms", "gc_rows_threshold", "timeout_cutoff_epoch_ms"):
         assert retention.body[key] is None
-    listed = json.loads(p.encode_request(p.ListWorkflowsRequest()))["body"]
+    listed = json.loads(encode_request(ListWorkflowsRequest()))["body"]
     # dbos before 2.10 read these with body["..."] too
     for key in ("workflow_uuids", "workflow_name", "authenticated_user", "start_time", "end_time", "status",
                 "application_version", "limit", "offset", "sort_desc"):  # fmt: skip
         assert key in listed
-    assert roundtrip(p.ListSchedulesRequest(), sdk.ListSchedulesRequest).body == {}
+    assert roundtrip(ListSchedulesRequest(), sdk.ListSchedulesRequest).body == {}
 
 
 def test_unset_optional_filters_are_left_out_not_null():
     # The TypeScript SDK compares was_forked_from/has_parent with `!== undefined`: a null would filter.
-    body = json.loads(p.encode_request(p.ListWorkflowsRequest()))["body"]
+    body = json.loads(encode_request(ListWorkflowsRequest()))["body"]
     assert "was_forked_from" not in body
     assert "has_parent" not in body
     assert "attributes" not in body
-    agg = json.loads(p.encode_request(p.GetWorkflowAggregatesRequest()))["body"]
+    agg = json.loads(encode_request(GetWorkflowAggregatesRequest()))["body"]
     assert "was_forked_from" not in agg
     assert "time_bucket_size_ms" not in agg
 
 
 def test_load_flags_are_always_explicit():
     # Defaults differ: the Python SDK loads input/output when absent, the TypeScript SDK does not.
-    body = json.loads(p.encode_request(p.ListWorkflowsRequest()))["body"]
+    body = json.loads(encode_request(ListWorkflowsRequest()))["body"]
     assert body["load_input"] is False
     assert body["load_output"] is False
-    get = json.loads(p.encode_request(p.GetWorkflowRequest(workflow_id="w")))
+    get = json.loads(encode_request(GetWorkflowRequest(workflow_id="w")))
     assert get["load_input"] is True
     assert get["load_output"] is True
 
 
 def test_backfill_times_parse_as_the_sdk_parses_them():
     parsed = roundtrip(
-        p.BackfillScheduleRequest(schedule_name="s", start="2025-01-01T00:00:00Z", end="2025-01-02T00:00:00Z"),
+        BackfillScheduleRequest(schedule_name="s", start="2025-01-01T00:00:00Z", end="2025-01-02T00:00:00Z"),
         sdk.BackfillScheduleRequest,
     )
     assert datetime.fromisoformat(parsed.start) < datetime.fromisoformat(parsed.end)
@@ -472,26 +552,26 @@ def test_backfill_times_parse_as_the_sdk_parses_them():
 @pytest.mark.parametrize(
     ("build", "error"),
     [
-        (p.CancelRequest, ValueError),
-        (lambda: p.CancelRequest(workflow_id="a", workflow_ids=["b"]), ValueError),
-        (lambda: p.CancelRequest(workflow_ids=[]), ValueError),
-        (lambda: p.CancelRequest(workflow_ids="a,b"), None),  # a lone string is one id
-        (lambda: p.ResumeRequest(workflow_id=""), ValueError),
-        (lambda: p.DeleteRequest(workflow_id="a", delete_children="yes"), TypeError),
-        (lambda: p.RecoveryRequest(executor_ids=[]), ValueError),
-        (lambda: p.RecoveryRequest(executor_ids=[1]), TypeError),
-        (lambda: p.GetWorkflowRequest(workflow_id=5), TypeError),
-        (lambda: p.GetQueueRequest(name="q", request_id=""), ValueError),
-        (lambda: p.GetQueueRequest(name="q", request_id=7), TypeError),
-        (lambda: p.ListWorkflowsBody(limit=True), TypeError),
-        (lambda: p.ListWorkflowsBody(limit=-1), ValueError),
-        (lambda: p.ListWorkflowsBody(status=[]), ValueError),
-        (lambda: p.ListWorkflowsBody(status=[""]), ValueError),
-        (lambda: p.ListWorkflowsBody(start_time=datetime(2025, 1, 1)), TypeError),
-        (lambda: p.GetWorkflowAggregatesBody(time_bucket_size_ms=0), ValueError),
-        (lambda: p.ForkWorkflowBody(workflow_id="w", start_step="1"), TypeError),
-        (lambda: p.RewindWorkflowBody(workflow_id="w", start_step=None), TypeError),
-        (lambda: p.AlertRequest(name="a", message="m", metadata={"n": 1}), TypeError),
+        (CancelRequest, ValueError),
+        (lambda: CancelRequest(workflow_id="a", workflow_ids=["b"]), ValueError),
+        (lambda: CancelRequest(workflow_ids=[]), ValueError),
+        (lambda: CancelRequest(workflow_ids="a,b"), None),  # a lone string is one id
+        (lambda: ResumeRequest(workflow_id=""), ValueError),
+        (lambda: DeleteRequest(workflow_id="a", delete_children="yes"), TypeError),
+        (lambda: RecoveryRequest(executor_ids=[]), ValueError),
+        (lambda: RecoveryRequest(executor_ids=[1]), TypeError),
+        (lambda: GetWorkflowRequest(workflow_id=5), TypeError),
+        (lambda: GetQueueRequest(name="q", request_id=""), ValueError),
+        (lambda: GetQueueRequest(name="q", request_id=7), TypeError),
+        (lambda: ListWorkflowsBody(limit=True), TypeError),
+        (lambda: ListWorkflowsBody(limit=-1), ValueError),
+        (lambda: ListWorkflowsBody(status=[]), ValueError),
+        (lambda: ListWorkflowsBody(status=[""]), ValueError),
+        (lambda: ListWorkflowsBody(start_time=datetime(2025, 1, 1)), TypeError),  # noqa: DTZ001 (naive: the input refused)
+        (lambda: GetWorkflowAggregatesBody(time_bucket_size_ms=0), ValueError),
+        (lambda: ForkWorkflowBody(workflow_id="w", start_step="1"), TypeError),
+        (lambda: RewindWorkflowBody(workflow_id="w", start_step=None), TypeError),
+        (lambda: AlertRequest(name="a", message="m", metadata={"n": 1}), TypeError),
     ],
 )
 def test_requests_are_checked_when_built(build, error):
@@ -503,14 +583,14 @@ def test_requests_are_checked_when_built(build, error):
 
 
 def test_requests_are_immutable_and_get_fresh_ids():
-    a, b = p.ExecutorInfoRequest(), p.ExecutorInfoRequest()
+    a, b = ExecutorInfoRequest(), ExecutorInfoRequest()
     assert a.request_id != b.request_id
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.request_id = "x"
 
 
 def test_new_request_id_is_uuid4_hex():
-    ids = {p.new_request_id() for _ in range(100)}
+    ids = {new_request_id() for _ in range(100)}
     assert len(ids) == 100
     assert all(re.fullmatch(r"[0-9a-f]{32}", i) and i[12] == "4" for i in ids)
 
@@ -520,39 +600,39 @@ def test_new_request_id_is_uuid4_hex():
 
 
 def test_raw_request_passes_through_and_the_sdk_reads_it():
-    raw = p.RawRequest("rewind_workflow", {"body": {"workflow_id": "w1", "start_step": 2}})
-    parsed = sdk.RewindWorkflowRequest.from_json(p.encode_request(raw))
+    raw = RawRequest("rewind_workflow", {"body": {"workflow_id": "w1", "start_step": 2}})
+    parsed = sdk.RewindWorkflowRequest.from_json(encode_request(raw))
     assert parsed.type == "rewind_workflow"
     assert parsed.request_id == raw.request_id
     assert parsed.body == {"workflow_id": "w1", "start_step": 2}
-    frame = json.loads(p.encode_request(p.RawRequest("some_future_type", {"x": [1, 2]}, request_id="r9")))
+    frame = json.loads(encode_request(RawRequest("some_future_type", {"x": [1, 2]}, request_id="r9")))
     assert frame == {"type": "some_future_type", "request_id": "r9", "x": [1, 2]}
 
 
 @pytest.mark.parametrize(
     ("raw", "error"),
     [
-        (p.RawRequest(5, {}), TypeError),
-        (p.RawRequest("", {}), TypeError),
-        (p.RawRequest("t", {}, request_id=None), TypeError),
-        (p.RawRequest("t", {}, request_id=42), TypeError),
-        (p.RawRequest("t", {}, request_id=""), TypeError),
-        (p.RawRequest("t", {"type": "cancel"}), ValueError),
-        (p.RawRequest("t", {"request_id": "other"}), ValueError),
-        (p.RawRequest("t", {1: "x"}), TypeError),
-        (p.RawRequest("t", ["not", "a", "mapping"]), TypeError),
-        (p.RawRequest("t", {"x": float("nan")}), ValueError),
-        (p.RawRequest("t", {"x": object()}), ValueError),
+        (RawRequest(5, {}), TypeError),
+        (RawRequest("", {}), TypeError),
+        (RawRequest("t", {}, request_id=None), TypeError),
+        (RawRequest("t", {}, request_id=42), TypeError),
+        (RawRequest("t", {}, request_id=""), TypeError),
+        (RawRequest("t", {"type": "cancel"}), ValueError),
+        (RawRequest("t", {"request_id": "other"}), ValueError),
+        (RawRequest("t", {1: "x"}), TypeError),
+        (RawRequest("t", ["not", "a", "mapping"]), TypeError),
+        (RawRequest("t", {"x": float("nan")}), ValueError),
+        (RawRequest("t", {"x": object()}), ValueError),
     ],
 )
 def test_raw_request_envelope_is_enforced(raw, error):
     with pytest.raises(error):
-        p.encode_request(raw)
+        encode_request(raw)
 
 
 def test_encode_refuses_non_requests():
     with pytest.raises(TypeError):
-        p.encode_request({"type": "cancel", "request_id": "r"})
+        encode_request({"type": "cancel", "request_id": "r"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -614,44 +694,44 @@ SDK_RESPONSES = [
             language="python",
             dbos_version="3.2.0",
         ),
-        p.ExecutorInfoResponse,
+        ExecutorInfoResponse,
     ),
-    (_r(sdk.RecoveryResponse, T.RECOVERY, success=True), p.SuccessResponse),
-    (_r(sdk.CancelResponse, T.CANCEL, success=False, error_message="Exception: boom"), p.SuccessResponse),
-    (_r(sdk.DeleteResponse, T.DELETE, success=True), p.SuccessResponse),
-    (_r(sdk.ResumeResponse, T.RESUME, success=True), p.SuccessResponse),
-    (_r(sdk.ListWorkflowsResponse, T.LIST_WORKFLOWS, output=[WORKFLOW, WORKFLOW]), p.ListWorkflowsResponse),
-    (_r(sdk.ListQueuedWorkflowsResponse, T.LIST_QUEUED_WORKFLOWS, output=[]), p.ListWorkflowsResponse),
-    (_r(sdk.GetWorkflowResponse, T.GET_WORKFLOW, output=WORKFLOW), p.GetWorkflowResponse),
-    (_r(sdk.ExistPendingWorkflowsResponse, T.EXIST_PENDING_WORKFLOWS, exist=True), p.ExistPendingWorkflowsResponse),
-    (_r(sdk.ListStepsResponse, T.LIST_STEPS, output=[STEP]), p.ListStepsResponse),
-    (_r(sdk.ForkWorkflowResponse, T.FORK_WORKFLOW, new_workflow_id="w2"), p.ForkWorkflowResponse),
+    (_r(sdk.RecoveryResponse, T.RECOVERY, success=True), SuccessResponse),
+    (_r(sdk.CancelResponse, T.CANCEL, success=False, error_message="Exception: boom"), SuccessResponse),
+    (_r(sdk.DeleteResponse, T.DELETE, success=True), SuccessResponse),
+    (_r(sdk.ResumeResponse, T.RESUME, success=True), SuccessResponse),
+    (_r(sdk.ListWorkflowsResponse, T.LIST_WORKFLOWS, output=[WORKFLOW, WORKFLOW]), ListWorkflowsResponse),
+    (_r(sdk.ListQueuedWorkflowsResponse, T.LIST_QUEUED_WORKFLOWS, output=[]), ListWorkflowsResponse),
+    (_r(sdk.GetWorkflowResponse, T.GET_WORKFLOW, output=WORKFLOW), GetWorkflowResponse),
+    (_r(sdk.ExistPendingWorkflowsResponse, T.EXIST_PENDING_WORKFLOWS, exist=True), ExistPendingWorkflowsResponse),
+    (_r(sdk.ListStepsResponse, T.LIST_STEPS, output=[STEP]), ListStepsResponse),
+    (_r(sdk.ForkWorkflowResponse, T.FORK_WORKFLOW, new_workflow_id="w2"), ForkWorkflowResponse),
     (
         _r(sdk.ForkFromFailureResponse, T.FORK_FROM_FAILURE, forked_workflow_ids=["f1", "f2"]),
-        p.ForkFromFailureResponse,
+        ForkFromFailureResponse,
     ),
-    (_r(sdk.RewindWorkflowResponse, T.REWIND_WORKFLOW, success=True), p.SuccessResponse),
-    (_r(sdk.RetentionResponse, T.RETENTION, success=True), p.SuccessResponse),
+    (_r(sdk.RewindWorkflowResponse, T.REWIND_WORKFLOW, success=True), SuccessResponse),
+    (_r(sdk.RetentionResponse, T.RETENTION, success=True), SuccessResponse),
     (
         _r(
             sdk.GetMetricsResponse,
             T.GET_METRICS,
             metrics=[sdk.MetricData(metric_type="workflow_count", metric_name="checkout", value=7)],
         ),
-        p.GetMetricsResponse,
+        GetMetricsResponse,
     ),
-    (_r(sdk.AlertResponse, T.ALERT, success=True), p.SuccessResponse),
-    (_r(sdk.ExportWorkflowResponse, T.EXPORT_WORKFLOW, serialized_workflow="H4sI"), p.ExportWorkflowResponse),
-    (_r(sdk.ImportWorkflowResponse, T.IMPORT_WORKFLOW, success=True), p.SuccessResponse),
-    (_r(sdk.ListSchedulesResponse, T.LIST_SCHEDULES, output=[SCHEDULE]), p.ListSchedulesResponse),
-    (_r(sdk.GetScheduleResponse, T.GET_SCHEDULE, output=None), p.GetScheduleResponse),
-    (_r(sdk.PauseScheduleResponse, T.PAUSE_SCHEDULE, success=True), p.SuccessResponse),
-    (_r(sdk.ResumeScheduleResponse, T.RESUME_SCHEDULE, success=True), p.SuccessResponse),
+    (_r(sdk.AlertResponse, T.ALERT, success=True), SuccessResponse),
+    (_r(sdk.ExportWorkflowResponse, T.EXPORT_WORKFLOW, serialized_workflow="H4sI"), ExportWorkflowResponse),
+    (_r(sdk.ImportWorkflowResponse, T.IMPORT_WORKFLOW, success=True), SuccessResponse),
+    (_r(sdk.ListSchedulesResponse, T.LIST_SCHEDULES, output=[SCHEDULE]), ListSchedulesResponse),
+    (_r(sdk.GetScheduleResponse, T.GET_SCHEDULE, output=None), GetScheduleResponse),
+    (_r(sdk.PauseScheduleResponse, T.PAUSE_SCHEDULE, success=True), SuccessResponse),
+    (_r(sdk.ResumeScheduleResponse, T.RESUME_SCHEDULE, success=True), SuccessResponse),
     (
         _r(sdk.BackfillScheduleResponse, T.BACKFILL_SCHEDULE, workflow_ids=["b1", "b2"]),
-        p.BackfillScheduleResponse,
+        BackfillScheduleResponse,
     ),
-    (_r(sdk.TriggerScheduleResponse, T.TRIGGER_SCHEDULE, workflow_id="t1"), p.TriggerScheduleResponse),
+    (_r(sdk.TriggerScheduleResponse, T.TRIGGER_SCHEDULE, workflow_id="t1"), TriggerScheduleResponse),
     (
         _r(
             sdk.ListApplicationVersionsResponse,
@@ -660,15 +740,15 @@ SDK_RESPONSES = [
                 sdk.ApplicationVersionOutput(version_id="id1", version_name="v1", version_timestamp=10, created_at=5)
             ],
         ),
-        p.ListApplicationVersionsResponse,
+        ListApplicationVersionsResponse,
     ),
     (
         _r(sdk.SetLatestApplicationVersionResponse, T.SET_LATEST_APPLICATION_VERSION, success=True),
-        p.SuccessResponse,
+        SuccessResponse,
     ),
     (
         _r(sdk.GetWorkflowEventsResponse, T.GET_WORKFLOW_EVENTS, events=[sdk.EventOutput(key="k", value="v")]),
-        p.GetWorkflowEventsResponse,
+        GetWorkflowEventsResponse,
     ),
     (
         _r(
@@ -676,7 +756,7 @@ SDK_RESPONSES = [
             T.GET_WORKFLOW_NOTIFICATIONS,
             notifications=[sdk.NotificationOutput(topic=None, message="hi", created_at_epoch_ms=1, consumed=False)],
         ),
-        p.GetWorkflowNotificationsResponse,
+        GetWorkflowNotificationsResponse,
     ),
     (
         _r(
@@ -684,7 +764,7 @@ SDK_RESPONSES = [
             T.GET_WORKFLOW_STREAMS,
             streams=[sdk.StreamEntryOutput(key="s", values=["1", "2"])],
         ),
-        p.GetWorkflowStreamsResponse,
+        GetWorkflowStreamsResponse,
     ),
     (
         _r(
@@ -692,7 +772,7 @@ SDK_RESPONSES = [
             T.GET_WORKFLOW_AGGREGATES,
             output=[sdk.WorkflowAggregateOutput(group={"status": "SUCCESS"}, count=3)],
         ),
-        p.GetWorkflowAggregatesResponse,
+        GetWorkflowAggregatesResponse,
     ),
     (
         _r(
@@ -700,10 +780,10 @@ SDK_RESPONSES = [
             T.GET_STEP_AGGREGATES,
             output=[sdk.StepAggregateOutput(group={"function_name": "charge"}, max_duration_ms=9)],
         ),
-        p.GetStepAggregatesResponse,
+        GetStepAggregatesResponse,
     ),
-    (_r(sdk.ListQueuesResponse, T.LIST_QUEUES, output=[QUEUE]), p.ListQueuesResponse),
-    (_r(sdk.GetQueueResponse, T.GET_QUEUE, output=QUEUE), p.GetQueueResponse),
+    (_r(sdk.ListQueuesResponse, T.LIST_QUEUES, output=[QUEUE]), ListQueuesResponse),
+    (_r(sdk.GetQueueResponse, T.GET_QUEUE, output=QUEUE), GetQueueResponse),
 ]
 
 
@@ -711,7 +791,7 @@ SDK_RESPONSES = [
 def test_sdk_responses_decode_into_their_class(sdk_resp, cls):
     text = sdk_resp.to_json()
     sent = json.loads(text)
-    resp = p.decode_response(text)
+    resp = decode_response(text)
     assert type(resp) is cls
     assert resp.type == sdk_resp.type
     assert resp.request_id == "rid"
@@ -719,7 +799,7 @@ def test_sdk_responses_decode_into_their_class(sdk_resp, cls):
     assert resp.ok is (sdk_resp.error_message is None)
     for name, _, _ in cls.SPEC:
         assert getattr(resp, name) == sent[name], name
-    assert p.decode_response(text.encode("utf-8")) == resp  # binary frames too
+    assert decode_response(text.encode("utf-8")) == resp  # binary frames too
 
 
 def test_every_sdk_response_class_is_covered():
@@ -732,16 +812,16 @@ def test_every_sdk_response_class_is_covered():
 
 
 def test_records_stay_as_the_executor_sent_them():
-    resp = p.decode_response(_r(sdk.ListWorkflowsResponse, T.LIST_WORKFLOWS, output=[WORKFLOW]).to_json())
+    resp = decode_response(_r(sdk.ListWorkflowsResponse, T.LIST_WORKFLOWS, output=[WORKFLOW]).to_json())
     assert resp.output == [dataclasses.asdict(WORKFLOW)]
     assert list(resp.output[0]) == [f.name for f in dataclasses.fields(sdk.WorkflowsOutput)]
     assert resp.output[0]["WorkflowUUID"] == "w1"
-    steps = p.decode_response(_r(sdk.ListStepsResponse, T.LIST_STEPS, output=[STEP]).to_json())
+    steps = decode_response(_r(sdk.ListStepsResponse, T.LIST_STEPS, output=[STEP]).to_json())
     assert steps.output == [dataclasses.asdict(STEP)]
 
 
 def test_executor_info_from_python_sdk():
-    resp = p.decode_response(
+    resp = decode_response(
         _r(
             sdk.ExecutorInfoResponse,
             T.EXECUTOR_INFO,
@@ -753,7 +833,7 @@ def test_executor_info_from_python_sdk():
             executor_metadata={"region": "eu", "nested": {"a": [1]}},
         ).to_json()
     )
-    assert resp == p.ExecutorInfoResponse(
+    assert resp == ExecutorInfoResponse(
         type="executor_info",
         request_id="rid",
         executor_id="e1",
@@ -769,8 +849,8 @@ def test_executor_info_from_python_sdk():
 # fields (error_message on success, a missing output, executor_metadata...) are absent, not null.
 TS_FRAMES = [
     (
-        '{"type":"executor_info","request_id":"r","executor_id":"e1","application_version":"v1",'
-        '"hostname":"h","language":"typescript","dbos_version":"5.2.11"}',
+        ('{"type":"executor_info","request_id":"r","executor_id":"e1","application_version":"v1",'
+        '"hostname":"h","language":"typescript","dbos_version":"5.2.11"}'),
         {"executor_id": "e1", "language": "typescript", "executor_metadata": None, "error_message": None},
     ),
     ('{"type":"get_workflow","request_id":"r"}', {"output": None, "ok": True}),
@@ -790,23 +870,23 @@ TS_FRAMES = [
 
 @pytest.mark.parametrize(("frame", "expected"), TS_FRAMES)
 def test_typescript_shaped_responses(frame, expected):
-    resp = p.decode_response(frame)
+    resp = decode_response(frame)
     for name, value in expected.items():
         assert getattr(resp, name) == value, name
 
 
 def test_unknown_fields_are_ignored():
-    resp = p.decode_response(
+    resp = decode_response(
         '{"type":"cancel","request_id":"r","success":true,"error_message":null,'
         '"new_in_sdk_9":{"deep":[1,2,3]},"another":"x"}'
     )
-    assert resp == p.SuccessResponse(type="cancel", request_id="r", success=True)
+    assert resp == SuccessResponse(type="cancel", request_id="r", success=True)
     assert not hasattr(resp, "new_in_sdk_9")
 
 
 def test_unknown_types_decode_into_raw_response():
-    resp = p.decode_response('{"type":"shiny_new_thing","request_id":"r","answer":42,"error_message":null}')
-    assert resp == p.RawResponse(type="shiny_new_thing", request_id="r", fields={"answer": 42})
+    resp = decode_response('{"type":"shiny_new_thing","request_id":"r","answer":42,"error_message":null}')
+    assert resp == RawResponse(type="shiny_new_thing", request_id="r", fields={"answer": 42})
     assert resp.ok
 
 
@@ -816,63 +896,64 @@ def test_unknown_types_decode_into_raw_response():
 
 def test_unknown_type_text_is_the_sdks():
     source = inspect.getsource(sdk_conductor)
-    assert f'error_message="{p.UNKNOWN_TYPE_ERROR}"' in source
+    assert f'error_message="{UNKNOWN_TYPE_ERROR}"' in source
     # TypeScript 5.2.11 conductor.js: new protocol.BaseResponse(baseMsg.type, baseMsg.request_id,
     # 'Unknown message type'); Go and Java send the same text.
-    assert p.UNKNOWN_TYPE_ERROR == "Unknown message type"
+    assert UNKNOWN_TYPE_ERROR == "Unknown message type"
 
 
 def test_unknown_type_error_from_python_sdk_for_a_type_it_lacks():
     frame = sdk.BaseResponse(type="frobnicate", request_id="r1", error_message="Unknown message type").to_json()
-    resp = p.decode_response(frame)
-    assert isinstance(resp, p.RawResponse)
-    assert p.is_unknown_type_error(resp)
+    resp = decode_response(frame)
+    assert isinstance(resp, RawResponse)
+    assert is_unknown_type_error(resp)
 
 
 def test_unknown_type_error_from_an_older_sdk_for_a_known_type():
     # An SDK older than the type answers with the envelope only: no output, no success.
     for msg_type, cls, field_name in (
-        ("list_queues", p.ListQueuesResponse, "output"),
-        ("rewind_workflow", p.SuccessResponse, "success"),
-        ("get_metrics", p.GetMetricsResponse, "metrics"),
-        ("backfill_schedule", p.BackfillScheduleResponse, "workflow_ids"),
+        ("list_queues", ListQueuesResponse, "output"),
+        ("rewind_workflow", SuccessResponse, "success"),
+        ("get_metrics", GetMetricsResponse, "metrics"),
+        ("backfill_schedule", BackfillScheduleResponse, "workflow_ids"),
     ):
         frame = json.dumps({"type": msg_type, "request_id": "r", "error_message": "Unknown message type"})
-        resp = p.decode_response(frame)
+        resp = decode_response(frame)
         assert type(resp) is cls
         assert getattr(resp, field_name) is None
-        assert p.is_unknown_type_error(resp)
+        assert is_unknown_type_error(resp)
         assert not resp.ok
 
 
 def test_other_errors_are_not_unknown_type_errors():
-    assert not p.is_unknown_type_error(p.decode_response('{"type":"cancel","request_id":"r","success":true}'))
-    failed = p.decode_response(
+    assert not is_unknown_type_error(decode_response('{"type":"cancel","request_id":"r","success":true}'))
+    failed = decode_response(
         '{"type":"cancel","request_id":"r","success":false,"error_message":"Unknown message type: cancel?"}'
     )
-    assert not p.is_unknown_type_error(failed)
+    assert not is_unknown_type_error(failed)
 
 
 def test_metadata_only_refusal_is_recognised():
-    # conductor.py: BaseResponse(..., error_message=f"{msg_type} is not allowed in conductor metadata-only mode")
+    # conductor.py answers with BaseResponse(..., error_message=f"{msg_type} is not allowed in conductor
+    # metadata-only mode")
     assert 'is not allowed in conductor metadata-only mode"' in inspect.getsource(sdk_conductor)
     frame = sdk.BaseResponse(
         type=sdk.MessageType.IMPORT_WORKFLOW,
         request_id="r",
         error_message="import_workflow is not allowed in conductor metadata-only mode",
     ).to_json()
-    resp = p.decode_response(frame)
-    assert type(resp) is p.SuccessResponse
+    resp = decode_response(frame)
+    assert type(resp) is SuccessResponse
     assert resp.success is None
-    assert p.is_metadata_only_refusal(resp)
-    assert not p.is_unknown_type_error(resp)
+    assert is_metadata_only_refusal(resp)
+    assert not is_unknown_type_error(resp)
 
 
 # --------------------------------------------------------------------------------------------------
 # Malformed frames
 
 DEEP = 100_000
-TOO_DEEP = f"frame nests deeper than {p.MAX_DEPTH} levels"
+TOO_DEEP = f"frame nests deeper than {MAX_DEPTH} levels"
 
 
 @pytest.mark.parametrize(
@@ -912,8 +993,8 @@ TOO_DEEP = f"frame nests deeper than {p.MAX_DEPTH} levels"
          "field 'executor_id' must be a string"),
         ('{"type": "executor_info", "request_id": "r", "application_version": "v"}',
          "field 'executor_id' is missing"),
-        ('{"type": "executor_info", "request_id": "r", "executor_id": "e", "application_version": "v",'
-         ' "executor_metadata": "x"}', "field 'executor_metadata' must be an object or null"),
+        (('{"type": "executor_info", "request_id": "r", "executor_id": "e", "application_version": "v",'
+         ' "executor_metadata": "x"}'), "field 'executor_metadata' must be an object or null"),
         ('{"type": "get_metrics", "request_id": "r", "metrics": null}',
          "field 'metrics' must be a list of objects, not null"),
         ('{"type": "x", "request_id": "r", "n": ' + "1" * 5000 + "}", "frame is not valid JSON"),  # int too long
@@ -925,8 +1006,8 @@ TOO_DEEP = f"frame nests deeper than {p.MAX_DEPTH} levels"
     ],
 )  # fmt: skip
 def test_malformed_frames_raise_protocol_error(frame, reason):
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(frame)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(frame)
     assert info.value.reason == reason
     assert str(info.value) == reason
 
@@ -935,12 +1016,12 @@ def test_deep_nesting_is_caught_whatever_the_depth_limit():
     # Measured before parsing (wire/json_depth.py); with a limit past json's recursion guard, the guard's
     # RecursionError is still only a ProtocolError.
     frame = '{"type": "x", "request_id": "r", "a": ' + "[" * DEEP + "]" * DEEP + "}"
-    for max_depth in (1, p.MAX_DEPTH):
-        with pytest.raises(p.ProtocolError) as info:
-            p.decode_response(frame, max_depth=max_depth)
+    for max_depth in (1, MAX_DEPTH):
+        with pytest.raises(ProtocolError) as info:
+            decode_response(frame, max_depth=max_depth)
         assert info.value.reason == f"frame nests deeper than {max_depth} levels"
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(frame, max_depth=10 * DEEP)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(frame, max_depth=10 * DEEP)
     assert info.value.reason == "frame nests too deeply"
 
 
@@ -950,60 +1031,60 @@ def _nested(depth, inner="[]"):
 
 
 def test_depth_limit_is_exact():
-    assert isinstance(p.decode_response(_nested(10), max_depth=10), p.RawResponse)
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(_nested(11), max_depth=10)
+    assert isinstance(decode_response(_nested(10), max_depth=10), RawResponse)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(_nested(11), max_depth=10)
     assert info.value.reason == "frame nests deeper than 10 levels"
     # within json's recursion guard but past the default limit: our walk catches it
-    assert isinstance(p.decode_response(_nested(p.MAX_DEPTH)), p.RawResponse)
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(_nested(p.MAX_DEPTH + 1))
-    assert info.value.reason == f"frame nests deeper than {p.MAX_DEPTH} levels"
-    with pytest.raises(p.ProtocolError):  # objects count as much as arrays
-        p.decode_response(_nested(p.MAX_DEPTH, inner='[{"k": {}}]'))
+    assert isinstance(decode_response(_nested(MAX_DEPTH)), RawResponse)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(_nested(MAX_DEPTH + 1))
+    assert info.value.reason == f"frame nests deeper than {MAX_DEPTH} levels"
+    with pytest.raises(ProtocolError):  # objects count as much as arrays
+        decode_response(_nested(MAX_DEPTH, inner='[{"k": {}}]'))
 
 
 def test_many_containers_are_not_depth():
     wide = json.dumps(
         {"type": "list_workflows", "request_id": "r", "output": [{"WorkflowUUID": str(i)} for i in range(5000)]}
     )
-    assert len(p.decode_response(wide).output) == 5000
+    assert len(decode_response(wide).output) == 5000
 
 
 def test_brackets_inside_strings_do_not_count():
     text = '{"type": "x", "request_id": "r", "s": "' + "[{" * DEEP + '", "t": "\\"[[[\\\\"}'
-    resp = p.decode_response(text)
+    resp = decode_response(text)
     assert resp.fields == {"s": "[{" * DEEP, "t": '"[[[\\'}
 
 
 def test_frame_size_limit_is_checked():
     frame = '{"type": "x", "request_id": "r", "pad": "' + "a" * 2000 + '"}'
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(frame, max_bytes=1000)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(frame, max_bytes=1000)
     assert info.value.reason == "frame is larger than the 1000-byte limit"
-    with pytest.raises(p.ProtocolError):
-        p.decode_response(frame.encode(), max_bytes=1000)
+    with pytest.raises(ProtocolError):
+        decode_response(frame.encode(), max_bytes=1000)
     # counted in UTF-8 bytes, not characters: 600 x "é" is 1200 bytes
     wide = '{"type": "x", "request_id": "r", "pad": "' + "é" * 600 + '"}'
     assert len(wide) < 1000
-    with pytest.raises(p.ProtocolError):
-        p.decode_response(wide, max_bytes=1000)
+    with pytest.raises(ProtocolError):
+        decode_response(wide, max_bytes=1000)
     exact = len(wide.encode("utf-8"))
-    assert p.decode_response(wide, max_bytes=exact).fields == {"pad": "é" * 600}
-    assert p.MAX_FRAME_BYTES == 64 * 1024 * 1024
+    assert decode_response(wide, max_bytes=exact).fields == {"pad": "é" * 600}
+    assert MAX_FRAME_BYTES == 64 * 1024 * 1024
 
 
 def test_size_is_checked_before_parsing():
     # Not JSON at all, but too big: the size is what is reported.
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response("x" * 101, max_bytes=100)
+    with pytest.raises(ProtocolError) as info:
+        decode_response("x" * 101, max_bytes=100)
     assert "limit" in info.value.reason
 
 
 @pytest.mark.parametrize("frame", [None, 42, ["{}"], {"type": "x"}])
 def test_non_text_input_is_a_protocol_error(frame):
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(frame)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(frame)
     assert info.value.reason == "frame is neither text nor bytes"
 
 
@@ -1023,8 +1104,8 @@ def test_non_text_input_is_a_protocol_error(frame):
     ],
 )
 def test_errors_never_quote_the_frame(frame):
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(frame, max_bytes=500 if '"pad"' in str(frame) else p.MAX_FRAME_BYTES)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(frame, max_bytes=500 if '"pad"' in str(frame) else MAX_FRAME_BYTES)
     exc = info.value
     for text in (str(exc), repr(exc), exc.reason):
         assert SECRET not in text
@@ -1049,8 +1130,8 @@ def test_errors_never_quote_the_frame(frame):
     ],
 )
 def test_string_or_list_filters(value, as_filter, as_list):
-    assert p.string_or_list(value) == as_filter
-    assert p.string_list(value) == as_list
+    assert string_or_list(value) == as_filter
+    assert string_list(value) == as_list
 
 
 @pytest.mark.parametrize(
@@ -1060,20 +1141,20 @@ def test_string_or_list_filters(value, as_filter, as_list):
 )  # fmt: skip
 def test_bad_filters(value, error):
     with pytest.raises(error):
-        p.string_or_list(value, "status")
+        string_or_list(value, "status")
     with pytest.raises(error):
-        p.string_list(value, "status")
+        string_list(value, "status")
 
 
 def test_filters_reach_the_sdk_in_the_shape_it_accepts():
     parsed = roundtrip(
-        p.ListWorkflowsRequest(body=p.ListWorkflowsBody(status="PENDING", workflow_name=["a", "b"])),
+        ListWorkflowsRequest(body=ListWorkflowsBody(status="PENDING", workflow_name=["a", "b"])),
         sdk.ListWorkflowsRequest,
     )
     assert parsed.body["status"] == "PENDING"
     assert parsed.body["workflow_name"] == ["a", "b"]
     # fields the SDK types as lists only are always lists
-    metrics = roundtrip(p.GetMetricsRequest(start_time="s", end_time="e", application_name="a"), sdk.GetMetricsRequest)
+    metrics = roundtrip(GetMetricsRequest(start_time="s", end_time="e", application_name="a"), sdk.GetMetricsRequest)
     assert metrics.application_name == ["a"]
 
 
@@ -1082,10 +1163,10 @@ def test_filters_reach_the_sdk_in_the_shape_it_accepts():
 
 
 def test_supported_types_of_the_pinned_releases_match_the_sdk():
-    python_320 = p.supported_types("python", "3.2.0")
+    python_320 = supported_types("python", "3.2.0")
     assert python_320 == frozenset(m.value for m in sdk.MessageType)
     # @dbos-inc/dbos-sdk 5.2.11 knows the same 33 types (dist/src/conductor/protocol.js)
-    assert p.supported_types("typescript", "5.2.11") == python_320
+    assert supported_types("typescript", "5.2.11") == python_320
 
 
 @pytest.mark.parametrize(
@@ -1104,11 +1185,11 @@ def test_supported_types_of_the_pinned_releases_match_the_sdk():
     ],
 )
 def test_supported_types_by_release(language, version, present, absent):
-    types = p.supported_types(language, version)
+    types = supported_types(language, version)
     assert types is not None
     assert present <= types
     assert not (absent & types)
-    assert types <= {m.value for m in p.MessageType}
+    assert types <= {m.value for m in MessageType}
 
 
 @pytest.mark.parametrize(
@@ -1117,13 +1198,13 @@ def test_supported_types_by_release(language, version, present, absent):
      ("typescript", "2.5.0"), ("python", "3.3.0"), ("typescript", "5.3.0"), ("", "3.2.0")],
 )  # fmt: skip
 def test_supported_types_unknown(language, version):
-    assert p.supported_types(language, version) is None
-    assert p.supports_bulk_ids(language, version) is None
+    assert supported_types(language, version) is None
+    assert supports_bulk_ids(language, version) is None
 
 
 def test_supports_bulk_ids():
-    assert p.supports_bulk_ids("python", "3.2.0") is True
-    assert p.supports_bulk_ids("python", "2.15.0") is True
-    assert p.supports_bulk_ids("python", "2.14.0") is False
-    assert p.supports_bulk_ids("typescript", "4.11.0") is True
-    assert p.supports_bulk_ids("typescript", "4.10.2") is False
+    assert supports_bulk_ids("python", "3.2.0") is True
+    assert supports_bulk_ids("python", "2.15.0") is True
+    assert supports_bulk_ids("python", "2.14.0") is False
+    assert supports_bulk_ids("typescript", "4.11.0") is True
+    assert supports_bulk_ids("typescript", "4.10.2") is False

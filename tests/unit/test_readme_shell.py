@@ -11,7 +11,7 @@ from relay.web.cli.parser import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 USED = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
-SET = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=", re.M)
+SET = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=", re.MULTILINE)
 
 
 def sections() -> dict[str, list[str]]:

@@ -15,8 +15,8 @@ import pytest
 
 from relay.actors.recovery import DEFAULT_MAX_PER_PEER, read_check
 from relay.events.executor import DEAD, DELETED
-from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError
+from relay.wire.responses import Response
 from tests.unit.test_recovery import GRACE, TIMEOUT, Harness, exist, ok
 
 
@@ -49,7 +49,7 @@ def kinds(h: Harness) -> list[tuple[str, str]]:
 def test_read_check() -> None:
     assert read_check(exist(False)) == (False, None)
     assert read_check(exist(True)) == (True, None)
-    unknown = protocol.Response(type="exist_pending_workflows", request_id="r", error_message="Unknown message type")
+    unknown = Response(type="exist_pending_workflows", request_id="r", error_message="Unknown message type")
     assert read_check(unknown) == (None, "its check answered an error: Unknown message type")
     assert read_check(ExecutorGoneError("x")) == (None, "peer disconnected before answering its check")
     assert read_check(ok()) == (None, "its check got an unexpected answer")
@@ -67,8 +67,8 @@ def test_a_success_of_another_version_does_not_lose_the_workflows(h: Harness) ->
 
     # Not deleted: the attempt failed, and says why; a retry round is scheduled.
     assert h.record("a").status == DEAD
-    assert failures(h, "a") == [("b", "peer answered success but workflows of version v1 remain pending (the peer "
-                                      "runs v2; only an executor of v1 recovers them)")]
+    assert failures(h, "a") == [("b", ("peer answered success but workflows of version v1 remain pending (the peer "
+                                      "runs v2; only an executor of v1 recovers them)"))]
     assert "RecoveryAcknowledged" not in h.names("a") and not h.record("a").recovered
     assert h.lifecycle.snapshot()["dead"] == {"a": {"peer": None, "tried": ["b"], "retry": True}}
     h.advance(TIMEOUT)  # the next round: b again, with the same outcome
@@ -108,7 +108,7 @@ def test_same_version_first_and_a_remaining_workflow_tries_the_next_peer(h: Harn
 
 
 def test_a_check_without_an_answer_trusts_the_same_version_only(h: Harness) -> None:
-    unknown = protocol.Response(type="exist_pending_workflows", request_id="r", error_message="Unknown message type")
+    unknown = Response(type="exist_pending_workflows", request_id="r", error_message="Unknown message type")
     h.join("same")
     kill(h, "a")
     h.answer(0, ok())
@@ -148,8 +148,8 @@ def test_a_check_that_times_out(h: Harness) -> None:
     other.answer(0, ok())
     other.advance(TIMEOUT)
     assert other.record("x").status == DEAD
-    assert failures(other, "x") == [("b", "peer of version v2 answered success; not confirmed: its check got no "
-                                          "answer within 30 s")]
+    assert failures(other, "x") == [("b", ("peer of version v2 answered success; not confirmed: its check got no "
+                                          "answer within 30 s"))]
 
 
 def test_answers_in_the_wrong_phase_are_ignored(h: Harness) -> None:

@@ -157,7 +157,7 @@ def test_handshake_gate_bounds_what_is_in_flight_and_tickets_release_once() -> N
     assert gate.in_flight == 1
     third = gate.enter()
     assert third is not None and gate.enter() is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="limit must be positive"):
         HandshakeGate(0)
 
 

@@ -28,7 +28,8 @@ GOOD = {
 
 def go_needed() -> str:
     """The newest `go` directive of the Go test apps: what the check must ask for."""
-    versions = [re.search(r"^go (\S+)$", (REPO / "tests/integration" / app / "go.mod").read_text(), re.M).group(1)
+    versions = [re.search(r"^go (\S+)$", (REPO / "tests/integration" / app / "go.mod").read_text(),
+                          re.MULTILINE).group(1)
                 for app in ("go_app", "go_current_app")]
     return max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
 

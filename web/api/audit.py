@@ -30,7 +30,7 @@ def _time_arg(name: str) -> str | None:
     if not raw:
         return None
     try:
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(raw)
     except ValueError:
         raise invalid(f"query.{name}", "must be an RFC 3339 date-time", raw) from None
     if parsed.tzinfo is None:

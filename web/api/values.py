@@ -88,7 +88,7 @@ def _time_text(value: Any) -> str | None:
             text = value.strip()
             if _DIGITS.match(text):
                 return format_time(datetime.fromtimestamp(float(text) / 1000, UTC))
-            return format_time(datetime.fromisoformat(text.replace("Z", "+00:00")))
+            return format_time(datetime.fromisoformat(text))
     except (ValueError, OverflowError, OSError):
         return None
     return None

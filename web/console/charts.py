@@ -49,7 +49,7 @@ def _bucket_ms(value: Any) -> int | None:
     if text.lstrip("-").isdigit():
         return int(text)
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(text)
     except ValueError:
         return None
     return int((parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp() * 1000)

@@ -63,7 +63,7 @@ def _http_error(error: HTTPException) -> tuple[str, int]:
 
 @bp.errorhandler(Exception)
 def _unexpected(error: Exception) -> tuple[str, int]:
-    log.exception("console error on %s %s", request.method, request.path, exc_info=error)
+    log.error("console error on %s %s", request.method, request.path, exc_info=error)
     return render_template("console/error.html", status=500, title="Internal error",
                            detail="Something went wrong; the Relay log has the details."), 500
 
@@ -86,7 +86,7 @@ def _parse_time(value: Any) -> datetime | None:
     if text.isdigit():
         return datetime.fromtimestamp(int(text) / 1000, tz=UTC)
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(text)
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

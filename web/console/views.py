@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
+from werkzeug.exceptions import Forbidden
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
 from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
@@ -59,8 +60,8 @@ def home() -> Response:
                                  ("organization.read", "console.audit")):
         if who.allows(permission, org):
             return redirect(url_for(endpoint, org=org))
-    abort(403, "this key has none of the permissions the console shows (application.read, token.read, "
-               "organization.read)")
+    raise Forbidden("this key has none of the permissions the console shows (application.read, token.read, "
+                    "organization.read)")
 
 
 # -- applications ---------------------------------------------------------------------------------
@@ -276,8 +277,8 @@ def app_data_plane(org: str, app: str) -> Any:
         if config is None:
             return confirm_page(f"Remove the data plane of {app}?", "With no executor connected, its pages will "
                                 "be empty again.", "Remove data plane", back=back, keep="Keep it", danger=True)
-        described = f"system database from {config['systemDatabaseUrlFrom']}, mode {config['mode']}, statement " \
-                    f"timeout {config['statementTimeoutMs']} ms, pool {config['poolSize']}"
+        described = (f"system database from {config['systemDatabaseUrlFrom']}, mode {config['mode']}, statement "
+                     f"timeout {config['statementTimeoutMs']} ms, pool {config['poolSize']}")
         return confirm_page(f"Set the data plane of {app}?", described, "Save data plane", back=back,
                             keep="Don't change")
     operation = "deleteDataPlane" if config is None else "putDataPlane"

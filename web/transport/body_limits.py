@@ -80,14 +80,14 @@ class MeteredReader(io.RawIOBase):
         left = clock.deadline() - time.monotonic()
         if clock.expired or left <= 0:
             clock.expired = True
-            raise BodyTooSlowError()
+            raise BodyTooSlowError
         previous = self.sock.gettimeout()
         self.sock.settimeout(left)
         try:
             got = self.raw.readinto(buffer)
         except TimeoutError:
             clock.expired = True
-            raise BodyTooSlowError() from None
+            raise BodyTooSlowError from None
         finally:
             self.sock.settimeout(previous)
         clock.received += got or 0
@@ -133,12 +133,12 @@ class CappedInput:
 
     def _read_some(self, length: int) -> bytes:
         if self.over:
-            raise RequestEntityTooLarge()
+            raise RequestEntityTooLarge
         return self._count(self.stream.read(min(length, self.cap - self.read_bytes + 1)))
 
     def readline(self, size: int | None = None) -> bytes:
         if self.over:
-            raise RequestEntityTooLarge()
+            raise RequestEntityTooLarge
         return self._count(self.stream.readline(size))
 
     def readlines(self, hint: int | None = None) -> list[bytes]:

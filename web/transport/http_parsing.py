@@ -91,4 +91,4 @@ def _once_a_second(make: Callable[[int], T]) -> Callable[[], T]:
 
 # pywsgi's Date header text, and its access-log timestamp (`datetime.now().replace(microsecond=0)`).
 http_date = _once_a_second(format_date_time)
-log_time = _once_a_second(lambda now: str(datetime.fromtimestamp(now)))
+log_time = _once_a_second(lambda now: str(datetime.fromtimestamp(now)))  # noqa: DTZ006 (pywsgi logs local time)

@@ -16,8 +16,8 @@ from relay.actors.adapters.dataplane.values import as_text
 from relay.actors.adapters.off_hub import off_hub
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.wire import client_records as records
-from relay.wire import protocol
 from relay.wire.messages import MessageType
+from relay.wire.responses import response_for
 
 M = MessageType
 Answer = Callable[..., dict[str, Any]]  # (client, request), or (plane, client, request): _NEEDS_PLANE
@@ -182,7 +182,7 @@ def _backfill(client: Any, request: Any) -> dict[str, Any]:
 
 
 def _instant(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return datetime.fromisoformat(text)
 
 
 def _list_queues(client: Any, request: Any) -> dict[str, Any]:
@@ -267,7 +267,7 @@ def answer(plane: DataPlane, request: Any) -> Any:
         raise
     except Exception as error:
         raise _client_error(plane, request, error) from None
-    return protocol.response_for(request.type.value, request.request_id, fields)
+    return response_for(request.type.value, request.request_id, fields)
 
 
 def _client_error(plane: DataPlane, request: Any, error: Exception) -> DataPlaneError:

@@ -159,11 +159,11 @@ class DataPlane:
                 raise self._failure
             try:
                 self._client = self._open()
-                self._failure = None
-                return self._client
             except DataPlaneError as error:
                 self._failure, self._failed_at = error, self._clock()
                 raise
+            self._failure = None
+            return self._client
 
     def _unusable(self, status: str, cause: str) -> DataPlaneError:
         """The cause in Relay's log, for the operator; the caller gets the generic reason (point 10 of issue 34:
