@@ -34,17 +34,13 @@ from relay.actors import metrics
 from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlaneError
 from relay.actors.adapters.sinks import SinkConfig
-from relay.actors.alerting_fleet import (
-    Finding,
-    FleetSources,
-    count_rows,
-    evaluate_recovery_flapping,
-    evaluate_stranded_version,
-)
+from relay.actors.alerting_fleet import FleetSources, evaluate_recovery_flapping, evaluate_stranded_version
 from relay.actors.clock import Clock
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
+from relay.actors.policies import alerting as judge
+from relay.actors.policies.alerting import Finding, count_rows
 from relay.events.alerting import (
     RECOVERY_FLAPPING,
     SLOW_QUEUE,
@@ -53,8 +49,17 @@ from relay.events.alerting import (
     WORKFLOW_FAILURE,
 )
 from relay.events.errors import DomainError
-from relay.wire import protocol
+from relay.wire.catalog_requests import GetMetricsRequest
 from relay.wire.errors import CannotAskError
+from relay.wire.messages import new_request_id
+from relay.wire.requests import ExecutorInfoRequest
+from relay.wire.workflow_requests import (
+    GetWorkflowAggregatesBody,
+    GetWorkflowAggregatesRequest,
+    ListQueuedWorkflowsRequest,
+    ListWorkflowsBody,
+    ListWorkflowsRequest,
+)
 
 if TYPE_CHECKING:
     from relay.projections.store.log import RelayLog
@@ -128,66 +133,35 @@ def _ask_count(sources: Sources, aggregate: Any, listing: Any) -> int:
 
 def evaluate_workflow_failure(app: str, metadata: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
     name = metadata.get("workflowName")
-    threshold, period = int(metadata["threshold"]), int(metadata["periodSecs"])
-    since = wire_time(now - timedelta(seconds=period))
-    aggregate = protocol.GetWorkflowAggregatesRequest(body=protocol.GetWorkflowAggregatesBody(
+    since = wire_time(now - timedelta(seconds=int(metadata["periodSecs"])))
+    aggregate = GetWorkflowAggregatesRequest(body=GetWorkflowAggregatesBody(
         group_by_status=True, select_count=True, status=["ERROR"], completed_after=since,
         name=[name] if name else None,
     ))
     # Older SDKs: failed workflows created in the period (they may not filter on completion times).
-    listing = protocol.ListWorkflowsRequest(body=protocol.ListWorkflowsBody(
+    listing = ListWorkflowsRequest(body=ListWorkflowsBody(
         status="ERROR", start_time=since, workflow_name=name, limit=LIST_LIMIT,
     ))
-    failed = _ask_count(sources, aggregate, listing)
-    if failed < threshold:
-        return None
-    which = f"workflows named '{name}'" if name else "workflows"
-    return Finding(
-        message=(f"{failed} {which} of application '{app}' failed in the last {period} s "
-                 f"(threshold: {threshold})"),
-        metadata={"workflow_name": name or "*", "failed_workflow_count": str(failed), "threshold": str(threshold),
-                  "period_secs": str(period)},
-    )
+    return judge.workflow_failure(app, metadata, _ask_count(sources, aggregate, listing))
 
 
 def evaluate_slow_queue(app: str, metadata: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
     queue = metadata.get("queueName")
-    threshold = int(metadata["thresholdSecs"])
-    cutoff = wire_time(now - timedelta(seconds=threshold))
-    aggregate = protocol.GetWorkflowAggregatesRequest(body=protocol.GetWorkflowAggregatesBody(
+    cutoff = wire_time(now - timedelta(seconds=int(metadata["thresholdSecs"])))
+    aggregate = GetWorkflowAggregatesRequest(body=GetWorkflowAggregatesBody(
         group_by_queue_name=True, select_count=True, status=["ENQUEUED"], end_time=cutoff,
         queue_name=[queue] if queue else None,
     ))
-    listing = protocol.ListQueuedWorkflowsRequest(body=protocol.ListWorkflowsBody(
+    listing = ListQueuedWorkflowsRequest(body=ListWorkflowsBody(
         status="ENQUEUED", end_time=cutoff, queue_name=queue, limit=LIST_LIMIT,
     ))
-    stuck = _ask_count(sources, aggregate, listing)
-    if stuck == 0:
-        return None
-    where = f"queue '{queue}'" if queue else "its queues"
-    return Finding(
-        message=(f"{stuck} workflows of application '{app}' have been enqueued on {where} for more than "
-                 f"{threshold} s"),
-        metadata={"queue_name": queue or "*", "stuck_workflow_count": str(stuck), "threshold_secs": str(threshold)},
-    )
+    return judge.slow_queue(app, metadata, _ask_count(sources, aggregate, listing))
 
 
 def evaluate_unresponsive(app: str, sources: Sources) -> Finding | None:
     healthy, local = sources.healthy_count(), sources.local_count()
-    connected = max(healthy, local)
-    if connected == 0:
-        return Finding(
-            message=f"Application '{app}' is unresponsive: no executor is connected",
-            metadata={"application_name": app, "connected_executor_count": "0"},
-        )
-    if local == 0 or healthy > local:
-        return None  # (some of) its executors are connected to another instance: not ours to probe
-    if sources.responsive_count() > 0:
-        return None
-    return Finding(
-        message=f"Application '{app}' is unresponsive: none of its {connected} connected executors answers",
-        metadata={"application_name": app, "connected_executor_count": str(connected)},
-    )
+    responsive = sources.responsive_count() if judge.probe_needed(healthy, local) else 0
+    return judge.unresponsive(app, healthy, local, responsive)
 
 
 def evaluate(rule: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
@@ -240,7 +214,7 @@ class LiveSources:
             raise CannotAskError(f"no executor of '{self.app}' supports {message_type}", unsupported=True)
         last, lacking = "no answer", 0
         for executor in candidates:
-            attempt = dataclasses.replace(request, request_id=protocol.new_request_id())
+            attempt = dataclasses.replace(request, request_id=new_request_id())
             [answer] = request_all(self.org, self.app, self.transport, [(executor, attempt)], self.request_timeout_s)
             if answer.outcome == metrics.OK:
                 return answer.response
@@ -270,7 +244,7 @@ class LiveSources:
 
     def responsive_count(self) -> int:
         if self._responsive is None:
-            targets = [(e, protocol.ExecutorInfoRequest()) for e in self.live]
+            targets = [(e, ExecutorInfoRequest()) for e in self.live]
             answers = request_all(self.org, self.app, self.transport, targets, self.probe_timeout_s)
             # Any answer counts, an error too: the executor is there and talking. No answer (gone, too slow, or
             # refused by its actor with too many requests in flight) does not.
@@ -429,7 +403,7 @@ class AppAlerting(AppJob):
         if not live or now <= since:
             return since
         try:
-            response = sources.ask(protocol.GetMetricsRequest(start_time=wire_time(since), end_time=wire_time(now)))
+            response = sources.ask(GetMetricsRequest(start_time=wire_time(since), end_time=wire_time(now)))
         except CannotAskError as error:
             log.debug("no workflow counts for %s/%s this time: %s", org, app, error)
             return now if error.unsupported else since

@@ -24,8 +24,8 @@ from relay.actors.context import ActorContext
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS, App
-from relay.wire import protocol
 from relay.wire.errors import PeerUnreachableError
+from relay.wire.requests import Request
 
 log = logging.getLogger("relay.actors.application")
 
@@ -285,7 +285,7 @@ class ApplicationActor(pykka.ThreadingActor):
             log.debug("application actor %s/%s stopped; timer message dropped", self.org, self.app)
 
     def _send_recovery(
-        self, peer: LiveExecutor, request: protocol.Request, on_answer: Callable[[Any], None]
+        self, peer: LiveExecutor, request: Request, on_answer: Callable[[Any], None]
     ) -> None:
         # A recovery dispatch, or the exist_pending_workflows check that confirms its success.
         # Not waited for: the answer (or the peer's disconnect) comes back through `on_answer`.
@@ -302,7 +302,7 @@ class ApplicationActor(pykka.ThreadingActor):
         with contextlib.suppress(pykka.ActorDeadError):
             self.actor_ref.proxy().mark_unsupported(executor_id, message_type)
 
-    def _send_remote(self, peer: Any, request: protocol.Request, on_answer: Callable[[Any], None]) -> None:
+    def _send_remote(self, peer: Any, request: Request, on_answer: Callable[[Any], None]) -> None:
         """Through the peer's instance (POST /internal/v1/forward/...), in a thread of its own (a greenlet
         under gevent): the actor goes on; the answer is told back like a local one."""
         remote = self.remote

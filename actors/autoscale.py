@@ -29,9 +29,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from relay.actors import metrics
 from relay.actors.alerting import LiveSources
 from relay.actors.periodic import AppJob
-from relay.events.autoscaling import BACKLOG, backlog_by_version, recommend
-from relay.wire import protocol
+from relay.actors.policies.autoscaling import BACKLOG, backlog_by_version, recommend
+from relay.wire.catalog_requests import GetQueueRequest, ListApplicationVersionsRequest
 from relay.wire.errors import CannotAskError
+from relay.wire.workflow_requests import GetWorkflowAggregatesBody, GetWorkflowAggregatesRequest
 
 log = logging.getLogger("relay.actors.autoscale")
 
@@ -52,8 +53,8 @@ def versions_newest_first(records: list[Any]) -> list[str]:
     return [str(r["version_name"]) for r in sorted(named, key=_timestamp, reverse=True)]
 
 
-def backlog_request(queue: str) -> protocol.GetWorkflowAggregatesRequest:
-    return protocol.GetWorkflowAggregatesRequest(body=protocol.GetWorkflowAggregatesBody(
+def backlog_request(queue: str) -> GetWorkflowAggregatesRequest:
+    return GetWorkflowAggregatesRequest(body=GetWorkflowAggregatesBody(
         group_by_application_version=True, select_count=True, status=list(BACKLOG), queue_name=[queue],
     ))
 
@@ -61,8 +62,8 @@ def backlog_request(queue: str) -> protocol.GetWorkflowAggregatesRequest:
 def gather(policy: Mapping[str, Any], ask: Callable[[Any], Any], clock: Callable[[], datetime]) -> list[dict[str, Any]]:
     """The ``QueueAutoscale`` entries, with ``ask(request)`` returning an executor's successful response (raising
     otherwise). ``observedAt`` is when the backlog's answer came."""
-    queue = ask(protocol.GetQueueRequest(name=str(policy["queue"]))).output
-    versions = versions_newest_first(ask(protocol.ListApplicationVersionsRequest()).output or [])
+    queue = ask(GetQueueRequest(name=str(policy["queue"]))).output
+    versions = versions_newest_first(ask(ListApplicationVersionsRequest()).output or [])
     rows = ask(backlog_request(str(policy["queue"]))).output or []
     observed_ms = int(clock().timestamp() * 1000)
     return recommend(policy, versions, backlog_by_version(rows), queue, observed_ms)

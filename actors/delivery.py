@@ -19,7 +19,9 @@ from typing import Any, Protocol
 from relay.actors import metrics
 from relay.actors.adapters.sinks import HttpError, SinkConfig, http_post, post_with_retries, send_sink
 from relay.actors.executor_requests import Transport, request_all
-from relay.wire import protocol, signing
+from relay.wire import signing
+from relay.wire.catalog_requests import AlertRequest
+from relay.wire.messages import new_request_id
 
 __all__ = ["Deliverer", "Delivery", "HttpError", "RemoteExecutors", "WebhookConfig", "alert_payload", "http_post",
            "send_webhook"]
@@ -129,7 +131,7 @@ class Deliverer:
 
     def __call__(self, alert: Any) -> Delivery:
         org, receiver = alert.org, alert.receiving_app
-        frame = protocol.AlertRequest(name=alert.rule_type, message=alert.message, metadata=dict(alert.metadata))
+        frame = AlertRequest(name=alert.rule_type, message=alert.message, metadata=dict(alert.metadata))
         executors = list(self.peers(org, receiver))
         delivered: list[str] = []
         failed: list[dict[str, str]] = []
@@ -174,11 +176,11 @@ class Deliverer:
                         type(error).__name__)
             return []
 
-    def _send_remote(self, executor: Any, org: str, receiver: str, frame: protocol.AlertRequest,
+    def _send_remote(self, executor: Any, org: str, receiver: str, frame: AlertRequest,
                      delivered: list[str], failed: list[dict[str, str]]) -> None:
         assert self.remote is not None
         # A fresh request id per target: the forward's signature covers it, and the peer refuses a repeat.
-        attempt = dataclasses.replace(frame, request_id=protocol.new_request_id())
+        attempt = dataclasses.replace(frame, request_id=new_request_id())
         try:
             response = self.remote.send(executor, org, receiver, attempt, self.timeout_s)
         except Exception as error:

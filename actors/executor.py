@@ -42,12 +42,15 @@ from relay.actors.pykka_gevent import DrainedActor
 from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError
 from relay.events.executor import ExecutorInfo
-from relay.wire import protocol
-from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
+from relay.wire.codec import decode_response
+from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ProtocolError
+from relay.wire.messages import MessageType
+from relay.wire.requests import ExecutorInfoRequest, encode_request
+from relay.wire.responses import ExecutorInfoResponse
 
 log = logging.getLogger("relay.actors.executor")
 
-_KNOWN_TYPES = frozenset(t.value for t in protocol.MessageType)
+_KNOWN_TYPES = frozenset(t.value for t in MessageType)
 # A bad frame is logged (without its content) up to this many times per connection; after that only every
 # BAD_FRAME_LOG_EVERY-th is, with the count: a flooding executor cannot flood the log.
 BAD_FRAME_LOG_LIMIT = 100
@@ -146,7 +149,7 @@ class ExecutorActor(DrainedActor):
 
     def on_start(self) -> None:
         self.directory.add_connection(self.conn.org, self.conn.key_name, self.actor_ref)
-        self._send(protocol.ExecutorInfoRequest(), on_reply=self._identified)
+        self._send(ExecutorInfoRequest(), on_reply=self._identified)
         self._handshake_timer = self._later(self.ctx.limits.handshake_timeout_s, {"handshake_expired": True})
         self._liveness.start()
 
@@ -231,7 +234,7 @@ class ExecutorActor(DrainedActor):
         if self.closed:
             _fail(future, "executor disconnected")
             return future
-        text = protocol.encode_request(request)
+        text = encode_request(request)
         self.pending[request.request_id] = Pending(str(request.type), future, on_reply)
         try:
             self.socket.send_text(text)
@@ -267,8 +270,8 @@ class ExecutorActor(DrainedActor):
     # -- frames from the socket (in order, from the receive loop) ---------------------------------
     def on_frame(self, frame: str | bytes) -> None:
         try:
-            response = protocol.decode_response(frame, max_bytes=self.ctx.limits.max_frame_bytes)
-        except protocol.ProtocolError as error:
+            response = decode_response(frame, max_bytes=self.ctx.limits.max_frame_bytes)
+        except ProtocolError as error:
             self.bad_frames += 1
             if self._log_bad_frame():
                 log.warning("executor %s sent a bad frame: %s", self.who, error)
@@ -386,7 +389,7 @@ class ExecutorActor(DrainedActor):
     def _identify(self, response: Any) -> None:
         if self.closed:
             return
-        if response.error_message or not isinstance(response, protocol.ExecutorInfoResponse):
+        if response.error_message or not isinstance(response, ExecutorInfoResponse):
             log.warning("executor from %s refused executor_info; closing", self.conn.peer)
             self._close(1002, "executor_info failed")
             return

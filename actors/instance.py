@@ -14,7 +14,7 @@ import pykka
 from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
-from relay.events.config_plan import APP, KEY, SETTINGS, Change
+from relay.actors.policies.config_plan import APP, KEY, SETTINGS, Change
 from relay.events.organization import Organization
 
 log = logging.getLogger("relay.actors.instance")
@@ -99,8 +99,8 @@ class InstanceActor(pykka.ThreadingActor):
 
     def apply_config(self, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
                      by: str = "relay") -> int:
-        """Record a configuration plan (events/config.py) in one save: the organization's keys are this actor's,
-        and the plan's changes to applications and rules go in the same transaction (all or none; the
+        """Record a configuration plan (actors/policies/config.py) in one save: the organization's keys are this
+        actor's, and the plan's changes to applications and rules go in the same transaction (all or none; the
         aggregates' versions and the plan's expectations guard against concurrent writers). Then act as the
         single commands do: close the sockets of replaced or revoked keys and of deleted applications, and start
         the actors of the applications changed (they evaluate alerting rules and run retention). Returns how

@@ -25,7 +25,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.process_collector import ProcessCollector
 
-from relay.wire import protocol
+from relay.wire.codec import is_unknown_type_error
+from relay.wire.responses import Response
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)
@@ -130,11 +131,11 @@ def count_ignored_query(operation_id: str, count: int) -> None:
     IGNORED_QUERY_PARAMS.labels(operation_id).inc(count)
 
 
-def outcome_of(response: protocol.Response) -> str:
+def outcome_of(response: Response) -> str:
     """OK, UNSUPPORTED or ERROR for a decoded response."""
     if response.error_message is None:
         return OK
-    return UNSUPPORTED if protocol.is_unknown_type_error(response) else ERROR
+    return UNSUPPORTED if is_unknown_type_error(response) else ERROR
 
 
 def observe_append(seconds: float) -> None:

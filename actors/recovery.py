@@ -53,7 +53,7 @@ from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError, IllegalTransitionError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
 from relay.projections.store.log import RelayLog
-from relay.wire import protocol
+from relay.wire.requests import Request
 
 log = logging.getLogger("relay.actors.recovery")
 
@@ -105,7 +105,7 @@ class AppLifecycle(RecoveryDispatch):
         recovery_timeout_s: float,
         peers: Callable[[], list[Any]],
         latest_version: Callable[[], str | None],
-        send: Callable[[Any, protocol.Request, Callable[[Any], None]], None],
+        send: Callable[[Any, Request, Callable[[Any], None]], None],
         forget: Callable[[Any, str], None],
         post: Callable[[dict[str, Any]], None],
         remote_peers: Callable[[], list[Any]] | None = None,

@@ -14,8 +14,10 @@ from relay.actors.policies.ranking import order
 from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError
 from relay.events.executor import Executor
-from relay.wire import protocol
 from relay.wire.errors import PeerUnreachableError
+from relay.wire.messages import MessageType
+from relay.wire.requests import ExistPendingWorkflowsRequest, RecoveryRequest, Request
+from relay.wire.responses import ExistPendingWorkflowsResponse, SuccessResponse
 
 log = logging.getLogger("relay.actors.recovery")
 
@@ -56,7 +58,7 @@ def describe_answer(answer: Any) -> str | None:
     if getattr(answer, "error_message", None):
         first_line = str(answer.error_message).strip().splitlines()[0] if answer.error_message.strip() else ""
         return f"peer answered an error: {first_line}"[:_REASON_CHARS]
-    if not isinstance(answer, protocol.SuccessResponse) or answer.type != protocol.MessageType.RECOVERY.value:
+    if not isinstance(answer, SuccessResponse) or answer.type != MessageType.RECOVERY.value:
         return "peer sent an unexpected answer"
     if answer.success is not True:
         return "peer answered success: false"
@@ -72,8 +74,8 @@ def read_check(answer: Any) -> tuple[bool | None, str | None]:
     if getattr(answer, "error_message", None):
         text = str(answer.error_message).strip()
         return None, f"its check answered an error: {text.splitlines()[0] if text else ''}"[:_REASON_CHARS]
-    if (not isinstance(answer, protocol.ExistPendingWorkflowsResponse)
-            or answer.type != protocol.MessageType.EXIST_PENDING_WORKFLOWS.value or answer.exist is None):
+    if (not isinstance(answer, ExistPendingWorkflowsResponse)
+            or answer.type != MessageType.EXIST_PENDING_WORKFLOWS.value or answer.exist is None):
         return None, "its check got an unexpected answer"
     return answer.exist, None
 
@@ -157,9 +159,9 @@ class RecoveryDispatch:
             dead.retry.cancel()
             dead.retry = None
         log.info("recovery of %s/%s/%s dispatched to %s", self.org, self.app, executor_id, peer.executor_id)
-        self._send(executor_id, dead, peer, protocol.RecoveryRequest(executor_ids=[executor_id]), "answer")
+        self._send(executor_id, dead, peer, RecoveryRequest(executor_ids=[executor_id]), "answer")
 
-    def _send(self, executor_id: str, dead: _Dead, peer: Peer, request: protocol.Request, kind: str) -> None:
+    def _send(self, executor_id: str, dead: _Dead, peer: Peer, request: Request, kind: str) -> None:
         """Send `request` to `peer` in the dead executor's slot there, under the dispatch deadline; the answer
         comes back as a `kind` message."""
         token = next(self._tokens)
@@ -186,7 +188,7 @@ class RecoveryDispatch:
             self._acknowledge(executor_id, dead, dispatch.peer)
             return
         try:
-            check = protocol.ExistPendingWorkflowsRequest(executor_id=executor_id, application_version=dead.version)
+            check = ExistPendingWorkflowsRequest(executor_id=executor_id, application_version=dead.version)
         except ValueError as error:
             self._end_dispatch(dead)
             self._unconfirmed(executor_id, dead, dispatch.peer, f"no check possible ({error})")

@@ -27,7 +27,8 @@ from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
 from relay.events.errors import DomainError
 from relay.events.retention import FAILED, SUCCEEDED
-from relay.wire import protocol
+from relay.wire.messages import MessageType
+from relay.wire.requests import RetentionBody, RetentionRequest
 
 if TYPE_CHECKING:
     from relay.projections.store.log import RelayLog
@@ -84,7 +85,7 @@ class RetentionRunner:
         policy = retention_policy(settings, now)
         if policy is None:
             return None
-        candidates = rank(live, protocol.MessageType.RETENTION.value, latest)
+        candidates = rank(live, MessageType.RETENTION.value, latest)
         if not candidates:
             return None
         executor = candidates[0]
@@ -95,14 +96,14 @@ class RetentionRunner:
         except DomainError as error:
             log.debug("retention of %s/%s not run here: %s", self.org, self.app, error)
             return None
-        request = protocol.RetentionRequest(body=protocol.RetentionBody(**policy))
+        request = RetentionRequest(body=RetentionBody(**policy))
         [answer] = request_all(self.org, self.app, self.transport, [(executor, request)], self.timeout_s)
         if answer.outcome == metrics.OK and getattr(answer.response, "success", None) is not False:
             outcome, reason = SUCCEEDED, None
         else:
             outcome, reason = FAILED, answer.reason or "executor answered success: false"
             if answer.outcome == metrics.UNSUPPORTED:
-                self.mark_unsupported(executor.executor_id, protocol.MessageType.RETENTION.value)
+                self.mark_unsupported(executor.executor_id, MessageType.RETENTION.value)
         try:
             self.log.finish_retention_run(self.org, self.app, slot_of(now, self.interval_s), outcome, reason,
                                           self.clock())

@@ -1,4 +1,4 @@
-"""Running a configuration plan (events/config.py) on the aggregates it names: pure, like the rest of events/.
+"""Running a configuration plan (actors/policies/config.py) on the aggregates it names: pure, like the rest of events/.
 
 RelayLog.apply_config loads, calls `apply_changes`, and saves every aggregate it returns in one save. Each change's
 ``before`` is checked against its aggregate, not against the view the plan was read from: when anything moved
@@ -14,10 +14,10 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from relay.actors.policies.config import KeySpec, RuleSpec
+from relay.actors.policies.config_plan import APP, DATA_PLANE, KEY, RULE, SETTINGS, Change
 from relay.events.alerting import AlertingRule, rule_aggregate_id
 from relay.events.application import App
-from relay.events.config import KeySpec, RuleSpec
-from relay.events.config_plan import APP, DATA_PLANE, KEY, RULE, SETTINGS, Change
 from relay.events.errors import ConcurrentChangeError
 from relay.events.ids import app_id, organization_id
 from relay.events.organization import Organization

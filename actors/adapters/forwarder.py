@@ -21,9 +21,11 @@ from typing import Any
 from relay.actors.adapters.http_client import HttpAnswer, HttpClient, UnreachableError
 from relay.actors.cluster import Cluster, RemoteExecutor
 from relay.projections.applications import ApplicationsQueries
-from relay.wire import protocol
 from relay.wire import signing as forwarding
-from relay.wire.errors import PeerUnreachableError
+from relay.wire.codec import decode_response
+from relay.wire.errors import PeerUnreachableError, ProtocolError
+from relay.wire.requests import RawRequest, Request, encode_request
+from relay.wire.responses import Response
 
 FORWARD_PATH = "/internal/v1/forward/"
 # The peer waits up to the request timeout for its executor, then answers 504: wait a little longer for it.
@@ -80,19 +82,19 @@ class Forwarder:
         return self.cluster.remote_executors(org, app)
 
     @staticmethod
-    def payload(org: str, app: str, executor_id: str | None, request: protocol.Request | protocol.RawRequest) -> bytes:
+    def payload(org: str, app: str, executor_id: str | None, request: Request | RawRequest) -> bytes:
         # The frame keeps its request id (the peer sends its own to the executor); a forward's uniqueness is
         # its nonce (wire/signing.py).
-        frame = json.loads(protocol.encode_request(request))
+        frame = json.loads(encode_request(request))
         body: dict[str, Any] = {"org": org, "app": app, "frame": frame}
         if executor_id is not None:
             body["executor_id"] = executor_id
         return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
 
     def call(
-        self, executor: RemoteExecutor, org: str, app: str, request: protocol.Request | protocol.RawRequest,
+        self, executor: RemoteExecutor, org: str, app: str, request: Request | RawRequest,
         timeout: float,
-    ) -> protocol.Response:
+    ) -> Response:
         """Run `request` on `executor` through its instance; its response, whatever it says (error_message
         included). ForwardError when no executor answer came back."""
         row = self.applications.app(org, app)
@@ -115,13 +117,13 @@ class Forwarder:
             raise ForwardError(executor.instance, answer.status, _problem_detail(answer)) from None
         body = answer.body
         try:
-            return protocol.decode_response(body, max_bytes=self.max_bytes)
-        except protocol.ProtocolError as error:
+            return decode_response(body, max_bytes=self.max_bytes)
+        except ProtocolError as error:
             raise ForwardError(executor.instance, 502, f"answered something that is not a frame ({error})") from None
 
     def send(
-        self, executor: RemoteExecutor, org: str, app: str, request: protocol.Request, timeout: float
-    ) -> protocol.Response:
+        self, executor: RemoteExecutor, org: str, app: str, request: Request, timeout: float
+    ) -> Response:
         """`call` for the recovery lifecycle (actors/application.py): failures as PeerUnreachableError."""
         try:
             return self.call(executor, org, app, request, timeout)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol, TypeVar
 
-from relay.wire import protocol
+from relay.wire.support import supported_types
 
 
 class Rankable(Protocol):
@@ -24,7 +24,7 @@ def supports(executor: Any, message_type: str) -> bool:
     message type" before) and, when Relay knows its SDK release, that release has the type."""
     if message_type in executor.unsupported:
         return False
-    known = protocol.supported_types(executor.language, executor.dbos_version)
+    known = supported_types(executor.language, executor.dbos_version)
     return known is None or message_type in known
 
 

@@ -18,7 +18,7 @@ from eventsourcing.persistence import IntegrityError, Notification, Recording, S
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from relay.events.application import App
 from relay.events.config_apply import apply_changes
-from relay.events.config_plan import Change
+from relay.actors.policies.config_plan import Change
 from relay.events.errors import AlreadyExistsError, ConcurrentChangeError, NotFoundError
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.ids import app_id, executor_id, instance_id, organization_id

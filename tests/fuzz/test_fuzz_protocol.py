@@ -25,10 +25,13 @@ from typing import Any
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-
-from relay.wire import protocol as p
 from tests.fuzz.hypothesis_settings import fuzz
 from tests.support.reliability_report import record
+
+from relay.wire.codec import decode_response
+from relay.wire.errors import ProtocolError
+from relay.wire.messages import MessageType
+from relay.wire.responses import GetWorkflowResponse, ListWorkflowsResponse, RawResponse, Response
 
 MARKER = "fuzz-marker-5e1f"  # put into frames: never in an error's reason
 STATS: Counter[str] = Counter()
@@ -52,13 +55,13 @@ def has_kind(value: Any, kind: str) -> bool:
     return type(value) is list and all(type(v) is str for v in value)
 
 
-def _class_of(message_type: str) -> type[p.Response]:
+def _class_of(message_type: str) -> type[Response]:
     """The class the decoder gives a type, found through the public API (an error answer needs no fields)."""
     frame = json.dumps({"type": message_type, "request_id": "r", "error_message": "x"})
-    return type(p.decode_response(frame))
+    return type(decode_response(frame))
 
 
-TYPES = sorted(t.value for t in p.MessageType)
+TYPES = sorted(t.value for t in MessageType)
 CLASSES = {t: _class_of(t) for t in TYPES}
 SPECS: dict[str, tuple[tuple[str, str, bool], ...]] = {t: tuple(CLASSES[t].SPEC) for t in TYPES}
 
@@ -154,16 +157,16 @@ def good_frames(draw: st.DrawFn, message_type: str) -> dict[str, Any]:
     return frame
 
 
-def decode(text: str | bytes, **limits: int) -> p.Response | p.ProtocolError:
+def decode(text: str | bytes, **limits: int) -> Response | ProtocolError:
     """decode_response's answer, whatever it is; anything but a Response or a ProtocolError fails the test."""
     try:
-        response = p.decode_response(text, **limits)
-    except p.ProtocolError as error:
+        response = decode_response(text, **limits)
+    except ProtocolError as error:
         assert MARKER not in error.reason and MARKER not in str(error)
         assert error.__cause__ is None
         STATS["refused"] += 1
         return error
-    assert isinstance(response, p.Response)
+    assert isinstance(response, Response)
     STATS["decoded"] += 1
     return response
 
@@ -173,11 +176,11 @@ def same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
-def check_values(response: p.Response, frame: dict[str, Any]) -> None:
+def check_values(response: Response, frame: dict[str, Any]) -> None:
     """The decoded response holds exactly what the frame sent (records untouched, unknown fields dropped)."""
     assert response.type == frame["type"] and response.request_id == frame["request_id"]
     assert response.error_message == frame.get("error_message")
-    if isinstance(response, p.RawResponse):
+    if isinstance(response, RawResponse):
         assert same(response.fields, {k: v for k, v in frame.items()
                                       if k not in ("type", "request_id", "error_message")})
         return
@@ -211,10 +214,10 @@ def test_any_frame_decodes_exactly_as_the_model_says(frame: dict[str, Any]) -> N
     expected = model(frame)
     got = decode(json.dumps(frame))
     if expected is None:
-        assert isinstance(got, p.Response), got
+        assert isinstance(got, Response), got
         check_values(got, frame)
     else:
-        assert isinstance(got, p.ProtocolError), f"decoded, but the model refuses it: {expected}"
+        assert isinstance(got, ProtocolError), f"decoded, but the model refuses it: {expected}"
         assert got.reason == expected
 
 
@@ -226,7 +229,7 @@ def test_every_type_keeps_what_a_good_frame_sends(message_type: str, data: st.Da
     STATS["frames"] += 1
     text = json.dumps(frame, ensure_ascii=data.draw(st.booleans()))
     got = decode(text if data.draw(st.booleans()) else text.encode("utf-8", "surrogatepass"))
-    assert isinstance(got, p.Response), got
+    assert isinstance(got, Response), got
     check_values(got, frame)
 
 
@@ -245,7 +248,7 @@ def test_every_type_refuses_a_field_of_the_wrong_type(message_type: str, data: s
         expected = f"field '{name}' must be {KIND_TEXT[kind]}" + ("" if required else " or null")
     STATS["frames"] += 1
     got = decode(json.dumps(frame))
-    assert isinstance(got, p.ProtocolError)
+    assert isinstance(got, ProtocolError)
     assert got.reason == expected
 
 
@@ -258,9 +261,9 @@ def test_every_type_refuses_a_truncated_frame(message_type: str, data: st.DataOb
     raw = text.encode("utf-8", "surrogatepass")
     cut = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
     STATS["frames"] += 2
-    assert isinstance(decode(text[: min(cut, len(text) - 1)]), p.ProtocolError)
+    assert isinstance(decode(text[: min(cut, len(text) - 1)]), ProtocolError)
     refused = decode(raw[:cut])
-    assert isinstance(refused, p.ProtocolError)
+    assert isinstance(refused, ProtocolError)
     assert refused.reason in ("frame is not valid JSON", "frame is not valid UTF-8")
 
 
@@ -279,10 +282,10 @@ def test_nesting_is_refused_exactly_past_the_limit(levels: int, dicts: int, max_
     STATS["deepest"] = max(STATS["deepest"], depth(frame))
     got = decode(json.dumps(frame), max_depth=max_depth)
     if depth(frame) > max_depth:
-        assert isinstance(got, p.ProtocolError)
+        assert isinstance(got, ProtocolError)
         assert got.reason in (f"frame nests deeper than {max_depth} levels", "frame nests too deeply")
     else:
-        assert isinstance(got, p.ListWorkflowsResponse)
+        assert isinstance(got, ListWorkflowsResponse)
         assert got.output == frame["output"]
 
 
@@ -299,10 +302,10 @@ def test_size_is_refused_exactly_past_the_limit(max_bytes: int, pad: str, as_byt
     STATS["frames"] += 1
     got = decode(text.encode("utf-8") if as_bytes else text, max_bytes=max_bytes)
     if size > max_bytes:
-        assert isinstance(got, p.ProtocolError)
+        assert isinstance(got, ProtocolError)
         assert got.reason == f"frame is larger than the {max_bytes}-byte limit"
     else:
-        assert isinstance(got, p.GetWorkflowResponse) and got.output == frame["output"]
+        assert isinstance(got, GetWorkflowResponse) and got.output == frame["output"]
 
 
 @fuzz(6)
@@ -316,9 +319,9 @@ def test_frames_of_several_mib_decode_and_one_byte_less_is_refused(mib: int, rec
     STATS["frames"] += 2
     STATS["largest"] = max(STATS["largest"], exact)
     got = decode(text, max_bytes=exact)
-    assert isinstance(got, p.ListWorkflowsResponse) and len(got.output or []) == records
+    assert isinstance(got, ListWorkflowsResponse) and len(got.output or []) == records
     refused = decode(text, max_bytes=exact - 1)
-    assert isinstance(refused, p.ProtocolError) and "limit" in refused.reason
+    assert isinstance(refused, ProtocolError) and "limit" in refused.reason
 
 
 EDITS = st.tuples(
@@ -346,7 +349,7 @@ def test_mutated_frames_never_raise_anything_else(
             text = text[:at] + chunk + text[at + len(chunk):]
     STATS["frames"] += 2
     got = decode(text)
-    if isinstance(got, p.Response):  # still a frame: the model agrees with what the decoder made of it
+    if isinstance(got, Response):  # still a frame: the model agrees with what the decoder made of it
         parsed = json.loads(text)
         assert model(parsed) is None
         check_values(got, parsed)

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from relay.actors.adapters.forwarder import Forwarder, ForwardError
-from relay.actors.cluster import RemoteExecutor
-from relay.wire import protocol
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
 from tests.support.console_http import csrf_token
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess, run_cli
 from tests.support.reliability_report import record
+
+from relay.actors.adapters.forwarder import Forwarder, ForwardError
+from relay.actors.cluster import RemoteExecutor
+from relay.wire.requests import ExecutorInfoRequest
 
 pytestmark = pytest.mark.integration
 
@@ -209,7 +209,7 @@ def test_forwards_to_a_tls_peer_trust_the_given_ca_and_check_its_certificate(rel
         forwarder = Forwarder(cluster=None, applications=_OneApp(), secret="s" * 32,  # type: ignore[arg-type]
                               poll_s=1.0, max_bytes=1 << 20, scheme="https", cafiles=cafiles)
         with pytest.raises(ForwardError) as failed:
-            forwarder.call(peer, "local", APP, protocol.ExecutorInfoRequest(), timeout=5)
+            forwarder.call(peer, "local", APP, ExecutorInfoRequest(), timeout=5)
         return failed.value
 
     trusted = forward([pki.ca])

@@ -26,8 +26,10 @@ from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler
 from relay.projections.store.log import RelayLog
-from relay.wire import protocol
 from relay.wire.errors import CannotAskError, ExecutorGoneError
+from relay.wire.requests import encode_request
+from relay.wire.responses import GetWorkflowAggregatesResponse, ListWorkflowsResponse, Response, SuccessResponse
+from relay.wire.workflow_requests import GetWorkflowAggregatesRequest
 
 ORG, APP = "acme", "shop"
 
@@ -61,7 +63,7 @@ class Transport:
         future: pykka.ThreadingFuture[Any] = pykka.ThreadingFuture()
         answer = self.answers.get((executor.executor_id, str(request.type)), "ok")
         if answer == "ok":
-            future.set(protocol.SuccessResponse(type=str(request.type), request_id=request.request_id, success=True))
+            future.set(SuccessResponse(type=str(request.type), request_id=request.request_id, success=True))
         elif isinstance(answer, BaseException):
             future.set_exception((type(answer), answer, None))
         elif answer != "hang":
@@ -73,13 +75,13 @@ class Transport:
 
 
 def aggregates(*counts: int) -> Any:
-    return lambda request: protocol.GetWorkflowAggregatesResponse(
+    return lambda request: GetWorkflowAggregatesResponse(
         type="get_workflow_aggregates", request_id=request.request_id,
         output=[{"group": {"status": "ERROR"}, "count": str(c)} for c in counts])
 
 
-def unknown(request: Any) -> protocol.Response:
-    return protocol.SuccessResponse(type=str(request.type), request_id=request.request_id,
+def unknown(request: Any) -> Response:
+    return SuccessResponse(type=str(request.type), request_id=request.request_id,
                                     error_message="Unknown message type")
 
 
@@ -127,7 +129,7 @@ def test_workflow_failure_counts_failures_in_the_period() -> None:
 
 
 def test_older_sdks_are_asked_with_list_workflows_and_marked() -> None:
-    listing = lambda request: protocol.ListWorkflowsResponse(  # noqa: E731
+    listing = lambda request: ListWorkflowsResponse(  # noqa: E731
         type="list_workflows", request_id=request.request_id, output=[{"WorkflowUUID": str(i)} for i in range(4)])
     transport = Transport({("e1", "get_workflow_aggregates"): unknown, ("e1", "list_workflows"): listing})
     marked: list[tuple[str, str]] = []
@@ -140,7 +142,7 @@ def test_older_sdks_are_asked_with_list_workflows_and_marked() -> None:
     # A release Relay knows lacks the type is not even asked.
     old = Exec("old", dbos_version="1.0.0")
     with pytest.raises(CannotAskError) as refused:
-        sources(Transport(), [old]).ask(protocol.GetWorkflowAggregatesRequest())
+        sources(Transport(), [old]).ask(GetWorkflowAggregatesRequest())
     assert refused.value.unsupported
 
 
@@ -151,7 +153,7 @@ def test_no_answer_means_no_verdict() -> None:
     found = evaluate(FAILURE, sources(transport, [Exec("e1", connected_at=2), Exec("e2", connected_at=1)]),
                      ManualScheduler().wall())
     assert found is not None and transport.forgotten  # the hung one was forgotten, the next one answered
-    error = protocol.GetWorkflowAggregatesResponse(type="get_workflow_aggregates", request_id="x",
+    error = GetWorkflowAggregatesResponse(type="get_workflow_aggregates", request_id="x",
                                                    error_message="database is locked")
     with pytest.raises(CannotAskError, match="database is locked"):
         evaluate(FAILURE, sources(Transport({("e1", "get_workflow_aggregates"): error}), [Exec("e1")]),
@@ -284,7 +286,7 @@ def test_alerts_go_to_every_executor_of_the_receiving_app() -> None:
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
     log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", {}, "pager", None, clock.wall())
     alert = log.fire_alert(ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
-    refusing = protocol.SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
+    refusing = SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
     transport = Transport({("p2", "alert"): refusing, ("p3", "alert"): "hang"})
     deliver = Deliverer(transport=transport, peers=lambda org, app: [Exec("p1"), Exec("p2"), Exec("p3")]
                         if (org, app) == (ORG, "pager") else [], timeout_s=0.05, webhook=None)
@@ -295,7 +297,7 @@ def test_alerts_go_to_every_executor_of_the_receiving_app() -> None:
     frame = transport.sent[0][1]
     assert (frame.name, frame.message, frame.metadata) == ("WorkflowFailure", "3 workflows failed",
                                                            {"workflow_name": "*"})
-    assert json.loads(protocol.encode_request(frame))["type"] == "alert"
+    assert json.loads(encode_request(frame))["type"] == "alert"
     nobody = Deliverer(transport=Transport(), peers=lambda org, app: [], timeout_s=0.05, webhook=None)(alert)
     assert nobody.delivered_to == [] and "no executor of 'pager'" in nobody.failed[0]["reason"]
 
@@ -323,8 +325,8 @@ def test_alerts_reach_the_receiving_apps_executors_on_other_instances() -> None:
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
     log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", {}, "pager", None, clock.wall())
     alert = log.fire_alert(ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
-    ok = protocol.SuccessResponse(type="alert", request_id="x", success=True)
-    refused = protocol.SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
+    ok = SuccessResponse(type="alert", request_id="x", success=True)
+    refused = SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
     elsewhere = Elsewhere({"here": ok, "r1": ok, "r2": refused, "r3": OSError("peer instance unreachable")})
     deliver = Deliverer(transport=Transport(), peers=lambda org, app: [Exec("here")] if app == "pager" else [],
                         timeout_s=0.05, webhook=None, remote=elsewhere)

@@ -40,8 +40,8 @@ from relay.events.executor import ExecutorInfo
 from relay.projections.backend import StoreConfig
 from relay.projections.store.log import RelayLog
 from relay.projections.views import Views
-from relay.wire import protocol
 from relay.wire.errors import CannotAskError
+from relay.wire.responses import GetWorkflowAggregatesResponse, ListWorkflowsResponse
 from tests.unit.test_alerting_evaluator import Exec, Transport, rule_row, unknown
 
 ORG, APP = "acme", "shop"
@@ -84,7 +84,7 @@ def sources(transport: Transport, live: list[Exec], registry: Registry, plane: A
 
 
 def by_version(counts: dict[str, int]) -> Any:
-    return lambda request: protocol.GetWorkflowAggregatesResponse(
+    return lambda request: GetWorkflowAggregatesResponse(
         type="get_workflow_aggregates", request_id=request.request_id,
         output=[{"group": {"application_version": v}, "count": str(n)} for v, n in counts.items()])
 
@@ -194,7 +194,7 @@ def test_stranded_version_asks_an_executor_without_a_database_and_lists_on_older
 
     def listing(request: Any) -> Any:
         rows = [{"ApplicationVersion": "v1"}] * (2 if request.body.status == "ENQUEUED" else 1)
-        return protocol.ListWorkflowsResponse(type="list_workflows", request_id=request.request_id, output=rows)
+        return ListWorkflowsResponse(type="list_workflows", request_id=request.request_id, output=rows)
 
     older = Transport({("ex-2", "get_workflow_aggregates"): unknown, ("ex-2", "list_workflows"): listing})
     found = evaluate(STRANDED, sources(older, [Exec("ex-2", "v2")], registry), now)

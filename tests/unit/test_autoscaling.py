@@ -8,14 +8,9 @@ from prometheus_client import generate_latest
 
 from relay.actors import metrics
 from relay.actors.autoscale import Recommendations, gather, versions_newest_first
+from relay.actors.policies.autoscaling import backlog_by_version, queue_problem, recommend
 from relay.events.application import App
-from relay.events.autoscaling import (
-    PolicyError,
-    backlog_by_version,
-    check_policy,
-    queue_problem,
-    recommend,
-)
+from relay.events.autoscaling import PolicyError, check_policy
 from relay.events.errors import IllegalTransitionError
 from relay.projections import replay
 from relay.projections.backend import StoreConfig

@@ -10,12 +10,19 @@ import socket
 import threading
 
 import pytest
-from websockets.asyncio.server import serve
-
 from bench import httpload, run
 from bench.loadgen import LoadGen, Options, source_addresses
 from bench.reference import Reference
-from relay.wire import protocol
+from websockets.asyncio.server import serve
+
+from relay.wire.codec import decode_response
+from relay.wire.responses import (
+    ExecutorInfoResponse,
+    ExistPendingWorkflowsResponse,
+    GetWorkflowResponse,
+    RawResponse,
+    SuccessResponse,
+)
 
 KEY = "bench-smoke-key"
 
@@ -91,15 +98,15 @@ def test_simulated_executors_answer_the_protocol() -> None:
 
     gen = run_in_own_loop(scenario())
     for got in answers.values():
-        decoded = [protocol.decode_response(json.dumps(a)) for a in got[:5]]
+        decoded = [decode_response(json.dumps(a)) for a in got[:5]]
         info, workflow, recovery, exist, raw = decoded
-        assert isinstance(info, protocol.ExecutorInfoResponse) and info.executor_id.startswith("sim-")
+        assert isinstance(info, ExecutorInfoResponse) and info.executor_id.startswith("sim-")
         assert info.language == "python" and info.dbos_version == "3.2.0"
-        assert isinstance(workflow, protocol.GetWorkflowResponse)
+        assert isinstance(workflow, GetWorkflowResponse)
         assert workflow.output["WorkflowUUID"] == "wf-1" and len(workflow.output["Output"]) == 64
-        assert isinstance(recovery, protocol.SuccessResponse) and recovery.success is True
-        assert isinstance(exist, protocol.ExistPendingWorkflowsResponse) and exist.exist is False
-        assert isinstance(raw, protocol.RawResponse) and raw.request_id == "r-new"
+        assert isinstance(recovery, SuccessResponse) and recovery.success is True
+        assert isinstance(exist, ExistPendingWorkflowsResponse) and exist.exist is False
+        assert isinstance(raw, RawResponse) and raw.request_id == "r-new"
         assert got[5] == {"type": "pong"}
     assert gen.stats.recoveries and gen.stats.recoveries[0]["executor_ids"] == ["dead-1"]
     assert gen.status()["killed"] == 1

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from relay.actors.policies.config import parse_config
+from relay.actors.policies.config_plan import AppState, State, plan
 from relay.events.application import DEFAULT_SETTINGS, App
-from relay.events.config import parse_config
-from relay.events.config_plan import AppState, State, plan
 from relay.events.errors import ConcurrentChangeError
 from relay.projections.store.log import RelayLog
 

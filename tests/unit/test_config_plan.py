@@ -1,4 +1,4 @@
-"""Declarative configuration, the pure part (events/config.py, config_plan.py, config_apply.py): the document
+"""Declarative configuration, the pure part (actors/policies/config.py, config_plan.py, config_apply.py): the document
 checked with paths, the plan against a state, and the changes run on real aggregates (all of them or a
 ConcurrentChangeError)."""
 
@@ -14,11 +14,11 @@ import yaml
 from eventsourcing.domain import Aggregate
 
 from relay.actors.alerting import LiveSources, evaluate
+from relay.actors.policies.config import ConfigInvalidError, KeySpec, RuleSpec, parse_config
+from relay.actors.policies.config_plan import AppState, State, plan
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS, App
-from relay.events.config import ConfigInvalidError, KeySpec, RuleSpec, parse_config
 from relay.events.config_apply import apply_changes
-from relay.events.config_plan import AppState, State, plan
 from relay.events.errors import ConcurrentChangeError
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS, Organization
 from relay.wire.errors import CannotAskError
@@ -121,8 +121,8 @@ def test_a_plan_from_nothing_creates_everything() -> None:
     assert lines(FULL) == [
         "+ app orders",
         "~ settings orders: executorTimeoutSecs 60 -> 30, gcRowsThreshold none -> 1000",
-        "+ dataPlane orders: systemDatabaseUrlFrom=env:ORDERS_SYSDB, mode=read, statementTimeoutMs=10000, "
-        "poolSize=2, schema=dbos",
+        ("+ dataPlane orders: systemDatabaseUrlFrom=env:ORDERS_SYSDB, mode=read, statementTimeoutMs=10000, "
+        "poolSize=2, schema=dbos"),
         "+ alertRule orders: WorkflowFailure, periodSecs=60 threshold=3, minIntervalSecs=600",
         "+ alertRule orders: UnresponsiveApplication, receivingApp=ops",
         "+ app ops",
@@ -160,9 +160,9 @@ def test_changes_are_shown_as_tilde_and_removals_only_when_pruning() -> None:
         "~ settings orders: executorTimeoutSecs 30 -> 45",
         "~ dataPlane orders: mode read -> read-write",
         "+ alertRule orders: WorkflowFailure, periodSecs=60 threshold=5, minIntervalSecs=600",
-        "~ key orders-exec: apps=orders permissions=websocket.connect -> apps=orders "
+        ("~ key orders-exec: apps=orders permissions=websocket.connect -> apps=orders "
         "permissions=metric.read,websocket.connect (a key cannot change: replaced, with a new secret, only with "
-        "--replace-keys)",
+        "--replace-keys)"),
     ]
     pruned = lines(edited, state, prune=True)
     assert pruned == [
@@ -171,9 +171,9 @@ def test_changes_are_shown_as_tilde_and_removals_only_when_pruning() -> None:
         "- alertRule orders r0: WorkflowFailure, periodSecs=60 threshold=3, minIntervalSecs=600",
         "- alertRule orders r1: UnresponsiveApplication, receivingApp=ops",
         "+ alertRule orders: WorkflowFailure, periodSecs=60 threshold=5, minIntervalSecs=600",
-        "~ key orders-exec: apps=orders permissions=websocket.connect -> apps=orders "
+        ("~ key orders-exec: apps=orders permissions=websocket.connect -> apps=orders "
         "permissions=metric.read,websocket.connect (a key cannot change: replaced, with a new secret, only with "
-        "--replace-keys)",
+        "--replace-keys)"),
         "- key ci: apps=* permissions=application.read,application.write,metric.read,websocket.connect",
         "- app ops",
     ]

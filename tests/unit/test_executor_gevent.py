@@ -16,7 +16,7 @@ from gevent import monkey; monkey.patch_all()
 import gc, json
 from dataclasses import dataclass
 import gevent, greenlet, pykka
-from relay.wire import protocol
+from relay.wire.workflow_requests import GetWorkflowRequest
 from relay.actors.application import ApplicationActor
 from relay.actors.context import ActorContext, Limits
 from relay.actors.directory import Directory
@@ -77,7 +77,7 @@ out["live"] = sorted(e.executor_id for e in directory.application_proxy("local",
 out["status"] = ctx.log.executor("local", "app", "e0").status
 
 ref, socket = actors[0]
-futures = [ask_request(ref, protocol.GetWorkflowRequest(workflow_id=f"wf{n}")) for n in range(5)]
+futures = [ask_request(ref, GetWorkflowRequest(workflow_id=f"wf{n}")) for n in range(5)]
 inner = [f.get(timeout=5) for f in futures]
 sent = [m for m in socket.sent if m["type"] == "get_workflow"]
 out["order"] = [m["workflow_id"] for m in sent]
@@ -89,7 +89,7 @@ out["pings"] = socket.pings
 ref.ask({"closed": "socket closed"})
 gevent.sleep(0.05)
 try:
-    ref.ask({"request": protocol.GetWorkflowRequest(workflow_id="late")})
+    ref.ask({"request": GetWorkflowRequest(workflow_id="late")})
     out["after_stop"] = "answered"
 except pykka.ActorDeadError:
     out["after_stop"] = "ActorDeadError"

@@ -25,6 +25,7 @@ import pykka
 import pytest
 import requests
 from flask import Flask, Response
+from tests.support.ports import free_port
 from werkzeug.serving import make_server
 
 from relay.actors.adapters.dataplane.client import DataPlanes
@@ -39,14 +40,15 @@ from relay.projections.backend import StoreConfig
 from relay.web.api import cluster as api_cluster
 from relay.web.api.problems import ApiError, problem_response
 from relay.web.executor_calls import call
-from relay.wire import protocol
 from relay.wire import signing as forwarding
+from relay.wire.codec import decode_response
 from relay.wire.errors import ExecutorGoneError, PeerUnreachableError
-from tests.support.ports import free_port
+from relay.wire.requests import RecoveryRequest
+from relay.wire.workflow_requests import GetWorkflowRequest
 
 ORG, APP, APP_ID = "local", "fwd-app", "4b0c7c8e-1111-5222-8333-944445555666"
 SECRET = "unit-test-forward-secret-" + secrets.token_hex(8)
-GET = protocol.GetWorkflowRequest(workflow_id="wf-1")
+GET = GetWorkflowRequest(workflow_id="wf-1")
 
 
 class FakeApplication(pykka.ThreadingActor):
@@ -80,7 +82,7 @@ class ScriptedExecutor(pykka.ThreadingActor):
             future.set_exception((answer, answer("scripted"), None))
         elif answer is not None:
             frame = {"type": str(request.type), "request_id": request.request_id, **answer}
-            future.set(protocol.decode_response(json.dumps(frame)))
+            future.set(decode_response(json.dumps(frame)))
         return future
 
     def forget(self, request_id: str) -> None:
@@ -280,10 +282,10 @@ def test_remote_answers_map_as_local_ones(peer, caller) -> None:
 def test_the_recovery_side_gets_peer_unreachable_errors(peer, caller) -> None:
     peer.add("far", lambda r: {"success": True})
     forwarder = caller.forwarder
-    answer = forwarder.send(remote("far", peer.port), ORG, APP, protocol.RecoveryRequest(executor_ids=["dead"]), 1)
+    answer = forwarder.send(remote("far", peer.port), ORG, APP, RecoveryRequest(executor_ids=["dead"]), 1)
     assert (answer.type, answer.success) == ("recovery", True)
     with pytest.raises(PeerUnreachableError, match="relay-2 did not answer"):
-        forwarder.send(remote("nobody", peer.port), ORG, APP, protocol.RecoveryRequest(executor_ids=["dead"]), 1)
+        forwarder.send(remote("nobody", peer.port), ORG, APP, RecoveryRequest(executor_ids=["dead"]), 1)
     assert SECRET not in repr(forwarder)
 
 

@@ -21,8 +21,9 @@ from relay.actors.recovery import ADOPTED_REASON, AppLifecycle, rank_peers
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
 from relay.projections.store.log import RelayLog
-from relay.wire import protocol
 from relay.wire.errors import PeerUnreachableError
+from relay.wire.requests import RecoveryRequest
+from relay.wire.responses import ExistPendingWorkflowsResponse, SuccessResponse
 
 ORG, APP = "acme", "shop"
 GRACE = 10.0
@@ -50,13 +51,13 @@ class Remote:
     instance: str = "relay-2"
 
 
-def ok(request_id: str = "r") -> protocol.SuccessResponse:
-    return protocol.SuccessResponse(type="recovery", request_id=request_id, success=True)
+def ok(request_id: str = "r") -> SuccessResponse:
+    return SuccessResponse(type="recovery", request_id=request_id, success=True)
 
 
-def none_pending() -> protocol.ExistPendingWorkflowsResponse:
+def none_pending() -> ExistPendingWorkflowsResponse:
     """The answer to the exist_pending_workflows check that confirms a recovery's success."""
-    return protocol.ExistPendingWorkflowsResponse(type="exist_pending_workflows", request_id="r", exist=False)
+    return ExistPendingWorkflowsResponse(type="exist_pending_workflows", request_id="r", exist=False)
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Harness:
     log: RelayLog = field(default_factory=RelayLog)
     local: list[Local] = field(default_factory=list)
     remote: list[Remote] = field(default_factory=list)
-    sent: list[tuple[str, protocol.RecoveryRequest, Any]] = field(default_factory=list)
+    sent: list[tuple[str, RecoveryRequest, Any]] = field(default_factory=list)
     mailbox: list[dict[str, Any]] = field(default_factory=list)
     lifecycle: AppLifecycle = field(init=False)
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
+from tests.unit.store_cases import at, history
 
 from relay.actors import metrics
 from relay.actors.configuration.settings import Settings
@@ -20,9 +21,9 @@ from relay.web.api.metrics import timed_request
 from relay.web.api.problems import ApiError
 from relay.web.transport.websocket import HandshakeGate, check_handshake
 from relay.web.wsgi import create_app
-from relay.wire import protocol
+from relay.wire.catalog_requests import ListQueuesRequest
 from relay.wire.errors import ExecutorGoneError
-from tests.unit.store_cases import at, history
+from relay.wire.responses import ListQueuesResponse
 
 ADMIN = "metrics-test-admin-token"
 SHOP_KEY = "dbos_shop_metrics_key_0123456789abcdef"
@@ -132,11 +133,11 @@ def test_requests_are_counted_by_type_and_outcome() -> None:
             if isinstance(kind, BaseException):
                 raise kind
             return kind
-        return send("unit", "timed", None, protocol.ListQueuesRequest())
+        return send("unit", "timed", None, ListQueuesRequest())
 
-    answer(protocol.ListQueuesResponse(type="list_queues", request_id="r"))
-    answer(protocol.ListQueuesResponse(type="list_queues", request_id="r", error_message="Unknown message type"))
-    answer(protocol.ListQueuesResponse(type="list_queues", request_id="r", error_message="boom"))
+    answer(ListQueuesResponse(type="list_queues", request_id="r"))
+    answer(ListQueuesResponse(type="list_queues", request_id="r", error_message="Unknown message type"))
+    answer(ListQueuesResponse(type="list_queues", request_id="r", error_message="boom"))
     for error in (ExecutorGoneError("x"), ApiError(504, "slow"), ApiError(502, "bad")):
         with pytest.raises(type(error)):
             answer(error)

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from relay.wire import protocol as p
+from relay.wire.codec import decode_response
+from relay.wire.errors import ProtocolError
+from relay.wire.responses import RawResponse
 
 REASON = "frame holds a non-finite number (NaN, Infinity or out of range), which is not JSON"
 
@@ -26,23 +28,23 @@ REASON = "frame holds a non-finite number (NaN, Infinity or out of range), which
 )
 def test_non_finite_numbers_are_refused(template: str, number: str) -> None:
     frame = template.format(n=number)
-    with pytest.raises(p.ProtocolError) as info:
-        p.decode_response(frame)
+    with pytest.raises(ProtocolError) as info:
+        decode_response(frame)
     assert info.value.reason == REASON
     assert "marker" not in str(info.value)
-    with pytest.raises(p.ProtocolError):
-        p.decode_response(frame.encode())
+    with pytest.raises(ProtocolError):
+        decode_response(frame.encode())
 
 
 @pytest.mark.parametrize("number", ["0.5", "-2.25e10", "1e308", "-0.0", "5e-324", "123456789012345678901234567890"])
 def test_finite_numbers_still_decode_and_re_encode_as_json(number: str) -> None:
     frame = '{"type": "some_future_type", "request_id": "r", "value": ' + number + "}"
-    decoded = p.decode_response(frame)
-    assert isinstance(decoded, p.RawResponse)
+    decoded = decode_response(frame)
+    assert isinstance(decoded, RawResponse)
     value = decoded.fields["value"]
     assert json.loads(json.dumps(value, allow_nan=False)) == value
 
 
 def test_a_string_that_says_nan_is_only_a_string() -> None:
-    decoded = p.decode_response('{"type": "some_future_type", "request_id": "r", "v": "NaN", "w": "Infinity"}')
+    decoded = decode_response('{"type": "some_future_type", "request_id": "r", "v": "NaN", "w": "Infinity"}')
     assert decoded.fields == {"v": "NaN", "w": "Infinity"}

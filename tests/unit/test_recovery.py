@@ -19,6 +19,7 @@ from typing import Any
 
 import pykka
 import pytest
+from tests.support.ports import wait_until
 
 from relay.actors.application import ApplicationActor
 from relay.actors.context import ActorContext, Limits
@@ -36,9 +37,9 @@ from relay.actors.recovery import (
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
 from relay.projections.store.log import RelayLog
-from relay.wire import protocol
 from relay.wire.errors import ExecutorGoneError
-from tests.support.ports import wait_until
+from relay.wire.requests import ExistPendingWorkflowsRequest, RecoveryRequest
+from relay.wire.responses import ExistPendingWorkflowsResponse, SuccessResponse
 
 ORG, APP = "acme", "shop"
 GRACE = 60.0
@@ -57,12 +58,12 @@ class Peer:
     connected_at: float = 0.0
 
 
-def ok(request_id: str = "r") -> protocol.SuccessResponse:
-    return protocol.SuccessResponse(type="recovery", request_id=request_id, success=True)
+def ok(request_id: str = "r") -> SuccessResponse:
+    return SuccessResponse(type="recovery", request_id=request_id, success=True)
 
 
-def exist(value: bool, request_id: str = "r") -> protocol.ExistPendingWorkflowsResponse:
-    return protocol.ExistPendingWorkflowsResponse(type="exist_pending_workflows", request_id=request_id, exist=value)
+def exist(value: bool, request_id: str = "r") -> ExistPendingWorkflowsResponse:
+    return ExistPendingWorkflowsResponse(type="exist_pending_workflows", request_id=request_id, exist=value)
 
 
 # -------------------------------------------------------------------------------- peer selection
@@ -87,16 +88,16 @@ def test_peers_rank_same_version_then_latest_then_longest_connected() -> None:
 def test_answers_are_read_strictly() -> None:
     assert describe_answer(ok()) is None
     assert describe_answer(ExecutorGoneError("x")) == "peer disconnected before answering"
-    refused = protocol.SuccessResponse(type="recovery", request_id="r", success=False,
+    refused = SuccessResponse(type="recovery", request_id="r", success=False,
                                        error_message="boom\nTraceback (most recent call last): ...")
     assert describe_answer(refused) == "peer answered an error: boom"
-    assert describe_answer(protocol.SuccessResponse(type="recovery", request_id="r", success=False)) == (
+    assert describe_answer(SuccessResponse(type="recovery", request_id="r", success=False)) == (
         "peer answered success: false"
     )
-    assert describe_answer(protocol.SuccessResponse(type="cancel", request_id="r", success=True)) == (
+    assert describe_answer(SuccessResponse(type="cancel", request_id="r", success=True)) == (
         "peer sent an unexpected answer"
     )
-    assert len(describe_answer(protocol.SuccessResponse(type="recovery", request_id="r", error_message="x" * 999))
+    assert len(describe_answer(SuccessResponse(type="recovery", request_id="r", error_message="x" * 999))
                or "") == 200
 
 
@@ -126,7 +127,7 @@ class Harness:
     log: RelayLog = field(default_factory=RelayLog)
     peers: list[Peer] = field(default_factory=list)
     grace: float = GRACE
-    sent: list[tuple[str, protocol.RecoveryRequest, Any]] = field(default_factory=list)
+    sent: list[tuple[str, RecoveryRequest, Any]] = field(default_factory=list)
     forgotten: list[tuple[str, str]] = field(default_factory=list)
     mailbox: list[dict[str, Any]] = field(default_factory=list)
     lifecycle: AppLifecycle = field(init=False)
@@ -158,7 +159,7 @@ class Harness:
         """The peer of dispatch `index` answers success, then its check: nothing remains pending."""
         self.answer(index, ok())
         peer, check, _ = self.sent[-1]
-        assert isinstance(check, protocol.ExistPendingWorkflowsRequest), check
+        assert isinstance(check, ExistPendingWorkflowsRequest), check
         assert peer == self.sent[index][0]
         self.answer(len(self.sent) - 1, exist(False))
 
@@ -315,7 +316,7 @@ def test_failover_error_then_disconnect_then_deadline_then_a_retry_round(h: Harn
     h.advance(GRACE)
 
     assert [s[0] for s in h.sent] == ["p1"]  # same version, longest connected
-    h.answer(0, protocol.SuccessResponse(type="recovery", request_id="x", success=False, error_message="no"))
+    h.answer(0, SuccessResponse(type="recovery", request_id="x", success=False, error_message="no"))
     assert [s[0] for s in h.sent] == ["p1", "p3"]
     h.answer(1, ExecutorGoneError("gone"))
     assert [s[0] for s in h.sent] == ["p1", "p3", "other"]  # another version only when no same-version peer

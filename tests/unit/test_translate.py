@@ -14,11 +14,13 @@ from typing import Any
 
 import dbos._conductor.protocol as sdk
 import pytest
-
-from relay.web.api import translate
-from relay.web.api.problems import ApiError
-from relay.wire import protocol
 from tests.support.openapi_ref import check, reference
+
+from relay.web.api import api_to_wire, wire_to_api
+from relay.web.api.problems import ApiError
+from relay.web.api.values import parse_time, time_from_wire
+from relay.wire.codec import decode_response
+from relay.wire.requests import encode_request
 
 CREATED_MS = 1712345678901  # 2024-04-05T19:34:38.901Z
 CREATED = "2024-04-05T19:34:38.901Z"
@@ -47,7 +49,7 @@ def location(call: Any, *args: Any) -> str:
 
 def sdk_parse(request: Any, cls: type) -> Any:
     """What the Python SDK's receive loop makes of the frame Relay sends."""
-    return cls.from_json(protocol.encode_request(request))
+    return cls.from_json(encode_request(request))
 
 
 # ------------------------------------------------------------------------------------------- times
@@ -68,14 +70,14 @@ def sdk_parse(request: Any, cls: type) -> Any:
     (10**20, None),
 ])
 def test_time_from_wire(value: Any, expected: str | None) -> None:
-    assert translate.time_from_wire(value) == expected
+    assert time_from_wire(value) == expected
 
 
 def test_parse_time_requires_rfc3339_with_an_offset() -> None:
-    assert translate.parse_time("q", "2024-01-01T00:00:00Z") == datetime(2024, 1, 1, tzinfo=UTC)
-    assert translate.parse_time("q", "2024-01-01T02:00:00+02:00") == datetime(2024, 1, 1, tzinfo=UTC)
+    assert parse_time("q", "2024-01-01T00:00:00Z") == datetime(2024, 1, 1, tzinfo=UTC)
+    assert parse_time("q", "2024-01-01T02:00:00+02:00") == datetime(2024, 1, 1, tzinfo=UTC)
     for bad in ("2024-01-01T00:00:00", "2024-01-01", "yesterday", "2024-13-01T00:00:00Z", 1704067200, None):
-        error = refused(translate.parse_time, "query.startTime", bad)
+        error = refused(parse_time, "query.startTime", bad)
         assert error.errors[0]["location"] == "query.startTime"
 
 
@@ -96,7 +98,7 @@ def sdk_workflow(**overrides: Any) -> dict[str, Any]:
 
 
 def test_workflow() -> None:
-    out = translate.workflow(sdk_workflow())
+    out = wire_to_api.workflow(sdk_workflow())
     conforms("Workflow", out)
     assert out["workflowId"] == "wf-1" and out["status"] == "SUCCESS" and out["workflowName"] == "greet"
     assert (out["createdAt"], out["updatedAt"]) == (CREATED, "2024-04-05T19:34:39.000Z")
@@ -111,7 +113,7 @@ def test_workflow() -> None:
 
 def test_workflow_from_an_older_sdk_with_fields_missing() -> None:
     old = {"WorkflowUUID": "wf-2", "Status": "PENDING", "CreatedAt": CREATED_MS, "UpdatedAt": None}
-    out = translate.workflow(old)
+    out = wire_to_api.workflow(old)
     conforms("Workflow", out)
     assert (out["createdAt"], out["updatedAt"], out["priority"], out["wasForkedFrom"]) == (CREATED, CREATED, 0,
                                                                                           False)
@@ -122,11 +124,11 @@ def test_step() -> None:
     record = wire(sdk.WorkflowSteps(function_id=2, function_name="shout", output="'HI'", error=None,
                                     child_workflow_id=None, started_at_epoch_ms=str(CREATED_MS),
                                     completed_at_epoch_ms=str(CREATED_MS + 1)))
-    out = translate.step(record)
+    out = wire_to_api.step(record)
     conforms("Step", out)
     assert out == {"stepId": 2, "stepName": "shout", "output": "'HI'", "error": None, "childWorkflowId": None,
                    "startedAt": CREATED, "completedAt": "2024-04-05T19:34:38.902Z"}
-    pending = translate.step({"function_id": 1, "function_name": "s", "started_at_epoch_ms": None})
+    pending = wire_to_api.step({"function_id": 1, "function_name": "s", "started_at_epoch_ms": None})
     conforms("Step", pending)
     assert pending["startedAt"] is None and pending["completedAt"] is None
 
@@ -135,7 +137,7 @@ def test_queue() -> None:
     record = wire(sdk.QueueOutput(name="q", concurrency=4, worker_concurrency=2, rate_limit_max=10,
                                   rate_limit_period_sec=1.5, priority_enabled=True, partition_queue=False,
                                   polling_interval_sec=1.0, application_name="app", partition_concurrency=3))
-    out = translate.queue(record)
+    out = wire_to_api.queue(record)
     conforms("Queue", out)
     assert out == {"name": "q", "concurrency": 4, "workerConcurrency": 2, "rateLimitMax": 10,
                    "rateLimitPeriodSecs": 1.5, "priorityEnabled": True, "partitionQueue": False,
@@ -148,7 +150,7 @@ def test_schedule() -> None:
                                      context="ctx", last_fired_at="2024-01-02T00:00:00+00:00",
                                      automatic_backfill=True, cron_timezone="Europe/Paris", queue_name="q",
                                      application_name="app"))
-    out = translate.schedule(record)
+    out = wire_to_api.schedule(record)
     conforms("Schedule", out)
     assert out == {"scheduleId": "s-1", "scheduleName": "nightly", "workflowName": "job", "workflowClass": None,
                    "cronExpression": "0 0 0 * * *", "status": "PAUSED", "context": "ctx",
@@ -160,7 +162,7 @@ def test_application_versions_latest_first() -> None:
     records = [wire(sdk.ApplicationVersionOutput(version_id=f"id-{n}", version_name=n, version_timestamp=ts,
                                                  created_at=CREATED_MS))
                for n, ts in (("v1", CREATED_MS + 5), ("v2", CREATED_MS + 9), ("v0", CREATED_MS))]
-    out = translate.application_versions(records)
+    out = wire_to_api.application_versions(records)
     for version in out:
         conforms("ApplicationVersion", version)
     assert [v["versionName"] for v in out] == ["v2", "v1", "v0"]
@@ -173,34 +175,34 @@ def test_workflow_and_step_aggregates() -> None:
         group={"status": "SUCCESS", "name": "greet", "application_version": "v1", "queue_name": None,
                "executor_id": "e", "application_name": "app", "time_bucket": CREATED_MS},
         count=7, min_created_at=CREATED_MS, max_queue_wait_ms=None, max_total_latency_ms=42))
-    out = translate.workflow_aggregate(row)
+    out = wire_to_api.workflow_aggregate(row)
     conforms("WorkflowAggregate", out)
     assert out == {"group": {"status": "SUCCESS", "workflowName": "greet", "appVersion": "v1", "queueName": None,
                              "executorId": "e", "applicationName": "app", "timeBucket": CREATED},
                    "count": 7, "minCreatedAt": CREATED, "maxTotalLatencyMs": 42}
     step_row = wire(sdk.StepAggregateOutput(group={"function_name": "shout", "status": "ERROR"}, count=3,
                                             max_duration_ms=12))
-    out = translate.step_aggregate(step_row)
+    out = wire_to_api.step_aggregate(step_row)
     conforms("StepAggregate", out)
     assert out == {"group": {"stepName": "shout", "status": "ERROR"}, "count": 3, "maxDurationMs": 12}
 
 
 def test_events_notifications_streams() -> None:
-    event = translate.event(wire(sdk.EventOutput(key="progress", value="42")))
+    event = wire_to_api.event(wire(sdk.EventOutput(key="progress", value="42")))
     conforms("Event", event)
     assert event == {"key": "progress", "value": "42"}
-    note = translate.notification(wire(sdk.NotificationOutput(topic=None, message="hi",
+    note = wire_to_api.notification(wire(sdk.NotificationOutput(topic=None, message="hi",
                                                               created_at_epoch_ms=CREATED_MS, consumed=False)))
     conforms("Notification", note)
     assert note == {"topic": None, "message": "hi", "createdAt": CREATED, "consumed": False}
-    stream = translate.stream_entry(wire(sdk.StreamEntryOutput(key="chunks", values=["a", "b"])))
+    stream = wire_to_api.stream_entry(wire(sdk.StreamEntryOutput(key="chunks", values=["a", "b"])))
     conforms("StreamEntry", stream)
     assert stream == {"key": "chunks", "values": ["a", "b"]}
 
 
 def test_metric() -> None:
     start, end = datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 1, 1, tzinfo=UTC)
-    out = translate.metric(wire(sdk.MetricData(metric_type="workflow_count", metric_name="greet", value=5)),
+    out = wire_to_api.metric(wire(sdk.MetricData(metric_type="workflow_count", metric_name="greet", value=5)),
                            "app-id", (start, end))
     conforms("Metric", out)
     assert out == {"appId": "app-id", "metricType": "workflow_count", "metricName": "greet", "granularity": 3600,
@@ -211,7 +213,7 @@ def test_metric() -> None:
 
 
 def test_list_workflows_query() -> None:
-    request = translate.list_workflows_request({
+    request = api_to_wire.list_workflows_request({
         "status": "ERROR", "workflowName": "greet", "limit": "50", "offset": "10", "sortDesc": "true",
         "loadInput": "1", "loadOutput": "false", "unknownParam": "ignored",
     })
@@ -219,19 +221,19 @@ def test_list_workflows_query() -> None:
     body = parsed.body
     assert (body["status"], body["workflow_name"], body["limit"], body["offset"]) == ("ERROR", "greet", 50, 10)
     assert (body["sort_desc"], body["load_input"], body["load_output"]) == (True, True, False)
-    default = sdk_parse(translate.list_workflows_request({}), sdk.ListWorkflowsRequest).body
+    default = sdk_parse(api_to_wire.list_workflows_request({}), sdk.ListWorkflowsRequest).body
     assert (default["load_input"], default["load_output"], default["limit"]) == (False, False, 100)
 
 
 def test_every_workflow_list_has_a_default_and_a_maximum_page() -> None:
     """Issue 34: no limit asks for a page of DEFAULT_LIMIT (not every workflow); above MAX_LIMIT, MAX_LIMIT."""
-    assert translate.list_workflows_request({}).body.limit == 100
-    assert translate.list_workflows_request({"limit": "10001"}).body.limit == 10_000
-    assert translate.list_workflows_request({"limit": str(2**62)}).body.limit == 10_000
-    assert translate.search_workflows_request({}).body.limit == 100
-    assert translate.search_workflows_request({"limit": 50_000, "queuesOnly": True}).body.limit == 10_000
-    assert translate.list_steps_request("wf", {}).limit == 100
-    assert translate.list_steps_request("wf", {"limit": "99999"}).limit == 10_000
+    assert api_to_wire.list_workflows_request({}).body.limit == 100
+    assert api_to_wire.list_workflows_request({"limit": "10001"}).body.limit == 10_000
+    assert api_to_wire.list_workflows_request({"limit": str(2**62)}).body.limit == 10_000
+    assert api_to_wire.search_workflows_request({}).body.limit == 100
+    assert api_to_wire.search_workflows_request({"limit": 50_000, "queuesOnly": True}).body.limit == 10_000
+    assert api_to_wire.list_steps_request("wf", {}).limit == 100
+    assert api_to_wire.list_steps_request("wf", {"limit": "99999"}).limit == 10_000
 
 
 @pytest.mark.parametrize(("args", "where"), [
@@ -246,14 +248,14 @@ def test_every_workflow_list_has_a_default_and_a_maximum_page() -> None:
     ({"loadInput": "yes please"}, "query.loadInput"),
 ])
 def test_list_workflows_bad_query(args: dict[str, str], where: str) -> None:
-    assert location(translate.list_workflows_request, args) == where
+    assert location(api_to_wire.list_workflows_request, args) == where
 
 
 # --------------------------------------------------------------------------------- in: JSON bodies
 
 
 def test_search_body() -> None:
-    request = translate.search_workflows_request({
+    request = api_to_wire.search_workflows_request({
         "$schema": "ignored", "workflowIds": ["a", "b"], "workflowName": ["greet"], "status": ["SUCCESS", "ERROR"],
         "user": ["u"], "appVersion": ["v1", "v2"], "executorId": ["e"], "queueName": ["q"],
         "workflowIdPrefix": ["r-"], "forkedFrom": ["f"], "parentWorkflowId": ["p"], "scheduleName": ["s"],
@@ -275,7 +277,7 @@ def test_search_body() -> None:
 
 
 def test_empty_filters_mean_no_filter() -> None:
-    body = sdk_parse(translate.search_workflows_request({"status": [], "workflowName": None}),
+    body = sdk_parse(api_to_wire.search_workflows_request({"status": [], "workflowName": None}),
                      sdk.ListWorkflowsRequest).body
     assert body["status"] is None and body["workflow_name"] is None
 
@@ -298,11 +300,11 @@ def test_empty_filters_mean_no_filter() -> None:
     ({"nope": 1}, "body.nope"),
 ])
 def test_search_bad_body(body: dict[str, Any], where: str) -> None:
-    assert location(translate.search_workflows_request, body) == where
+    assert location(api_to_wire.search_workflows_request, body) == where
 
 
 def test_workflow_aggregates_body() -> None:
-    request = translate.workflow_aggregates_request({
+    request = api_to_wire.workflow_aggregates_request({
         "groupByStatus": True, "groupByWorkflowName": True, "groupByAppVersion": True, "groupByQueueName": False,
         "selectCount": True, "selectMaxTotalLatencyMs": True, "timeBucketSizeMs": 60000,
         "workflowName": ["greet"], "appVersion": ["v1"], "user": ["u"], "workflowIds": ["a"],
@@ -316,16 +318,16 @@ def test_workflow_aggregates_body() -> None:
     assert (body["select_count"], body["select_max_total_latency_ms"], body["time_bucket_size_ms"]) == (
         True, True, 60000)
     assert body["status"] == ["PENDING"] and body["start_time"] == "2024-01-01T00:00:00+00:00"
-    only_buckets = translate.workflow_aggregates_request({"timeBucketSizeMs": 1000})
+    only_buckets = api_to_wire.workflow_aggregates_request({"timeBucketSizeMs": 1000})
     assert only_buckets.body.time_bucket_size_ms == 1000
-    assert location(translate.workflow_aggregates_request, {"selectCount": True}) == "body"
-    assert location(translate.workflow_aggregates_request, {"groupByStatus": True, "timeBucketSizeMs": 0}) == (
+    assert location(api_to_wire.workflow_aggregates_request, {"selectCount": True}) == "body"
+    assert location(api_to_wire.workflow_aggregates_request, {"groupByStatus": True, "timeBucketSizeMs": 0}) == (
         "body.timeBucketSizeMs")
-    assert location(translate.workflow_aggregates_request, {"groupByStatus": True, "limit": 3}) == "body.limit"
+    assert location(api_to_wire.workflow_aggregates_request, {"groupByStatus": True, "limit": 3}) == "body.limit"
 
 
 def test_step_aggregates_body() -> None:
-    request = translate.step_aggregates_request({
+    request = api_to_wire.step_aggregates_request({
         "groupByFunctionName": True, "selectMaxDurationMs": True, "stepName": ["shout"], "status": ["WHATEVER"],
         "workflowIdPrefix": ["r-"], "completedAfter": "2024-01-01T00:00:00Z",
     })
@@ -333,130 +335,130 @@ def test_step_aggregates_body() -> None:
     assert (body["group_by_function_name"], body["function_name"], body["status"]) == (
         True, ["shout"], ["WHATEVER"])  # step statuses are not an enum
     assert body["workflow_id_prefix"] == ["r-"] and body["select_max_duration_ms"] is True
-    assert location(translate.step_aggregates_request, {}) == "body"
-    assert location(translate.step_aggregates_request, {"groupByStatus": "yes"}) == "body.groupByStatus"
+    assert location(api_to_wire.step_aggregates_request, {}) == "body"
+    assert location(api_to_wire.step_aggregates_request, {"groupByStatus": "yes"}) == "body.groupByStatus"
 
 
 def test_fork_body() -> None:
-    parsed = sdk_parse(translate.fork_request("wf-1", {}), sdk.ForkWorkflowRequest).body
+    parsed = sdk_parse(api_to_wire.fork_request("wf-1", {}), sdk.ForkWorkflowRequest).body
     assert parsed == {"workflow_id": "wf-1", "start_step": 0, "new_workflow_id": None, "application_version": None}
-    parsed = sdk_parse(translate.fork_request("wf-1", {
+    parsed = sdk_parse(api_to_wire.fork_request("wf-1", {
         "startStep": 3, "newWorkflowId": "wf-2", "appVersion": "v2", "queueName": "q", "queuePartitionKey": "k",
     }), sdk.ForkWorkflowRequest).body
     assert parsed == {"workflow_id": "wf-1", "start_step": 3, "new_workflow_id": "wf-2", "application_version": "v2",
                       "queue_name": "q", "queue_partition_key": "k"}
-    assert location(translate.fork_request, "wf-1", {"startStep": -1}) == "body.startStep"
-    assert location(translate.fork_request, "wf-1", {"startStep": "2"}) == "body.startStep"
-    assert location(translate.fork_request, "wf-1", {"newWorkflowId": ""}) == "body.newWorkflowId"
+    assert location(api_to_wire.fork_request, "wf-1", {"startStep": -1}) == "body.startStep"
+    assert location(api_to_wire.fork_request, "wf-1", {"startStep": "2"}) == "body.startStep"
+    assert location(api_to_wire.fork_request, "wf-1", {"newWorkflowId": ""}) == "body.newWorkflowId"
 
 
 def test_one_workflow_actions() -> None:
-    cancel = sdk_parse(translate.cancel_request("wf-1", {"cancelChildren": True}), sdk.CancelRequest)
+    cancel = sdk_parse(api_to_wire.cancel_request("wf-1", {"cancelChildren": True}), sdk.CancelRequest)
     assert (cancel.workflow_id, cancel.cancel_children, cancel.workflow_ids) == ("wf-1", True, None)
-    resume = sdk_parse(translate.resume_request("wf-1", {"queueName": "q"}), sdk.ResumeRequest)
+    resume = sdk_parse(api_to_wire.resume_request("wf-1", {"queueName": "q"}), sdk.ResumeRequest)
     assert (resume.workflow_id, resume.queue_name) == ("wf-1", "q")
-    delete = sdk_parse(translate.delete_request("wf-1", {"deleteChildren": "true"}), sdk.DeleteRequest)
+    delete = sdk_parse(api_to_wire.delete_request("wf-1", {"deleteChildren": "true"}), sdk.DeleteRequest)
     assert (delete.workflow_id, delete.delete_children) == ("wf-1", True)
-    assert sdk_parse(translate.delete_request("wf-1", {}), sdk.DeleteRequest).delete_children is False
-    export = sdk_parse(translate.export_request("wf-1", {"exportChildren": "1"}), sdk.ExportWorkflowRequest)
+    assert sdk_parse(api_to_wire.delete_request("wf-1", {}), sdk.DeleteRequest).delete_children is False
+    export = sdk_parse(api_to_wire.export_request("wf-1", {"exportChildren": "1"}), sdk.ExportWorkflowRequest)
     assert (export.workflow_id, export.export_children) == ("wf-1", True)
-    steps = sdk_parse(translate.list_steps_request("wf-1", {"limit": "5", "offset": "2"}), sdk.ListStepsRequest)
+    steps = sdk_parse(api_to_wire.list_steps_request("wf-1", {"limit": "5", "offset": "2"}), sdk.ListStepsRequest)
     assert (steps.workflow_id, steps.limit, steps.offset, steps.load_output) == ("wf-1", 5, 2, True)
-    assert location(translate.cancel_request, "wf-1", {"cancelChildren": "no"}) == "body.cancelChildren"
-    assert location(translate.resume_request, "wf-1", {"queue": "q"}) == "body.queue"
-    assert location(translate.delete_request, "wf-1", {"deleteChildren": "maybe"}) == "query.deleteChildren"
-    assert location(translate.list_steps_request, "wf-1", {"limit": "0"}) == "query.limit"
+    assert location(api_to_wire.cancel_request, "wf-1", {"cancelChildren": "no"}) == "body.cancelChildren"
+    assert location(api_to_wire.resume_request, "wf-1", {"queue": "q"}) == "body.queue"
+    assert location(api_to_wire.delete_request, "wf-1", {"deleteChildren": "maybe"}) == "query.deleteChildren"
+    assert location(api_to_wire.list_steps_request, "wf-1", {"limit": "0"}) == "query.limit"
     export = "H4sIAAAAAAAC/wMAAAAAAAAAAAA="  # base64 of an empty gzip member, as every SDK exports
-    imported = sdk_parse(translate.import_request({"serializedWorkflow": export}), sdk.ImportWorkflowRequest)
+    imported = sdk_parse(api_to_wire.import_request({"serializedWorkflow": export}), sdk.ImportWorkflowRequest)
     assert imported.serialized_workflow == export
     # Not base64, or not gzip under it: refused before any frame.
-    assert location(translate.import_request, {"serializedWorkflow": "abc="}) == "body.serializedWorkflow"
-    assert location(translate.import_request, {"serializedWorkflow": "not an export"}) == "body.serializedWorkflow"
-    assert location(translate.import_request, {}) == "body.serializedWorkflow"
-    assert location(translate.import_request, {"serializedWorkflow": 5}) == "body.serializedWorkflow"
+    assert location(api_to_wire.import_request, {"serializedWorkflow": "abc="}) == "body.serializedWorkflow"
+    assert location(api_to_wire.import_request, {"serializedWorkflow": "not an export"}) == "body.serializedWorkflow"
+    assert location(api_to_wire.import_request, {}) == "body.serializedWorkflow"
+    assert location(api_to_wire.import_request, {"serializedWorkflow": 5}) == "body.serializedWorkflow"
 
 
 def test_bulk_actions() -> None:
-    cancel = sdk_parse(translate.bulk_cancel_request({"workflowIds": ["a", "b"], "cancelChildren": True}),
+    cancel = sdk_parse(api_to_wire.bulk_cancel_request({"workflowIds": ["a", "b"], "cancelChildren": True}),
                        sdk.CancelRequest)
     assert (cancel.workflow_id, cancel.workflow_ids, cancel.cancel_children) == ("a", ["a", "b"], True)
-    resume = sdk_parse(translate.bulk_resume_request({"workflowIds": ["a"], "queueName": "q"}), sdk.ResumeRequest)
+    resume = sdk_parse(api_to_wire.bulk_resume_request({"workflowIds": ["a"], "queueName": "q"}), sdk.ResumeRequest)
     assert (resume.workflow_id, resume.workflow_ids, resume.queue_name) == ("a", None, "q")  # one: workflow_id
-    delete = sdk_parse(translate.bulk_delete_request({"workflowIds": ["a", "b", "c"]}), sdk.DeleteRequest)
+    delete = sdk_parse(api_to_wire.bulk_delete_request({"workflowIds": ["a", "b", "c"]}), sdk.DeleteRequest)
     assert (delete.workflow_ids, delete.delete_children) == (["a", "b", "c"], False)
-    for build in (translate.bulk_cancel_request, translate.bulk_resume_request, translate.bulk_delete_request):
+    for build in (api_to_wire.bulk_cancel_request, api_to_wire.bulk_resume_request, api_to_wire.bulk_delete_request):
         assert location(build, {}) == "body.workflowIds"
         assert location(build, {"workflowIds": []}) == "body.workflowIds"
         assert location(build, {"workflowIds": "a"}) == "body.workflowIds"
         assert location(build, {"workflowIds": ["a", 2]}) == "body.workflowIds[1]"
-    assert location(translate.bulk_cancel_request, {"workflowIds": ["a"], "x": 1}) == "body.x"
+    assert location(api_to_wire.bulk_cancel_request, {"workflowIds": ["a"], "x": 1}) == "body.x"
 
 
 def test_bulk_fork_from_failure_needs_exactly_one_mode() -> None:
-    parsed = sdk_parse(translate.bulk_fork_from_failure_request({
+    parsed = sdk_parse(api_to_wire.bulk_fork_from_failure_request({
         "workflowIds": ["a", "b"], "fromLastFailure": True, "appVersion": "v1", "queueName": "q",
     }), sdk.ForkFromFailureRequest).body
     assert parsed["workflow_ids"] == ["a", "b"] and parsed["from_last_failure"] is True
     assert (parsed["application_version"], parsed["queue_name"]) == ("v1", "q")
-    by_step = translate.bulk_fork_from_failure_request({"workflowIds": ["a"], "fromStep": 0})
+    by_step = api_to_wire.bulk_fork_from_failure_request({"workflowIds": ["a"], "fromStep": 0})
     assert by_step.body.from_step == 0
-    by_name = translate.bulk_fork_from_failure_request({"workflowIds": ["a"], "fromStepName": "shout"})
+    by_name = api_to_wire.bulk_fork_from_failure_request({"workflowIds": ["a"], "fromStepName": "shout"})
     assert by_name.body.from_step_name == "shout"
     for body in ({"workflowIds": ["a"]}, {"workflowIds": ["a"], "fromLastFailure": False},
                  {"workflowIds": ["a"], "fromLastStep": True, "fromStep": 2}):
-        assert location(translate.bulk_fork_from_failure_request, body) == "body"
-    assert location(translate.bulk_fork_from_failure_request, {"fromLastStep": True}) == "body.workflowIds"
+        assert location(api_to_wire.bulk_fork_from_failure_request, body) == "body"
+    assert location(api_to_wire.bulk_fork_from_failure_request, {"fromLastStep": True}) == "body.workflowIds"
 
 
 def test_schedules_backfill_versions_metrics() -> None:
-    schedules = sdk_parse(translate.list_schedules_request({"status": "ANYTHING", "workflowName": "w",
+    schedules = sdk_parse(api_to_wire.list_schedules_request({"status": "ANYTHING", "workflowName": "w",
                                                             "scheduleNamePrefix": "n", "loadContext": "false"}),
                           sdk.ListSchedulesRequest).body
     assert schedules == {"status": "ANYTHING", "workflow_name": "w", "schedule_name_prefix": "n",
                          "load_context": False}
-    assert location(translate.list_schedules_request, {"loadContext": "x"}) == "query.loadContext"
+    assert location(api_to_wire.list_schedules_request, {"loadContext": "x"}) == "query.loadContext"
 
-    backfill = sdk_parse(translate.backfill_request("nightly", {
+    backfill = sdk_parse(api_to_wire.backfill_request("nightly", {
         "startTime": "2024-01-01T00:00:00Z", "endTime": "2024-01-05T14:00:00+02:00"}), sdk.BackfillScheduleRequest)
     assert backfill.schedule_name == "nightly"
     # The SDK parses them with datetime.fromisoformat.
     assert datetime.fromisoformat(backfill.start) == datetime(2024, 1, 1, tzinfo=UTC)
     assert datetime.fromisoformat(backfill.end) == datetime(2024, 1, 5, 12, tzinfo=UTC)
-    assert location(translate.backfill_request, "n", {"startTime": "2024-01-01T00:00:00Z"}) == "body.endTime"
-    assert location(translate.backfill_request, "n", {"startTime": "2024-01-02T00:00:00Z",
+    assert location(api_to_wire.backfill_request, "n", {"startTime": "2024-01-01T00:00:00Z"}) == "body.endTime"
+    assert location(api_to_wire.backfill_request, "n", {"startTime": "2024-01-02T00:00:00Z",
                                                       "endTime": "2024-01-01T00:00:00Z"}) == "body.endTime"
-    assert location(translate.backfill_request, "n", {"startTime": "Monday",
+    assert location(api_to_wire.backfill_request, "n", {"startTime": "Monday",
                                                       "endTime": "2024-01-01T00:00:00Z"}) == "body.startTime"
 
-    assert translate.latest_version_name({"versionName": "v2"}) == "v2"
-    assert location(translate.latest_version_name, {}) == "body.versionName"
-    assert location(translate.latest_version_name, {"versionName": ""}) == "body.versionName"
+    assert api_to_wire.latest_version_name({"versionName": "v2"}) == "v2"
+    assert location(api_to_wire.latest_version_name, {}) == "body.versionName"
+    assert location(api_to_wire.latest_version_name, {"versionName": ""}) == "body.versionName"
 
-    window = translate.metrics_window({"startTime": "2024-01-01T00:00:00Z", "endTime": "2024-01-01T01:00:00Z"})
-    metrics = sdk_parse(translate.metrics_request(window), sdk.GetMetricsRequest)
+    window = api_to_wire.metrics_window({"startTime": "2024-01-01T00:00:00Z", "endTime": "2024-01-01T01:00:00Z"})
+    metrics = sdk_parse(api_to_wire.metrics_request(window), sdk.GetMetricsRequest)
     assert metrics.metric_class == "workflow_step_count"
     assert datetime.fromisoformat(metrics.end_time) == datetime(2024, 1, 1, 1, tzinfo=UTC)
-    assert location(translate.metrics_window, {"startTime": "2024-01-01T00:00:00Z"}) == "query.endTime"
-    assert location(translate.metrics_window, {"endTime": "2024-01-01T00:00:00Z"}) == "query.startTime"
-    assert location(translate.metrics_window, {"startTime": "2024-01-01T00:00:00Z",
+    assert location(api_to_wire.metrics_window, {"startTime": "2024-01-01T00:00:00Z"}) == "query.endTime"
+    assert location(api_to_wire.metrics_window, {"endTime": "2024-01-01T00:00:00Z"}) == "query.startTime"
+    assert location(api_to_wire.metrics_window, {"startTime": "2024-01-01T00:00:00Z",
                                                "endTime": "2024-01-01T00:00:00Z"}) == "query.endTime"
 
 
 def test_raw_requests_and_responses() -> None:
-    request = translate.raw_request({"type": "rewind_workflow", "body": {"workflow_id": "a", "start_step": 2}})
-    frame = json.loads(protocol.encode_request(request))
+    request = api_to_wire.raw_request({"type": "rewind_workflow", "body": {"workflow_id": "a", "start_step": 2}})
+    frame = json.loads(encode_request(request))
     assert frame == {"type": "rewind_workflow", "request_id": request.request_id,
                      "body": {"workflow_id": "a", "start_step": 2}}
-    assert location(translate.raw_request, {}) == "body.type"
-    assert location(translate.raw_request, {"type": ""}) == "body.type"
-    assert location(translate.raw_request, {"type": "x", "request_id": "mine"}) == "body.request_id"
+    assert location(api_to_wire.raw_request, {}) == "body.type"
+    assert location(api_to_wire.raw_request, {"type": ""}) == "body.type"
+    assert location(api_to_wire.raw_request, {"type": "x", "request_id": "mine"}) == "body.request_id"
 
-    typed = protocol.decode_response(json.dumps({"type": "get_workflow", "request_id": "r", "output": {"A": 1},
+    typed = decode_response(json.dumps({"type": "get_workflow", "request_id": "r", "output": {"A": 1},
                                                  "extra": "dropped"}))
-    assert translate.raw_response(typed) == {"type": "get_workflow", "request_id": "r", "error_message": None,
+    assert api_to_wire.raw_response(typed) == {"type": "get_workflow", "request_id": "r", "error_message": None,
                                              "output": {"A": 1}}
-    raw = protocol.decode_response(json.dumps({"type": "new_thing", "request_id": "r", "answer": [1, 2]}))
-    assert translate.raw_response(raw) == {"type": "new_thing", "request_id": "r", "error_message": None,
+    raw = decode_response(json.dumps({"type": "new_thing", "request_id": "r", "answer": [1, 2]}))
+    assert api_to_wire.raw_response(raw) == {"type": "new_thing", "request_id": "r", "error_message": None,
                                            "answer": [1, 2]}
 
 

@@ -31,8 +31,7 @@ from relay.web.api.openapi import operation, query
 from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
 from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import int_arg, json_body, page_limit_arg
-from relay.web.api.translate import view_time
-from relay.web.api.values import page_description
+from relay.web.api.values import page_description, view_time
 from relay.web.context import ask, authorize, require_app, runtime
 
 bp = Blueprint("alerting", __name__)

@@ -23,7 +23,30 @@ from relay.web.api.values import (
     _wire_time,
     parse_time,
 )
-from relay.wire import protocol
+from relay.wire.catalog_requests import (
+    BackfillScheduleRequest,
+    GetMetricsRequest,
+    ListSchedulesBody,
+    ListSchedulesRequest,
+)
+from relay.wire.requests import CancelRequest, DeleteRequest, RawRequest, ResumeRequest
+from relay.wire.responses import RawResponse, Response
+from relay.wire.workflow_requests import (
+    ExportWorkflowRequest,
+    ForkFromFailureBody,
+    ForkFromFailureRequest,
+    ForkWorkflowBody,
+    ForkWorkflowRequest,
+    GetStepAggregatesBody,
+    GetStepAggregatesRequest,
+    GetWorkflowAggregatesBody,
+    GetWorkflowAggregatesRequest,
+    GetWorkflowRequest,
+    ImportWorkflowRequest,
+    ListStepsRequest,
+    ListWorkflowsBody,
+    ListWorkflowsRequest,
+)
 
 # -------------------------------------------------------------------------------- in: v2 → requests
 
@@ -260,56 +283,56 @@ STEP_AGGREGATES_BODY: Spec = {
 }
 
 
-def list_workflows_request(args: Mapping[str, str]) -> protocol.ListWorkflowsRequest:
+def list_workflows_request(args: Mapping[str, str]) -> ListWorkflowsRequest:
     """``GET .../workflows`` query parameters (status, workflowName, limit, offset, sortDesc, loadInput,
     loadOutput) as list_workflows. Inputs and outputs only when asked for."""
     fields = {"limit": DEFAULT_LIMIT, **_query(args, LIST_WORKFLOWS_QUERY)}
-    return protocol.ListWorkflowsRequest(body=_build(protocol.ListWorkflowsBody, **fields))
+    return ListWorkflowsRequest(body=_build(ListWorkflowsBody, **fields))
 
 
-def search_workflows_request(body: Mapping[str, Any]) -> protocol.ListWorkflowsRequest:
+def search_workflows_request(body: Mapping[str, Any]) -> ListWorkflowsRequest:
     """A ``WorkflowSearchBody`` as list_workflows."""
     fields = {"limit": DEFAULT_LIMIT, **_fields(body, SEARCH_BODY)}
-    return protocol.ListWorkflowsRequest(body=_build(protocol.ListWorkflowsBody, **fields))
+    return ListWorkflowsRequest(body=_build(ListWorkflowsBody, **fields))
 
 
-def workflow_aggregates_request(body: Mapping[str, Any]) -> protocol.GetWorkflowAggregatesRequest:
+def workflow_aggregates_request(body: Mapping[str, Any]) -> GetWorkflowAggregatesRequest:
     """A ``WorkflowAggregatesBody`` as get_workflow_aggregates; something to group by is required."""
     fields = _fields(body, WORKFLOW_AGGREGATES_BODY)
-    groups = [f for f in protocol.GetWorkflowAggregatesBody.FLAGS if f.startswith("group_by_")]
+    groups = [f for f in GetWorkflowAggregatesBody.FLAGS if f.startswith("group_by_")]
     if not any(fields.get(f) for f in groups) and "time_bucket_size_ms" not in fields:
         raise invalid("body", "set at least one groupBy* flag or timeBucketSizeMs", None)
-    return protocol.GetWorkflowAggregatesRequest(body=_build(protocol.GetWorkflowAggregatesBody, **fields))
+    return GetWorkflowAggregatesRequest(body=_build(GetWorkflowAggregatesBody, **fields))
 
 
-def step_aggregates_request(body: Mapping[str, Any]) -> protocol.GetStepAggregatesRequest:
+def step_aggregates_request(body: Mapping[str, Any]) -> GetStepAggregatesRequest:
     """A ``StepAggregatesBody`` as get_step_aggregates; something to group by is required."""
     fields = _fields(body, STEP_AGGREGATES_BODY)
     if not (fields.get("group_by_function_name") or fields.get("group_by_status")
             or "time_bucket_size_ms" in fields):
         raise invalid("body", "set groupByFunctionName, groupByStatus or timeBucketSizeMs", None)
-    return protocol.GetStepAggregatesRequest(body=_build(protocol.GetStepAggregatesBody, **fields))
+    return GetStepAggregatesRequest(body=_build(GetStepAggregatesBody, **fields))
 
 
-def get_workflow_request(workflow_id: str, *, load: bool = True) -> protocol.GetWorkflowRequest:
-    return protocol.GetWorkflowRequest(workflow_id=_string("path.workflowId", workflow_id),
+def get_workflow_request(workflow_id: str, *, load: bool = True) -> GetWorkflowRequest:
+    return GetWorkflowRequest(workflow_id=_string("path.workflowId", workflow_id),
                                        load_input=load, load_output=load)
 
 
-def list_steps_request(workflow_id: str, args: Mapping[str, str]) -> protocol.ListStepsRequest:
+def list_steps_request(workflow_id: str, args: Mapping[str, str]) -> ListStepsRequest:
     page = {"limit": field("limit", _LIMIT), "offset": field("offset", _OFFSET)}
     fields = {"limit": DEFAULT_LIMIT, **_query(args, page)}
-    return protocol.ListStepsRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
+    return ListStepsRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
-def export_request(workflow_id: str, args: Mapping[str, str]) -> protocol.ExportWorkflowRequest:
+def export_request(workflow_id: str, args: Mapping[str, str]) -> ExportWorkflowRequest:
     fields = _query(args, {"exportChildren": field("export_children", _boolean)})
-    return protocol.ExportWorkflowRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
+    return ExportWorkflowRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
-def delete_request(workflow_id: str, args: Mapping[str, str]) -> protocol.DeleteRequest:
+def delete_request(workflow_id: str, args: Mapping[str, str]) -> DeleteRequest:
     fields = _query(args, {"deleteChildren": field("delete_children", _boolean)})
-    return protocol.DeleteRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
+    return DeleteRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
 # -- the bodies of workflow actions (each also documents itself: web/api/openapi_schemas.py)
@@ -324,16 +347,16 @@ BACKFILL_BODY: Spec = {"startTime": field("start", _time), "endTime": field("end
 LATEST_VERSION_BODY: Spec = {"versionName": field("version_name", _string)}
 
 
-def cancel_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.CancelRequest:
+def cancel_request(workflow_id: str, body: Mapping[str, Any]) -> CancelRequest:
     """A ``CancelWorkflowInputBody`` (cancelChildren)."""
     fields = _fields(body, CANCEL_BODY)
-    return protocol.CancelRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
+    return CancelRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
-def resume_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.ResumeRequest:
+def resume_request(workflow_id: str, body: Mapping[str, Any]) -> ResumeRequest:
     """A ``ResumeWorkflowInputBody`` (queueName)."""
     fields = _fields(body, RESUME_BODY)
-    return protocol.ResumeRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
+    return ResumeRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
 FORK_BODY: Spec = {
@@ -345,25 +368,25 @@ FORK_BODY: Spec = {
 }
 
 
-def fork_request(workflow_id: str, body: Mapping[str, Any]) -> protocol.ForkWorkflowRequest:
+def fork_request(workflow_id: str, body: Mapping[str, Any]) -> ForkWorkflowRequest:
     """A ``ForkWorkflowInputBody``. Without ``startStep`` the fork runs from the beginning (0: no step of
     the original is kept, in the Python SDK, which numbers steps from 1, and the TypeScript one, from 0)."""
     fields = _fields(body, FORK_BODY)
     fields.setdefault("start_step", 0)
-    return protocol.ForkWorkflowRequest(
-        body=_build(protocol.ForkWorkflowBody, workflow_id=_string("path.workflowId", workflow_id), **fields)
+    return ForkWorkflowRequest(
+        body=_build(ForkWorkflowBody, workflow_id=_string("path.workflowId", workflow_id), **fields)
     )
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def import_request(body: Mapping[str, Any]) -> protocol.ImportWorkflowRequest:
+def import_request(body: Mapping[str, Any]) -> ImportWorkflowRequest:
     """An ``ImportWorkflowInputBody`` (serializedWorkflow, from an export of the same SDK language)."""
     _require(body, "serializedWorkflow")
     fields = _fields(body, IMPORT_BODY)
     _check_export(fields["serialized_workflow"])
-    return protocol.ImportWorkflowRequest(**fields)
+    return ImportWorkflowRequest(**fields)
 
 
 def _check_export(text: str) -> None:
@@ -385,28 +408,28 @@ def _workflow_ids(body: Mapping[str, Any]) -> list[str]:
     return ids
 
 
-def bulk_cancel_request(body: Mapping[str, Any]) -> protocol.CancelRequest:
+def bulk_cancel_request(body: Mapping[str, Any]) -> CancelRequest:
     """A ``BulkCancelInputBody`` (workflowIds, cancelChildren)."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_CANCEL_BODY)
     fields["workflow_ids"] = ids
-    return protocol.CancelRequest(**fields)
+    return CancelRequest(**fields)
 
 
-def bulk_resume_request(body: Mapping[str, Any]) -> protocol.ResumeRequest:
+def bulk_resume_request(body: Mapping[str, Any]) -> ResumeRequest:
     """A ``BulkResumeInputBody`` (workflowIds, queueName)."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_RESUME_BODY)
     fields["workflow_ids"] = ids
-    return protocol.ResumeRequest(**fields)
+    return ResumeRequest(**fields)
 
 
-def bulk_delete_request(body: Mapping[str, Any]) -> protocol.DeleteRequest:
+def bulk_delete_request(body: Mapping[str, Any]) -> DeleteRequest:
     """A ``BulkDeleteInputBody`` (workflowIds, deleteChildren)."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_DELETE_BODY)
     fields["workflow_ids"] = ids
-    return protocol.DeleteRequest(**fields)
+    return DeleteRequest(**fields)
 
 
 BULK_FORK_BODY: Spec = {
@@ -421,7 +444,7 @@ BULK_FORK_BODY: Spec = {
 }
 
 
-def bulk_fork_from_failure_request(body: Mapping[str, Any]) -> protocol.ForkFromFailureRequest:
+def bulk_fork_from_failure_request(body: Mapping[str, Any]) -> ForkFromFailureRequest:
     """A ``BulkForkFromFailureBody``: exactly one of fromLastFailure, fromLastStep, fromStep, fromStepName."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_FORK_BODY)
@@ -431,7 +454,7 @@ def bulk_fork_from_failure_request(body: Mapping[str, Any]) -> protocol.ForkFrom
     if sum(bool(m) for m in modes) != 1:
         raise invalid("body", "set exactly one of fromLastFailure, fromLastStep, fromStep and fromStepName",
                       None)
-    return protocol.ForkFromFailureRequest(body=_build(protocol.ForkFromFailureBody, **fields))
+    return ForkFromFailureRequest(body=_build(ForkFromFailureBody, **fields))
 
 
 # -- queues, schedules, versions, metrics
@@ -445,8 +468,8 @@ LIST_SCHEDULES_QUERY: Spec = {
 }
 
 
-def list_schedules_request(args: Mapping[str, str]) -> protocol.ListSchedulesRequest:
-    return protocol.ListSchedulesRequest(body=_build(protocol.ListSchedulesBody, **_query(args, LIST_SCHEDULES_QUERY)))
+def list_schedules_request(args: Mapping[str, str]) -> ListSchedulesRequest:
+    return ListSchedulesRequest(body=_build(ListSchedulesBody, **_query(args, LIST_SCHEDULES_QUERY)))
 
 
 def schedule_name(name: str) -> str:
@@ -457,13 +480,13 @@ def queue_name(name: str) -> str:
     return _string("path.queueName", name)
 
 
-def backfill_request(name: str, body: Mapping[str, Any]) -> protocol.BackfillScheduleRequest:
+def backfill_request(name: str, body: Mapping[str, Any]) -> BackfillScheduleRequest:
     """A ``BackfillInputBody`` (startTime, endTime: RFC 3339, start before end)."""
     _require(body, "startTime", "endTime")
     _fields(body, BACKFILL_BODY)
     start, end = parse_time("body.startTime", body["startTime"]), parse_time("body.endTime", body["endTime"])
     _window(start, end, ("startTime", "endTime"), "body")
-    return protocol.BackfillScheduleRequest(schedule_name=schedule_name(name), start=_wire_time(start),
+    return BackfillScheduleRequest(schedule_name=schedule_name(name), start=_wire_time(start),
                                             end=_wire_time(end))
 
 
@@ -483,27 +506,27 @@ def metrics_window(args: Mapping[str, str]) -> tuple[datetime, datetime]:
     return start, end
 
 
-def metrics_request(window: tuple[datetime, datetime]) -> protocol.GetMetricsRequest:
+def metrics_request(window: tuple[datetime, datetime]) -> GetMetricsRequest:
     start, end = window
-    return protocol.GetMetricsRequest(start_time=_wire_time(start), end_time=_wire_time(end))
+    return GetMetricsRequest(start_time=_wire_time(start), end_time=_wire_time(end))
 
 
 # -- the raw passthrough
 
-def raw_request(body: Mapping[str, Any]) -> protocol.RawRequest:
+def raw_request(body: Mapping[str, Any]) -> RawRequest:
     """``{"type", ...fields}`` as a RawRequest; Relay sets the request id."""
     _require(body, "type")
     message_type = _string("body.type", body["type"])
     if "request_id" in body:
         raise invalid("body.request_id", "is set by Relay", body["request_id"])
     fields = {k: v for k, v in body.items() if k != "type"}
-    return protocol.RawRequest(type=message_type, fields=fields)
+    return RawRequest(type=message_type, fields=fields)
 
 
-def raw_response(response: protocol.Response) -> dict[str, Any]:
+def raw_response(response: Response) -> dict[str, Any]:
     """A decoded response as the frame's JSON object: the envelope and every field the executor sent
     (for types Relay models, the fields it models)."""
-    if isinstance(response, protocol.RawResponse):
+    if isinstance(response, RawResponse):
         return {"type": response.type, "request_id": response.request_id,
                 "error_message": response.error_message, **response.fields}
     out = {"type": response.type, "request_id": response.request_id, "error_message": response.error_message}

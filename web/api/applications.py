@@ -15,7 +15,7 @@ from relay.web.api import views_to_api
 from relay.web.api.openapi import operation
 from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import json_body
-from relay.web.api.translate import format_time
+from relay.web.api.values import format_time
 from relay.web.context import ask, authorize, require_app, runtime
 
 bp = Blueprint("v2_apps", __name__)

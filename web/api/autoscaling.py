@@ -17,13 +17,14 @@ from typing import Any
 from flask import Blueprint, Response, jsonify
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
-from relay.events.autoscaling import PolicyError, check_policy, queue_problem
+from relay.actors.policies.autoscaling import queue_problem
+from relay.events.autoscaling import PolicyError, check_policy
 from relay.web.api.openapi import operation
-from relay.web.api.problems import invalid, not_found
+from relay.web.problems import invalid, not_found
 from relay.web.api.requests_ import json_body
 from relay.web.context import ask, authorize, require_app, runtime
 from relay.web.executor_calls import call
-from relay.wire import protocol
+from relay.wire.catalog_requests import GetQueueRequest
 
 bp = Blueprint("v2_autoscaling", __name__)
 
@@ -56,7 +57,7 @@ def set_policy(org: str, app: str) -> Response:
         policy = check_policy(json_body(required=True))
     except PolicyError as error:
         raise invalid(error.location, error.message, error.value) from None
-    queue = call(org, app, protocol.GetQueueRequest(name=policy["queue"])).output
+    queue = call(org, app, GetQueueRequest(name=policy["queue"])).output
     problem = queue_problem(policy["queue"], queue)
     if problem is not None:
         raise invalid("body.queue", problem, policy["queue"])

@@ -25,18 +25,19 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.actors import routing
 from relay.actors.application import LiveExecutor
-from relay.web.api import translate
+from relay.web.api import api_to_wire
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS
 from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import check_path_names
+from relay.web.api.values import view_time
 from relay.web.context import principal, runtime
 from relay.web.executor_calls import send_local, snapshot
-from relay.wire import protocol
 from relay.wire import signing as forwarding
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from relay.wire.json_depth import nests_deeper
 from relay.wire.messages import MAX_DEPTH
+from relay.wire.requests import RawRequest
 
 log = logging.getLogger("relay.web.cluster")
 
@@ -85,7 +86,7 @@ def instances() -> Response:
     states = runtime().views.instances.describe(cluster.table.rows(), cluster.wall(),
                                                 org=None if who.admin else who.org)
     return jsonify({"instances": [
-        {"instanceId": i.instance, "address": i.address, "port": i.port, "startedAt": translate.view_time(i.started_at),
+        {"instanceId": i.instance, "address": i.address, "port": i.port, "startedAt": view_time(i.started_at),
          "heartbeatAgeSecs": i.heartbeat_age_s, "status": i.status,
          "leases": [{"org": r["org"], "app": r["app"], "executorId": r["executor_id"], "status": r["status"]}
                     for r in i.leases]}
@@ -149,7 +150,7 @@ def forward(app_id: str) -> Response:
         except MalformedAnswerError as error:
             raise ApiError(502, f"executor '{executor.executor_id}' answered '{forwarded.type}' with a malformed "
                            f"frame: {error}", title="Executor Error") from None
-        return jsonify(translate.raw_response(response))
+        return jsonify(api_to_wire.raw_response(response))
     raise ApiError(503, f"the executor(s) of application '{app}' on instance {rt.ctx.instance_id} disconnected "
                    "before answering")
 
@@ -169,7 +170,7 @@ def _local_candidates(org: str, app: str, executor_id: str | None, message_type:
     return candidates
 
 
-def _parse(payload: bytes) -> tuple[str, str, str | None, protocol.RawRequest]:
+def _parse(payload: bytes) -> tuple[str, str, str | None, RawRequest]:
     if nests_deeper(payload, MAX_DEPTH + 2):  # a frame, in its envelope
         raise ApiError(400, f"body: nests deeper than {MAX_DEPTH + 2} levels")
     try:
@@ -187,4 +188,4 @@ def _parse(payload: bytes) -> tuple[str, str, str | None, protocol.RawRequest]:
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str) or not frame["type"]:
         raise invalid("body.frame", "must be an object with a type")
     fields: dict[str, Any] = {k: v for k, v in frame.items() if k not in _ENVELOPE}
-    return org, app, executor_id, protocol.RawRequest(type=frame["type"], fields=fields)
+    return org, app, executor_id, RawRequest(type=frame["type"], fields=fields)

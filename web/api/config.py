@@ -1,5 +1,5 @@
 """Relay-only: declarative configuration of an organization (`relay diff|apply -f relay.yaml`; README,
-"Declarative configuration"; the document and the plan are events/config.py's).
+"Declarative configuration"; the document and the plan are actors/policies/config.py's).
 
 - ``POST /relay/v1/orgs/{org}/config/plan`` ``{"config": {...}, "prune": false}``: the changes that would bring the
   organization to the document, and the ``basis`` they were computed on. Reads only: not audited, records nothing.
@@ -16,15 +16,15 @@ from typing import Any
 
 from flask import Blueprint, Response, g, jsonify
 
+from relay.actors.policies.config import Config, ConfigInvalidError, KeySpec, parse_config
+from relay.actors.policies.config_plan import DATA_PLANE, KEY, AppState, Plan, State, plan, rule_from_row
 from relay.events.application import DEFAULT_SETTINGS
-from relay.events.config import Config, ConfigInvalidError, KeySpec, parse_config
-from relay.events.config_plan import DATA_PLANE, KEY, AppState, Plan, State, plan, rule_from_row
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.web.api.dataplane import check_bound_reference
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS, STR, _all_required, _obj, _t
-from relay.web.api.problems import ApiError, invalid
+from relay.web.problems import ApiError, invalid
 from relay.web.api.requests_ import json_body
 from relay.web.auth import require
 from relay.web.context import ask, authorize, runtime

@@ -26,7 +26,7 @@ from relay.actors import metrics
 from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
 from relay.web.api.problems import ApiError
-from relay.web.api.translate import format_time
+from relay.web.api.values import format_time
 from relay.web.context import principal, runtime
 from relay.wire.errors import ExecutorGoneError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from relay.web.api import translate
+from relay.web.api import api_to_wire
 from relay.web.api.openapi import operation
 from relay.web.api.problems import ApiError, not_found
 from relay.web.api.requests_ import json_body
@@ -26,7 +26,7 @@ bp = Blueprint("relay_raw", __name__)
            tag="Relay", returns="RawResponse", body="RawRequestBody", body_required=True)
 def raw_request(org: str, app: str, executor_id: str) -> Response:
     authorize_app("application.write", org, app)
-    request = translate.raw_request(json_body(required=True))
+    request = api_to_wire.raw_request(json_body(required=True))
     executors, _latest = snapshot(org, app)
     executor = next((e for e in executors if e.executor_id == executor_id), None)
     if executor is None:  # HA: connected to another instance, reached through it
@@ -36,4 +36,4 @@ def raw_request(org: str, app: str, executor_id: str) -> Response:
         if executor_id in known:
             raise ApiError(503, f"executor '{executor_id}' is not connected to this Relay instance")
         raise not_found(f"executor '{executor_id}' not found in application '{app}'")
-    return jsonify(translate.raw_response(call_executor(org, app, executor, request)))
+    return jsonify(api_to_wire.raw_response(call_executor(org, app, executor, request)))

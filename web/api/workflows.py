@@ -15,14 +15,18 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.web.api import translate
+from relay.web.api import api_to_wire, wire_to_api
 from relay.web.api.json_lists import listed_json
 from relay.web.api.openapi import operation, query
 from relay.web.api.problems import ApiError, not_found
 from relay.web.api.requests_ import json_body
 from relay.web.api.values import PAGE_DESCRIPTION
 from relay.web.executor_calls import authorize_app, call, require_workflow, require_workflows
-from relay.wire import protocol
+from relay.wire.workflow_requests import (
+    GetWorkflowEventsRequest,
+    GetWorkflowNotificationsRequest,
+    GetWorkflowStreamsRequest,
+)
 
 bp = Blueprint("v2_workflows", __name__)
 
@@ -45,7 +49,7 @@ def _listed(org: str, app: str, req: object, shape: Callable[[Any], dict[str, An
 
 def _workflow(app: str) -> Callable[[Any], dict[str, Any]]:
     """A workflow record in its v2 shape, its application named (Java 1.1 sends none)."""
-    return lambda record: translate.of_app(translate.workflow(record), app)
+    return lambda record: wire_to_api.of_app(wire_to_api.workflow(record), app)
 
 
 def _succeeded(response: object, what: str) -> None:
@@ -63,7 +67,7 @@ def _succeeded(response: object, what: str) -> None:
 ))
 def list_workflows(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return _listed(org, app, translate.list_workflows_request(request.args), _workflow(app))
+    return _listed(org, app, api_to_wire.list_workflows_request(request.args), _workflow(app))
 
 
 @bp.post(APP + "/workflows/search")
@@ -71,7 +75,7 @@ def list_workflows(org: str, app: str) -> Response:
            body="WorkflowSearchBody")
 def search_workflows(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return _listed(org, app, translate.search_workflows_request(json_body()), _workflow(app))
+    return _listed(org, app, api_to_wire.search_workflows_request(json_body()), _workflow(app))
 
 
 @bp.post(APP + "/workflows/aggregates")
@@ -79,7 +83,7 @@ def search_workflows(org: str, app: str) -> Response:
            body="WorkflowAggregatesBody")
 def workflow_aggregates(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return _listed(org, app, translate.workflow_aggregates_request(json_body()), translate.workflow_aggregate)
+    return _listed(org, app, api_to_wire.workflow_aggregates_request(json_body()), wire_to_api.workflow_aggregate)
 
 
 @bp.post(APP + "/steps/aggregates")
@@ -87,14 +91,14 @@ def workflow_aggregates(org: str, app: str) -> Response:
            body="StepAggregatesBody")
 def step_aggregates(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return _listed(org, app, translate.step_aggregates_request(json_body()), translate.step_aggregate)
+    return _listed(org, app, api_to_wire.step_aggregates_request(json_body()), wire_to_api.step_aggregate)
 
 
 @bp.get(ONE)
 @operation("getWorkflow", summary="Get workflow", tag=TAG, returns="Workflow")
 def get_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, translate.get_workflow_request(workflow_id))
+    response = call(org, app, api_to_wire.get_workflow_request(workflow_id))
     if response.output is None:
         raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
     return jsonify(_workflow(app)(response.output))
@@ -106,10 +110,10 @@ def get_workflow(org: str, app: str, workflow_id: str) -> Response:
                   query("offset", "integer", "int64")))
 def list_steps(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    steps = call(org, app, translate.list_steps_request(workflow_id, request.args)).output or []
+    steps = call(org, app, api_to_wire.list_steps_request(workflow_id, request.args)).output or []
     if not steps:  # one query when there are steps; only an empty page asks whether the workflow exists
         require_workflow(org, app, workflow_id)
-    return listed_json(steps, translate.step)
+    return listed_json(steps, wire_to_api.step)
 
 
 @bp.get(ONE + "/events")
@@ -117,7 +121,7 @@ def list_steps(org: str, app: str, workflow_id: str) -> Response:
 def list_events(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     require_workflow(org, app, workflow_id)
-    return _listed(org, app, protocol.GetWorkflowEventsRequest(workflow_id=workflow_id), translate.event, "events")
+    return _listed(org, app, GetWorkflowEventsRequest(workflow_id=workflow_id), wire_to_api.event, "events")
 
 
 @bp.get(ONE + "/notifications")
@@ -126,8 +130,8 @@ def list_events(org: str, app: str, workflow_id: str) -> Response:
 def list_notifications(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     require_workflow(org, app, workflow_id)
-    notifications = protocol.GetWorkflowNotificationsRequest(workflow_id=workflow_id)
-    return _listed(org, app, notifications, translate.notification, "notifications")
+    notifications = GetWorkflowNotificationsRequest(workflow_id=workflow_id)
+    return _listed(org, app, notifications, wire_to_api.notification, "notifications")
 
 
 @bp.get(ONE + "/streams")
@@ -136,7 +140,7 @@ def list_streams(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     require_workflow(org, app, workflow_id)
     return _listed(
-        org, app, protocol.GetWorkflowStreamsRequest(workflow_id=workflow_id), translate.stream_entry, "streams"
+        org, app, GetWorkflowStreamsRequest(workflow_id=workflow_id), wire_to_api.stream_entry, "streams"
     )
 
 
@@ -145,7 +149,7 @@ def list_streams(org: str, app: str, workflow_id: str) -> Response:
            query=(query("exportChildren", "boolean"),))
 def export_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    export = translate.export_request(workflow_id, request.args)
+    export = api_to_wire.export_request(workflow_id, request.args)
     require_workflow(org, app, workflow_id)
     response = call(org, app, export)
     if not response.serialized_workflow:
@@ -157,7 +161,7 @@ def export_workflow(org: str, app: str, workflow_id: str) -> Response:
 @operation("cancelWorkflow", summary="Cancel workflow", tag=TAG, status=204, body="CancelWorkflowInputBody")
 def cancel_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    cancel = translate.cancel_request(workflow_id, json_body())
+    cancel = api_to_wire.cancel_request(workflow_id, json_body())
     require_workflow(org, app, workflow_id)
     _succeeded(call(org, app, cancel), "the cancellation")
     return _no_content()
@@ -167,7 +171,7 @@ def cancel_workflow(org: str, app: str, workflow_id: str) -> Response:
 @operation("resumeWorkflow", summary="Resume workflow", tag=TAG, status=204, body="ResumeWorkflowInputBody")
 def resume_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    resume = translate.resume_request(workflow_id, json_body())
+    resume = api_to_wire.resume_request(workflow_id, json_body())
     require_workflow(org, app, workflow_id)
     _succeeded(call(org, app, resume), "the resumption")
     return _no_content()
@@ -178,7 +182,7 @@ def resume_workflow(org: str, app: str, workflow_id: str) -> Response:
            body="ForkWorkflowInputBody")
 def fork_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    fork = translate.fork_request(workflow_id, json_body())
+    fork = api_to_wire.fork_request(workflow_id, json_body())
     require_workflow(org, app, workflow_id)
     response = call(org, app, fork)
     if not response.new_workflow_id:
@@ -193,7 +197,7 @@ def fork_workflow(org: str, app: str, workflow_id: str) -> Response:
            query=(query("deleteChildren", "boolean"),))
 def delete_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    delete = translate.delete_request(workflow_id, request.args)
+    delete = api_to_wire.delete_request(workflow_id, request.args)
     require_workflow(org, app, workflow_id)
     _succeeded(call(org, app, delete), "the deletion")
     return _no_content()
@@ -204,7 +208,7 @@ def delete_workflow(org: str, app: str, workflow_id: str) -> Response:
            body_required=True)
 def import_workflow(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    _succeeded(call(org, app, translate.import_request(json_body(required=True))), "the import")
+    _succeeded(call(org, app, api_to_wire.import_request(json_body(required=True))), "the import")
     return _no_content(201)
 
 
@@ -213,7 +217,7 @@ def import_workflow(org: str, app: str) -> Response:
            body_required=True)
 def bulk_cancel(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    cancel = translate.bulk_cancel_request(json_body(required=True))
+    cancel = api_to_wire.bulk_cancel_request(json_body(required=True))
     require_workflows(org, app, cancel.workflow_ids or [])
     _succeeded(call(org, app, cancel), "the cancellation")
     return _no_content()
@@ -224,7 +228,7 @@ def bulk_cancel(org: str, app: str) -> Response:
            body_required=True)
 def bulk_resume(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    resume = translate.bulk_resume_request(json_body(required=True))
+    resume = api_to_wire.bulk_resume_request(json_body(required=True))
     require_workflows(org, app, resume.workflow_ids)
     _succeeded(call(org, app, resume), "the resumption")
     return _no_content()
@@ -235,7 +239,7 @@ def bulk_resume(org: str, app: str) -> Response:
            body_required=True)
 def bulk_delete(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    delete = translate.bulk_delete_request(json_body(required=True))
+    delete = api_to_wire.bulk_delete_request(json_body(required=True))
     require_workflows(org, app, delete.workflow_ids or [])
     _succeeded(call(org, app, delete), "the deletion")
     return _no_content()
@@ -246,7 +250,7 @@ def bulk_delete(org: str, app: str) -> Response:
            returns="BulkForkFromFailureOutputBody", body="BulkForkFromFailureBody", body_required=True)
 def bulk_fork_from_failure(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    fork = translate.bulk_fork_from_failure_request(json_body(required=True))
+    fork = api_to_wire.bulk_fork_from_failure_request(json_body(required=True))
     require_workflows(org, app, fork.body.workflow_ids)
     response = call(org, app, fork)
     return jsonify({"workflowIds": list(response.forked_workflow_ids or [])})

@@ -1,7 +1,7 @@
 """`relay diff|apply -f relay.yaml`: declarative configuration, through the running server (web/api/config.py).
 
-The file is read and checked here first (events/config.py, the server's own check), so a bad file is refused with
-every bad item named and nothing sent. `diff` prints the server's plan (exit 0: nothing would change, 1: something
+The file is read and checked here first (actors/policies/config.py, the server's own check), so a bad file is refused
+with every bad item named and nothing sent. `diff` prints the server's plan (exit 0: nothing would change, 1: something
 would, 2: refused); `apply` prints the plan, then applies exactly it: the server refuses (409, nothing applied)
 when the organization moved since the plan was made.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from relay.events.config import ConfigInvalidError, parse_config
+from relay.actors.policies.config import ConfigInvalidError, parse_config
 
 
 class ConfigFileError(Exception):

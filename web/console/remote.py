@@ -14,10 +14,23 @@ from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 from relay.web import executor_calls
-from relay.web.api import translate
+from relay.web.api import api_to_wire, wire_to_api
 from relay.web.api.problems import ApiError, not_found
 from relay.web.context import runtime
-from relay.wire import protocol
+from relay.wire.catalog_requests import (
+    GetScheduleRequest,
+    ListApplicationVersionsRequest,
+    ListQueuesRequest,
+    PauseScheduleRequest,
+    ResumeScheduleRequest,
+    SetLatestApplicationVersionRequest,
+    TriggerScheduleRequest,
+)
+from relay.wire.workflow_requests import (
+    GetWorkflowEventsRequest,
+    GetWorkflowNotificationsRequest,
+    GetWorkflowStreamsRequest,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,47 +77,47 @@ def _act(org: str, app: str, request: Any, what: str) -> Any:
 @_problems
 def search_workflows(org: str, app: str, search: dict[str, Any]) -> list[dict[str, Any]]:
     """`search` is a v2 WorkflowSearchBody (status, workflowName, startTime, limit, ...)."""
-    response = _call(org, app, translate.search_workflows_request(search))
-    return [translate.of_app(translate.workflow(r), app) for r in response.output or []]
+    response = _call(org, app, api_to_wire.search_workflows_request(search))
+    return [wire_to_api.of_app(wire_to_api.workflow(r), app) for r in response.output or []]
 
 
 @_problems
 def get_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any] | None:
-    response = _call(org, app, translate.get_workflow_request(workflow_id))
-    return translate.of_app(translate.workflow(response.output), app) if response.output else None
+    response = _call(org, app, api_to_wire.get_workflow_request(workflow_id))
+    return wire_to_api.of_app(wire_to_api.workflow(response.output), app) if response.output else None
 
 
 @_problems
 def list_steps(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
-    response = _call(org, app, translate.list_steps_request(workflow_id, {}))
-    return [translate.step(r) for r in response.output or []]
+    response = _call(org, app, api_to_wire.list_steps_request(workflow_id, {}))
+    return [wire_to_api.step(r) for r in response.output or []]
 
 
 @_problems
 def workflow_events(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
-    response = _call(org, app, protocol.GetWorkflowEventsRequest(workflow_id=workflow_id))
-    return [translate.event(r) for r in response.events or []]
+    response = _call(org, app, GetWorkflowEventsRequest(workflow_id=workflow_id))
+    return [wire_to_api.event(r) for r in response.events or []]
 
 
 @_problems
 def workflow_notifications(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
-    response = _call(org, app, protocol.GetWorkflowNotificationsRequest(workflow_id=workflow_id))
-    return [translate.notification(r) for r in response.notifications or []]
+    response = _call(org, app, GetWorkflowNotificationsRequest(workflow_id=workflow_id))
+    return [wire_to_api.notification(r) for r in response.notifications or []]
 
 
 @_problems
 def workflow_streams(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
-    response = _call(org, app, protocol.GetWorkflowStreamsRequest(workflow_id=workflow_id))
-    return [translate.stream_entry(r) for r in response.streams or []]
+    response = _call(org, app, GetWorkflowStreamsRequest(workflow_id=workflow_id))
+    return [wire_to_api.stream_entry(r) for r in response.streams or []]
 
 
 @_problems
 def cancel(org: str, app: str, workflow_ids: list[str]) -> None:
     if len(workflow_ids) == 1:
-        request = translate.cancel_request(workflow_ids[0], {})
+        request = api_to_wire.cancel_request(workflow_ids[0], {})
         executor_calls.require_workflow(org, app, workflow_ids[0])
     else:
-        request = translate.bulk_cancel_request({"workflowIds": workflow_ids})
+        request = api_to_wire.bulk_cancel_request({"workflowIds": workflow_ids})
         executor_calls.require_workflows(org, app, workflow_ids)  # the API's rule: all or nothing
     _act(org, app, request, "the cancellation")
 
@@ -112,17 +125,17 @@ def cancel(org: str, app: str, workflow_ids: list[str]) -> None:
 @_problems
 def resume(org: str, app: str, workflow_ids: list[str]) -> None:
     if len(workflow_ids) == 1:
-        request = translate.resume_request(workflow_ids[0], {})
+        request = api_to_wire.resume_request(workflow_ids[0], {})
         executor_calls.require_workflow(org, app, workflow_ids[0])
     else:
-        request = translate.bulk_resume_request({"workflowIds": workflow_ids})
+        request = api_to_wire.bulk_resume_request({"workflowIds": workflow_ids})
         executor_calls.require_workflows(org, app, workflow_ids)  # the API's rule: all or nothing
     _act(org, app, request, "the resumption")
 
 
 @_problems
 def delete(org: str, app: str, workflow_id: str) -> None:
-    request = translate.delete_request(workflow_id, {})
+    request = api_to_wire.delete_request(workflow_id, {})
     executor_calls.require_workflow(org, app, workflow_id)
     _act(org, app, request, "the deletion")
 
@@ -132,7 +145,7 @@ def fork(org: str, app: str, workflow_id: str, start_step: int, app_version: str
     body: dict[str, Any] = {"startStep": start_step}
     if app_version:
         body["appVersion"] = app_version
-    request = translate.fork_request(workflow_id, body)
+    request = api_to_wire.fork_request(workflow_id, body)
     executor_calls.require_workflow(org, app, workflow_id)
     new_id = _call(org, app, request).new_workflow_id
     if not new_id:
@@ -144,33 +157,33 @@ def fork(org: str, app: str, workflow_id: str, start_step: int, app_version: str
 @_problems
 def workflow_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """`body` is a v2 WorkflowAggregatesBody."""
-    response = _call(org, app, translate.workflow_aggregates_request(body))
-    return [translate.workflow_aggregate(r) for r in response.output or []]
+    response = _call(org, app, api_to_wire.workflow_aggregates_request(body))
+    return [wire_to_api.workflow_aggregate(r) for r in response.output or []]
 
 
 @_problems
 def step_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """`body` is a v2 StepAggregatesBody."""
-    response = _call(org, app, translate.step_aggregates_request(body))
-    return [translate.step_aggregate(r) for r in response.output or []]
+    response = _call(org, app, api_to_wire.step_aggregates_request(body))
+    return [wire_to_api.step_aggregate(r) for r in response.output or []]
 
 
 # -- queues, schedules, versions --------------------------------------------------------------------
 @_problems
 def list_queues(org: str, app: str) -> list[dict[str, Any]]:
-    response = _call(org, app, protocol.ListQueuesRequest())
-    return [translate.queue(r) for r in response.output or []]
+    response = _call(org, app, ListQueuesRequest())
+    return [wire_to_api.queue(r) for r in response.output or []]
 
 
 @_problems
 def list_schedules(org: str, app: str) -> list[dict[str, Any]]:
-    response = _call(org, app, translate.list_schedules_request({}))
-    return [translate.schedule(r) for r in response.output or []]
+    response = _call(org, app, api_to_wire.list_schedules_request({}))
+    return [wire_to_api.schedule(r) for r in response.output or []]
 
 
 def _require_schedule(org: str, app: str, name: str) -> str:
-    name = translate.schedule_name(name)
-    response = _call(org, app, protocol.GetScheduleRequest(schedule_name=name, load_context=False))
+    name = api_to_wire.schedule_name(name)
+    response = _call(org, app, GetScheduleRequest(schedule_name=name, load_context=False))
     if response.output is None:
         raise not_found(f"schedule '{name}' not found in application '{app}'")
     return name
@@ -178,19 +191,19 @@ def _require_schedule(org: str, app: str, name: str) -> str:
 
 @_problems
 def pause_schedule(org: str, app: str, name: str) -> None:
-    request = protocol.PauseScheduleRequest(schedule_name=_require_schedule(org, app, name))
+    request = PauseScheduleRequest(schedule_name=_require_schedule(org, app, name))
     _act(org, app, request, "pausing")
 
 
 @_problems
 def resume_schedule(org: str, app: str, name: str) -> None:
-    request = protocol.ResumeScheduleRequest(schedule_name=_require_schedule(org, app, name))
+    request = ResumeScheduleRequest(schedule_name=_require_schedule(org, app, name))
     _act(org, app, request, "resuming")
 
 
 @_problems
 def trigger_schedule(org: str, app: str, name: str) -> str:
-    request = protocol.TriggerScheduleRequest(schedule_name=_require_schedule(org, app, name))
+    request = TriggerScheduleRequest(schedule_name=_require_schedule(org, app, name))
     workflow_id = _call(org, app, request).workflow_id
     if not workflow_id:
         raise ApiError(502, f"the executor started no workflow for schedule '{name}'", title="Executor Error")
@@ -199,15 +212,15 @@ def trigger_schedule(org: str, app: str, name: str) -> str:
 
 @_problems
 def backfill_schedule(org: str, app: str, name: str, start: str, end: str) -> list[str]:
-    request = translate.backfill_request(name, {"startTime": start, "endTime": end})
+    request = api_to_wire.backfill_request(name, {"startTime": start, "endTime": end})
     _require_schedule(org, app, name)
     return list(_call(org, app, request).workflow_ids or [])
 
 
 def _versions(org: str, app: str) -> list[dict[str, Any]]:
     # As the API does: listing versions tells the application actor which one is the latest.
-    response = _call(org, app, protocol.ListApplicationVersionsRequest())
-    versions = translate.application_versions(response.output or [])
+    response = _call(org, app, ListApplicationVersionsRequest())
+    versions = wire_to_api.application_versions(response.output or [])
     runtime().directory.application(org, app).proxy().note_latest_version(
         versions[0]["versionName"] if versions else None)
     return versions
@@ -221,8 +234,8 @@ def list_versions(org: str, app: str) -> list[dict[str, Any]]:
 
 @_problems
 def set_latest_version(org: str, app: str, version_name: str) -> None:
-    name = translate.latest_version_name({"versionName": version_name})
+    name = api_to_wire.latest_version_name({"versionName": version_name})
     if name not in {v["versionName"] for v in _versions(org, app)}:
         raise not_found(f"application version '{name}' not found in application '{app}'")
-    _act(org, app, protocol.SetLatestApplicationVersionRequest(version_name=name), "setting the latest version")
+    _act(org, app, SetLatestApplicationVersionRequest(version_name=name), "setting the latest version")
     runtime().directory.application(org, app).proxy().note_latest_version(name)

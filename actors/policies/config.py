@@ -3,8 +3,9 @@ decisions that shape its plan.
 
 A document (``apiVersion: relay/v1``, ``kind: Config``) states applications with their settings, data plane and
 alerting rules, and API keys by name and scope (never their secrets). `parse_config` checks it whole and names
-every bad item by its path (``apps[1].settings.gcRowsThreshold: must be an integer >= 1``). events/config_plan.py
-compares it with the organization as it stands and lists the changes; events/config_apply.py runs them.
+every bad item by its path (``apps[1].settings.gcRowsThreshold: must be an integer >= 1``).
+actors/policies/config_plan.py compares it with the organization as it stands and lists the changes;
+actors/services/configuration.py runs them.
 
 Decisions (README, "Declarative configuration"):
 - Nothing is removed or reset unless pruning is asked for (``prune: true`` in the file or ``--prune``): then apps,

@@ -1,9 +1,9 @@
-"""The plan of a declarative configuration (events/config.py): the changes (+ / ~ / -) that bring an organization,
-as it stands (`State`, read from the views by web/api/config.py), to a checked document.
+"""The plan of a declarative configuration (actors/policies/config.py): the changes (+ / ~ / -) that bring an
+organization, as it stands (`State`, read from the views by web/api/config.py), to a checked document.
 
 Nothing is removed or reset unless pruning is asked for; alerting rules are matched by content; a key whose scope
-differs is a ``~`` that only a replacement can apply (events/config.py says why). Each change carries what it
-expects to find (``before``): events/config_apply.py checks it against the aggregates.
+differs is a ``~`` that only a replacement can apply (actors/policies/config.py says why). Each change carries what it
+expects to find (``before``): actors/services/configuration.py checks it against the aggregates.
 
 Pure: no I/O, no clock (a rule to create is checked by building its aggregate at a fixed time, thrown away).
 """
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from relay.actors.policies.config import AppSpec, Checker, Config, ConfigInvalidError, KeySpec, RuleSpec
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS
-from relay.events.config import AppSpec, Checker, Config, ConfigInvalidError, KeySpec, RuleSpec
 from relay.events.errors import InvalidValueError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -113,7 +113,8 @@ class Change:
         if self.op == "~":
             return (f"{self.before.describe()} -> {self.after.describe()} (a key cannot change: replaced, with a new "
                     "secret, only with --replace-keys)")
-        return (self.after or self.before).describe()
+        described: str = (self.after or self.before).describe()
+        return described
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "kind": self.kind, "app": self.app, "name": self.name, "ruleId": self.rule_id,

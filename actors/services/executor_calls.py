@@ -49,16 +49,20 @@ from relay.web.api import executor_errors
 from relay.web.api.metrics import timed_request
 from relay.web.api.problems import ApiError, not_found
 from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
-from relay.wire import protocol
+from relay.wire.codec import is_metadata_only_refusal, is_send_race, is_unknown_type_error
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
+from relay.wire.messages import MessageType, new_request_id
+from relay.wire.requests import CancelRequest, DeleteRequest, Request, ResumeRequest
+from relay.wire.support import supports_bulk_ids
+from relay.wire.workflow_requests import GetWorkflowRequest, ListWorkflowsBody, ListWorkflowsRequest
 
 log = logging.getLogger("relay.web.executor_calls")
 
 SEND_RACE_RETRY_DELAYS_S = (0.05, 0.25)
-"""Pauses before asking again when an executor failed only to send its answer (protocol.is_send_race): the Java
+"""Pauses before asking again when an executor failed only to send its answer (is_send_race): the Java
 SDK's export clears in milliseconds, once the answer before it has gone out."""
 
-SEND_RACE_RETRYABLE = frozenset({protocol.MessageType.EXPORT_WORKFLOW})
+SEND_RACE_RETRYABLE = frozenset({MessageType.EXPORT_WORKFLOW})
 """The types asked again after a send race: read-only, so a second ask changes nothing. A type that changes
 state (import) is never asked twice; its error reaches the caller."""
 
@@ -66,7 +70,7 @@ MAX_DETAIL_CHARS = 2000
 _TRACEBACK = "Traceback (most recent call last):"
 # A traceback's exception line: unindented "module.Name: message" (PostgreSQL's "DETAIL: ..." is all capitals).
 _EXCEPTION_LINE = re.compile(r"^(?=[\w.]*[a-z])[A-Za-z_][\w.]*: \S")
-_BULK_CAPABLE = (protocol.CancelRequest, protocol.ResumeRequest, protocol.DeleteRequest)
+_BULK_CAPABLE = (CancelRequest, ResumeRequest, DeleteRequest)
 
 
 class NoExecutorError(ApiError):
@@ -157,7 +161,7 @@ def from_database(plane: DataPlane, request: Any) -> Any:
     return response
 
 
-def call(org: str, app: str, request: protocol.Request) -> Any:
+def call(org: str, app: str, request: Request) -> Any:
     """Send ``request`` to the best executor of the application and return its (successful) response; the
     system database answers when no executor can and the application has a data plane."""
     message_type = str(request.type.value)
@@ -186,7 +190,7 @@ def _database_first(plane: DataPlane, request: Any) -> Any:
         return None
 
 
-def _ask_executors(org: str, app: str, request: protocol.Request, route: routing.Route,
+def _ask_executors(org: str, app: str, request: Request, route: routing.Route,
                    plane: DataPlane | None) -> Any:
     """The candidates in order; the database when none supports the type (and the application has one)."""
     message_type = str(request.type.value)
@@ -208,11 +212,11 @@ def _ask_executors(org: str, app: str, request: protocol.Request, route: routing
         if response.error_message is None:
             g.relay_served_from = "executor"
             return response
-        if protocol.is_unknown_type_error(response):
+        if is_unknown_type_error(response):
             _mark_unsupported(org, app, executor, message_type)
             lacking.append(executor)
             continue
-        if protocol.is_metadata_only_refusal(response):
+        if is_metadata_only_refusal(response):
             refusal = _failed(executor, message_type, response.error_message)
             continue
         raise _failed(executor, message_type, response.error_message)
@@ -221,13 +225,13 @@ def _ask_executors(org: str, app: str, request: protocol.Request, route: routing
     raise _unanswered(app, message_type, refusal, busy, gone, lacking)
 
 
-def _send_past_races(org: str, app: str, executor: LiveExecutor, request: protocol.Request) -> Any:
+def _send_past_races(org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
     """_send_all, asked again (read-only types only) while the executor answers that it lost a send race."""
     response = _send_all(org, app, executor, request)
     if request.type not in SEND_RACE_RETRYABLE:
         return response
     for delay in SEND_RACE_RETRY_DELAYS_S:
-        if not protocol.is_send_race(response):
+        if not is_send_race(response):
             break
         log.info("executor %s/%s/%s lost a send race answering %s; asking again",
                  org, app, executor.executor_id, request.type.value)
@@ -287,12 +291,12 @@ def call_executor(org: str, app: str, executor: LiveExecutor, request: Any) -> A
         raise _busy(app, error.limit) from None
     except MalformedAnswerError as error:
         raise _malformed(executor, str(request.type), error) from None
-    if protocol.is_unknown_type_error(response):
+    if is_unknown_type_error(response):
         _mark_unsupported(org, app, executor, str(request.type))
     return response
 
 
-def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Request) -> Any:
+def _send_all(org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
     """One logical request to one executor. Releases without ``workflow_ids`` support for this type act on
     the first id only (Go read it for delete before cancel/resume), so a request for several workflows goes to
     them as one request per workflow."""
@@ -301,7 +305,7 @@ def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Requ
         isinstance(request, _BULK_CAPABLE)
         and ids is not None
         and len(ids) > 1
-        and protocol.supports_bulk_ids(executor.language, executor.dbos_version, request.type) is False
+        and supports_bulk_ids(executor.language, executor.dbos_version, request.type) is False
     ):
         response = None
         for workflow_id in ids:
@@ -316,7 +320,7 @@ def _send_all(org: str, app: str, executor: LiveExecutor, request: protocol.Requ
 @timed_request  # requests by type and outcome, with their latency (GET /metrics)
 def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     """Send with a fresh request id (a retry must not reuse one) and wait up to the request timeout."""
-    attempt = dataclasses.replace(request, request_id=protocol.new_request_id())
+    attempt = dataclasses.replace(request, request_id=new_request_id())
     timeout = runtime().settings.limits.request_timeout_s
     if isinstance(executor, RemoteExecutor):
         return _forward_one(org, app, executor, attempt, timeout)
@@ -344,7 +348,7 @@ def send_local(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
     """One request to one executor of this instance, its response whatever it says (a forwarded request:
     web/api/cluster.py). Raises ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ApiError 504."""
     response = _send_one(org, app, executor, request)
-    if protocol.is_unknown_type_error(response):
+    if is_unknown_type_error(response):
         _mark_unsupported(org, app, executor, str(request.type))
     return response
 
@@ -405,7 +409,7 @@ def authorize_app(permission: str, org: str, app: str) -> None:
 
 def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:
     """The workflow's status record (without input or output), or 404 when the executor has no such one."""
-    response = call(org, app, protocol.GetWorkflowRequest(workflow_id=workflow_id, load_input=False,
+    response = call(org, app, GetWorkflowRequest(workflow_id=workflow_id, load_input=False,
                                                           load_output=False))
     if response.output is None:
         raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
@@ -417,8 +421,8 @@ def require_workflows(org: str, app: str, workflow_ids: list[str]) -> None:
     every id first, all or nothing (docs/adr/0002-bulk-actions-all-or-nothing.md), since the SDKs disagree on an
     unknown id (some skip it, some fail)."""
     wanted = list(dict.fromkeys(workflow_ids))
-    body = protocol.ListWorkflowsBody(workflow_uuids=wanted, limit=len(wanted))
-    listed = {str(r.get("WorkflowUUID")) for r in call(org, app, protocol.ListWorkflowsRequest(body=body)).output or []}
+    body = ListWorkflowsBody(workflow_uuids=wanted, limit=len(wanted))
+    listed = {str(r.get("WorkflowUUID")) for r in call(org, app, ListWorkflowsRequest(body=body)).output or []}
     if not listed <= set(wanted):
         return  # an executor that ignored the filter: it cannot tell, the action will
     missing = [w for w in wanted if w not in listed]
