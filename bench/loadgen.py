@@ -153,7 +153,7 @@ def workflow_record(workflow_id: str, executor_id: str, payload: str, version: s
     }
 
 
-# What the response of each type must carry besides the envelope (wire/protocol.py checks them).
+# What the response of each type must carry besides the envelope (wire/codec.py checks them).
 _SUCCESS_TYPES = frozenset({
     "recovery", "cancel", "resume", "delete", "restart", "retention", "import_workflow", "pause_schedule",
     "resume_schedule", "set_latest_application_version", "alert", "rewind_workflow",

@@ -1,9 +1,9 @@
 """Calling an executor connected to another Relay instance: `POST /internal/v1/forward/{appID}` there.
 
 The payload is ``{"org", "app", "executor_id", "frame": {"type", "request_id", ...fields}}`` (the frame
-as protocol.py encodes it; the peer sends the executor a request id of its own), signed as wire/signing.py
+as wire/requests.py encodes it; the peer sends the executor a request id of its own), signed as wire/signing.py
 says. The peer runs it on that executor and answers the executor's raw response (200, decoded here with
-protocol.py like a frame), or a problem: 503 the executor is not connected there (any more) or disconnected
+wire/codec.py like a frame), or a problem: 503 the executor is not connected there (any more) or disconnected
 before answering, 504 it did not answer in time, 429 it is busy, 502 it answered a malformed frame,
 401/409 the forward was refused. The HTTP client (actors/adapters/http_client.py) is cooperative under gevent and
 reuses its connection to a peer; every call is bounded by the caller's timeout plus a small margin, so the

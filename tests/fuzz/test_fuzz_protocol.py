@@ -1,4 +1,4 @@
-"""Hypothesis against the executor frame decoder (``relay.wire.protocol.decode_response``) and every response type.
+"""Hypothesis against the executor frame decoder (``relay.wire.codec.decode_response``) and every response type.
 
 tests/unit/test_protocol.py pins the decoder on hand-written frames; these properties throw generated ones at it:
 

@@ -11,7 +11,7 @@ its own process against a real ``relay serve``, its system database on PostgreSQ
 - ``unknown type``: the executor answered "Unknown message type" (a release without that type);
 - ``refused (metadata-only)``: the executor refused to move workflow data in metadata-only mode.
 
-The tests check the answers against Relay's own release tables (``relay.wire.protocol.supported_types``): a type
+The tests check the answers against Relay's own release tables (``relay.wire.support.supported_types``): a type
 Relay believes a release has must be answered, one it believes missing must be "unknown type". The last test
 renders the matrix and checks the README block between the ``compat-matrix`` markers is that rendering
 (tests/support/readme_blocks.py; ``make compat-matrix`` rewrites it).

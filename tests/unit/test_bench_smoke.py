@@ -65,7 +65,7 @@ def test_simulated_executors_answer_the_protocol() -> None:
     answers: dict[str, list[dict]] = {}
 
     async def stub(ws) -> None:
-        # Speak like Relay: executor_info first, then requests; every answer must decode as protocol.py says.
+        # Speak like Relay: executor_info first, then requests; every answer must decode as wire/codec.py says.
         requests = [
             {"type": "executor_info", "request_id": "r-info"},
             {"type": "get_workflow", "request_id": "r-wf", "workflow_id": "wf-1", "load_input": True,

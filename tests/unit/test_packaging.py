@@ -30,7 +30,7 @@ def test_the_wheel_has_one_top_level_name_relay_and_carries_the_console_files(tm
     for module in ("relay/projections/store/log.py", "relay/actors/executor.py", "relay/projections/views.py",
                    "relay/web/cli/main.py", "relay/actors/adapters/dataplane/client.py",
                        "relay/web/transport/server.py", "relay/web/api/workflows.py",
-                       "relay/wire/protocol.py", "relay/wire/responses.py",
+                       "relay/wire/codec.py", "relay/wire/responses.py",
                    "relay/web/console/__init__.py",
                    "relay/web/templates/console/layout.html", "relay/web/static/redoc.standalone.js",
                    "relay/web/static/redoc.LICENSE.txt", "relay/web/static/docs.js"):

@@ -1,4 +1,4 @@
-"""web/api/translate.py: wire records → v2 schemas, and v2 inputs → protocol requests.
+"""web/api/wire_to_api.py, api_to_wire.py and values.py: wire records → v2 schemas, and v2 inputs → protocol requests.
 
 Records are made by the real SDK's own classes (dbos 3.2.0, ``dbos._conductor.protocol``) and sent through
 JSON as the SDK sends them; every translation is checked against the schema of Conductor's reference

@@ -1,6 +1,6 @@
 """The JSON Schemas of what Relay's HTTP API accepts and returns, as named components of /openapi.json.
 
-The Conductor v2 shapes say what web/api/translate.py and web/api/views_to_api.py produce and read; their names, fields,
+The Conductor v2 shapes say what web/api/wire_to_api.py, api_to_wire.py and views_to_api.py produce and read; their names, fields,
 types and formats are those of Conductor's reference document (tests/unit/test_openapi_conformance.py holds
 them to it). Relay-only shapes follow. The request bodies are not written here: each is built from the one
 declaration web/api/api_to_wire.py validates and translates it with (`body_schema`).

@@ -1,6 +1,6 @@
 """Conductor API v2: workflows and steps, served by the application's executors over their WebSockets.
 
-Each view checks the caller and every input first (web/api/translate.py), then asks one executor
+Each view checks the caller and every input first (web/api/api_to_wire.py), then asks one executor
 (web/executor_calls.py), then translates its answer. Operations on one workflow first make sure it exists
 (404 otherwise): the SDKs answer an unknown id with empty lists or an error. The four bulk actions (cancel,
 resume, delete, fork from failure) follow one rule (docs/adr/0002-bulk-actions-all-or-nothing.md): every id
