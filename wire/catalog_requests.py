@@ -18,6 +18,18 @@ from relay.wire.messages import (
     MessageType,
 )
 from relay.wire.requests import Request
+from relay.wire.responses import (
+    BackfillScheduleResponse,
+    GetMetricsResponse,
+    GetQueueResponse,
+    GetScheduleResponse,
+    ListApplicationVersionsResponse,
+    ListQueuesResponse,
+    ListSchedulesResponse,
+    Response,
+    SuccessResponse,
+    TriggerScheduleResponse,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +51,7 @@ class ListSchedulesRequest(Request):
     """Answered by ListSchedulesResponse. ``body`` is always sent: both SDKs dereference it."""
 
     type: ClassVar[MessageType] = MessageType.LIST_SCHEDULES
+    answer: ClassVar[type[Response]] = ListSchedulesResponse
     body: ListSchedulesBody = field(default_factory=ListSchedulesBody)
 
 
@@ -56,6 +69,7 @@ class GetScheduleRequest(_OneScheduleRequest):
     """Answered by GetScheduleResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_SCHEDULE
+    answer: ClassVar[type[Response]] = GetScheduleResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_context"})
     load_context: bool = True
 
@@ -69,6 +83,7 @@ class PauseScheduleRequest(_OneScheduleRequest):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.PAUSE_SCHEDULE
+    answer: ClassVar[type[Response]] = SuccessResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +91,7 @@ class ResumeScheduleRequest(_OneScheduleRequest):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.RESUME_SCHEDULE
+    answer: ClassVar[type[Response]] = SuccessResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +99,7 @@ class TriggerScheduleRequest(_OneScheduleRequest):
     """Answered by TriggerScheduleResponse."""
 
     type: ClassVar[MessageType] = MessageType.TRIGGER_SCHEDULE
+    answer: ClassVar[type[Response]] = TriggerScheduleResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +107,7 @@ class BackfillScheduleRequest(_OneScheduleRequest):
     """Answered by BackfillScheduleResponse. ``start``/``end``: ISO 8601 timestamps."""
 
     type: ClassVar[MessageType] = MessageType.BACKFILL_SCHEDULE
+    answer: ClassVar[type[Response]] = BackfillScheduleResponse
     start: str
     end: str
 
@@ -112,6 +130,7 @@ class ListQueuesRequest(Request):
     """Answered by ListQueuesResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_QUEUES
+    answer: ClassVar[type[Response]] = ListQueuesResponse
     body: ListQueuesBody = field(default_factory=ListQueuesBody)
 
 
@@ -120,6 +139,7 @@ class GetQueueRequest(Request):
     """Answered by GetQueueResponse (``output`` is None when there is no such queue)."""
 
     type: ClassVar[MessageType] = MessageType.GET_QUEUE
+    answer: ClassVar[type[Response]] = GetQueueResponse
     name: str
 
     def __post_init__(self) -> None:
@@ -135,6 +155,7 @@ class GetMetricsRequest(Request):
     """
 
     type: ClassVar[MessageType] = MessageType.GET_METRICS
+    answer: ClassVar[type[Response]] = GetMetricsResponse
     start_time: str
     end_time: str
     metric_class: str = "workflow_step_count"
@@ -153,6 +174,7 @@ class ListApplicationVersionsRequest(Request):
     """Answered by ListApplicationVersionsResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_APPLICATION_VERSIONS
+    answer: ClassVar[type[Response]] = ListApplicationVersionsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +182,7 @@ class SetLatestApplicationVersionRequest(Request):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.SET_LATEST_APPLICATION_VERSION
+    answer: ClassVar[type[Response]] = SuccessResponse
     version_name: str
 
     def __post_init__(self) -> None:
@@ -172,6 +195,7 @@ class AlertRequest(Request):
     """Delivered to the application's alert handler; answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.ALERT
+    answer: ClassVar[type[Response]] = SuccessResponse
     name: str
     message: str
     metadata: dict[str, str] = field(default_factory=dict)

@@ -7,6 +7,10 @@ import json
 import math
 from typing import Any
 
+# Every module of request classes, imported for what defining them does: each class registers its answer.
+import relay.wire.catalog_requests
+import relay.wire.requests
+import relay.wire.workflow_requests  # noqa: F401
 from relay.wire.errors import ProtocolError
 from relay.wire.json_depth import nests_deeper
 from relay.wire.messages import (
@@ -21,10 +25,10 @@ from relay.wire.responses import (
     _KIND_TEXT,
     _OBJECT,
     _OBJECTS,
-    _RESPONSE_CLASSES,
     _STR,
     RawResponse,
     Response,
+    answer_of,
 )
 
 
@@ -124,7 +128,7 @@ def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_dep
         raise ProtocolError("field 'error_message' must be a string or null")
     msg_type, request_id = data["type"], data["request_id"]
 
-    cls = _RESPONSE_CLASSES.get(msg_type)
+    cls = answer_of(msg_type)
     if cls is None:
         extra = {k: v for k, v in data.items() if k not in ("type", "request_id", "error_message")}
         return RawResponse(type=msg_type, request_id=request_id, error_message=error_message, fields=extra)
@@ -141,6 +145,15 @@ def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_dep
             raise ProtocolError(f"field '{name}' must be {kinds}")
         values[name] = value
     return cls(type=msg_type, request_id=request_id, error_message=error_message, **values)
+
+
+def response_for(message_type: str, request_id: str, fields: dict[str, Any]) -> Response:
+    """The response class of a message type, built from its fields (an answer not read from a frame: the data
+    plane's, issue 15). Unknown fields are a programming error: TypeError."""
+    cls = answer_of(message_type)
+    if cls is None:
+        raise KeyError(message_type)
+    return cls(type=message_type, request_id=request_id, **fields)
 
 
 def is_unknown_type_error(resp: Response) -> bool:

@@ -21,6 +21,13 @@ from relay.wire.messages import (
     MessageType,
     new_request_id,
 )
+from relay.wire.responses import (
+    ExecutorInfoResponse,
+    ExistPendingWorkflowsResponse,
+    Response,
+    SuccessResponse,
+    register_answer,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,9 +35,15 @@ class Request:
     """Base of the typed requests: ``type`` is fixed per class, ``request_id`` is fresh by default."""
 
     type: ClassVar[MessageType]
+    answer: ClassVar[type[Response]]  # the response class an executor answers this request with
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
 
     request_id: str = field(default_factory=new_request_id)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "type" in cls.__dict__:  # a concrete request (not a shared base): the codec learns its answer
+            register_answer(cls.type, cls.answer)
 
     def __post_init__(self) -> None:
         _check_id("request_id", self.request_id)
@@ -45,6 +58,7 @@ class ExecutorInfoRequest(Request):
     """Sent first on every connection; answered by ExecutorInfoResponse."""
 
     type: ClassVar[MessageType] = MessageType.EXECUTOR_INFO
+    answer: ClassVar[type[Response]] = ExecutorInfoResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,6 +66,7 @@ class RecoveryRequest(Request):
     """Recover the PENDING workflows of these (dead) executors; answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.RECOVERY
+    answer: ClassVar[type[Response]] = SuccessResponse
     executor_ids: list[str]
 
     def __post_init__(self) -> None:
@@ -101,6 +116,7 @@ class CancelRequest(_WorkflowsTarget):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.CANCEL
+    answer: ClassVar[type[Response]] = SuccessResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"cancel_children"})
     cancel_children: bool = False
 
@@ -114,6 +130,7 @@ class ResumeRequest(_WorkflowsTarget):
     """Answered by SuccessResponse. ``queue_name``: the queue to resume onto (SDK default when unset)."""
 
     type: ClassVar[MessageType] = MessageType.RESUME
+    answer: ClassVar[type[Response]] = SuccessResponse
     queue_name: str | None = None
 
     def __post_init__(self) -> None:
@@ -126,6 +143,7 @@ class DeleteRequest(_WorkflowsTarget):
     """Answered by SuccessResponse. The Python SDK requires ``delete_children``: it is always sent."""
 
     type: ClassVar[MessageType] = MessageType.DELETE
+    answer: ClassVar[type[Response]] = SuccessResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"delete_children"})
     delete_children: bool = False
 
@@ -139,6 +157,7 @@ class ExistPendingWorkflowsRequest(Request):
     """Answered by ExistPendingWorkflowsResponse."""
 
     type: ClassVar[MessageType] = MessageType.EXIST_PENDING_WORKFLOWS
+    answer: ClassVar[type[Response]] = ExistPendingWorkflowsResponse
     executor_id: str
     application_version: str
 
@@ -170,6 +189,7 @@ class RetentionRequest(Request):
     """Answered by SuccessResponse at once; the SDKs run the garbage collection in the background."""
 
     type: ClassVar[MessageType] = MessageType.RETENTION
+    answer: ClassVar[type[Response]] = SuccessResponse
     body: RetentionBody
 
 

@@ -115,48 +115,20 @@ GetQueueResponse = _CLASSES["GetQueueResponse"]
 GetMetricsResponse = _CLASSES["GetMetricsResponse"]
 ListApplicationVersionsResponse = _CLASSES["ListApplicationVersionsResponse"]
 
-_SUCCESS = "SuccessResponse"
-# Each message type's response class.
-RESPONSE_OF_TYPE: dict[str, str] = {
-    MessageType.EXECUTOR_INFO.value: "ExecutorInfoResponse",
-    MessageType.RECOVERY.value: _SUCCESS,
-    MessageType.CANCEL.value: _SUCCESS,
-    MessageType.RESUME.value: _SUCCESS,
-    MessageType.DELETE.value: _SUCCESS,
-    MessageType.RESTART.value: _SUCCESS,
-    MessageType.EXIST_PENDING_WORKFLOWS.value: "ExistPendingWorkflowsResponse",
-    MessageType.RETENTION.value: _SUCCESS,
-    MessageType.LIST_WORKFLOWS.value: "ListWorkflowsResponse",
-    MessageType.LIST_QUEUED_WORKFLOWS.value: "ListWorkflowsResponse",
-    MessageType.GET_WORKFLOW.value: "GetWorkflowResponse",
-    MessageType.LIST_STEPS.value: "ListStepsResponse",
-    MessageType.GET_WORKFLOW_EVENTS.value: "GetWorkflowEventsResponse",
-    MessageType.GET_WORKFLOW_NOTIFICATIONS.value: "GetWorkflowNotificationsResponse",
-    MessageType.GET_WORKFLOW_STREAMS.value: "GetWorkflowStreamsResponse",
-    MessageType.GET_WORKFLOW_AGGREGATES.value: "GetWorkflowAggregatesResponse",
-    MessageType.GET_STEP_AGGREGATES.value: "GetStepAggregatesResponse",
-    MessageType.FORK_WORKFLOW.value: "ForkWorkflowResponse",
-    MessageType.FORK_FROM_FAILURE.value: "ForkFromFailureResponse",
-    MessageType.REWIND_WORKFLOW.value: _SUCCESS,
-    MessageType.EXPORT_WORKFLOW.value: "ExportWorkflowResponse",
-    MessageType.IMPORT_WORKFLOW.value: _SUCCESS,
-    MessageType.LIST_SCHEDULES.value: "ListSchedulesResponse",
-    MessageType.GET_SCHEDULE.value: "GetScheduleResponse",
-    MessageType.PAUSE_SCHEDULE.value: _SUCCESS,
-    MessageType.RESUME_SCHEDULE.value: _SUCCESS,
-    MessageType.TRIGGER_SCHEDULE.value: "TriggerScheduleResponse",
-    MessageType.BACKFILL_SCHEDULE.value: "BackfillScheduleResponse",
-    MessageType.LIST_QUEUES.value: "ListQueuesResponse",
-    MessageType.GET_QUEUE.value: "GetQueueResponse",
-    MessageType.GET_METRICS.value: "GetMetricsResponse",
-    MessageType.LIST_APPLICATION_VERSIONS.value: "ListApplicationVersionsResponse",
-    MessageType.SET_LATEST_APPLICATION_VERSION.value: _SUCCESS,
-    MessageType.ALERT.value: _SUCCESS,
-}
-_RESPONSE_CLASSES: dict[str, type[Response]] = {kind: _CLASSES[name] for kind, name in RESPONSE_OF_TYPE.items()}
+# Each message type's response class, filled by the request classes themselves (wire/requests.py
+# `Request.__init_subclass__`: a request declares its `answer`). restart has no request class (Relay does not send
+# it; RawRequest can) but its answer is understood.
+_ANSWERS: dict[str, type[Response]] = {MessageType.RESTART.value: _CLASSES["SuccessResponse"]}
 
 
-def response_for(message_type: str, request_id: str, fields: dict[str, Any]) -> Response:
-    """The response class of a message type, built from its fields (an answer not read from a frame: the data
-    plane's, issue 15). Unknown fields are a programming error: TypeError."""
-    return _RESPONSE_CLASSES[message_type](type=message_type, request_id=request_id, **fields)
+def register_answer(message_type: MessageType, answer: type[Response]) -> None:
+    """Record the response class that answers ``message_type`` (once per type)."""
+    known = _ANSWERS.setdefault(message_type.value, answer)
+    if known is not answer:
+        raise TypeError(f"{message_type.value} is answered by {known.__name__} already")
+
+
+def answer_of(message_type: str) -> type[Response] | None:
+    """The response class of a message type; None for a type no request class declares. The request classes
+    register themselves on import: codec.py imports every module of them."""
+    return _ANSWERS.get(message_type)

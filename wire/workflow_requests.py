@@ -19,6 +19,21 @@ from relay.wire.messages import (
     MessageType,
 )
 from relay.wire.requests import Request
+from relay.wire.responses import (
+    ExportWorkflowResponse,
+    ForkFromFailureResponse,
+    ForkWorkflowResponse,
+    GetStepAggregatesResponse,
+    GetWorkflowAggregatesResponse,
+    GetWorkflowEventsResponse,
+    GetWorkflowNotificationsResponse,
+    GetWorkflowResponse,
+    GetWorkflowStreamsResponse,
+    ListStepsResponse,
+    ListWorkflowsResponse,
+    Response,
+    SuccessResponse,
+)
 
 _OLD_PYTHON_LIST_KEYS = frozenset(
     # Python SDKs before 2.10 read these with body["..."]: they must be present (null is fine).
@@ -95,6 +110,7 @@ class ListWorkflowsRequest(Request):
     """Answered by ListWorkflowsResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_WORKFLOWS
+    answer: ClassVar[type[Response]] = ListWorkflowsResponse
     body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
 
 
@@ -103,6 +119,7 @@ class ListQueuedWorkflowsRequest(Request):
     """Answered by ListWorkflowsResponse (type list_queued_workflows)."""
 
     type: ClassVar[MessageType] = MessageType.LIST_QUEUED_WORKFLOWS
+    answer: ClassVar[type[Response]] = ListWorkflowsResponse
     body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
 
 
@@ -111,6 +128,7 @@ class GetWorkflowRequest(Request):
     """Answered by GetWorkflowResponse (``output`` is None when there is no such workflow)."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW
+    answer: ClassVar[type[Response]] = GetWorkflowResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_input", "load_output"})
     workflow_id: str
     load_input: bool = True
@@ -128,6 +146,7 @@ class ListStepsRequest(Request):
     """Answered by ListStepsResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_STEPS
+    answer: ClassVar[type[Response]] = ListStepsResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_output"})
     workflow_id: str
     load_output: bool = True
@@ -156,6 +175,7 @@ class GetWorkflowEventsRequest(_OneWorkflowRequest):
     """Answered by GetWorkflowEventsResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_EVENTS
+    answer: ClassVar[type[Response]] = GetWorkflowEventsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +183,7 @@ class GetWorkflowNotificationsRequest(_OneWorkflowRequest):
     """Answered by GetWorkflowNotificationsResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_NOTIFICATIONS
+    answer: ClassVar[type[Response]] = GetWorkflowNotificationsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,6 +191,7 @@ class GetWorkflowStreamsRequest(_OneWorkflowRequest):
     """Answered by GetWorkflowStreamsResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_STREAMS
+    answer: ClassVar[type[Response]] = GetWorkflowStreamsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,6 +260,7 @@ class GetWorkflowAggregatesRequest(Request):
     """Answered by GetWorkflowAggregatesResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_AGGREGATES
+    answer: ClassVar[type[Response]] = GetWorkflowAggregatesResponse
     body: GetWorkflowAggregatesBody = field(default_factory=GetWorkflowAggregatesBody)
 
 
@@ -275,6 +298,7 @@ class GetStepAggregatesRequest(Request):
     """Answered by GetStepAggregatesResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_STEP_AGGREGATES
+    answer: ClassVar[type[Response]] = GetStepAggregatesResponse
     body: GetStepAggregatesBody = field(default_factory=GetStepAggregatesBody)
 
 
@@ -302,6 +326,7 @@ class ForkWorkflowRequest(Request):
     """Answered by ForkWorkflowResponse."""
 
     type: ClassVar[MessageType] = MessageType.FORK_WORKFLOW
+    answer: ClassVar[type[Response]] = ForkWorkflowResponse
     body: ForkWorkflowBody
 
 
@@ -330,6 +355,7 @@ class ForkFromFailureRequest(Request):
     """Answered by ForkFromFailureResponse."""
 
     type: ClassVar[MessageType] = MessageType.FORK_FROM_FAILURE
+    answer: ClassVar[type[Response]] = ForkFromFailureResponse
     body: ForkFromFailureBody
 
 
@@ -355,6 +381,7 @@ class RewindWorkflowRequest(Request):
     """Answered by SuccessResponse (Python >= 3.1, TypeScript >= 5.1)."""
 
     type: ClassVar[MessageType] = MessageType.REWIND_WORKFLOW
+    answer: ClassVar[type[Response]] = SuccessResponse
     body: RewindWorkflowBody
 
 
@@ -367,6 +394,7 @@ class ExportWorkflowRequest(Request):
     """
 
     type: ClassVar[MessageType] = MessageType.EXPORT_WORKFLOW
+    answer: ClassVar[type[Response]] = ExportWorkflowResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"export_children"})
     workflow_id: str
     export_children: bool = False
@@ -382,6 +410,7 @@ class ImportWorkflowRequest(Request):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.IMPORT_WORKFLOW
+    answer: ClassVar[type[Response]] = SuccessResponse
     serialized_workflow: str
 
     def __post_init__(self) -> None:

@@ -21,10 +21,9 @@ from relay.web import executor_calls
 from relay.web.api.problems import ApiError
 from relay.web.executor_calls import call, summarize_error
 from relay.wire.catalog_requests import ListQueuesRequest
-from relay.wire.codec import decode_response
+from relay.wire.codec import decode_response, response_for
 from relay.wire.errors import ExecutorGoneError
 from relay.wire.requests import CancelRequest, DeleteRequest, ResumeRequest
-from relay.wire.responses import response_for
 from relay.wire.workflow_requests import (
     ExportWorkflowRequest,
     GetWorkflowEventsRequest,

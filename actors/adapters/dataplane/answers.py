@@ -16,8 +16,8 @@ from relay.actors.adapters.dataplane.values import as_text
 from relay.actors.adapters.off_hub import off_hub
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.wire import client_records as records
+from relay.wire.codec import response_for
 from relay.wire.messages import MessageType
-from relay.wire.responses import response_for
 
 M = MessageType
 Answer = Callable[..., dict[str, Any]]  # (client, request), or (plane, client, request): _NEEDS_PLANE
