@@ -36,6 +36,7 @@ from relay.actors.adapters.dataplane.client import DataPlaneError
 from relay.actors.adapters.sinks import SinkConfig
 from relay.actors.alerting_fleet import FleetSources, evaluate_recovery_flapping, evaluate_stranded_version
 from relay.actors.clock import Clock
+from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
@@ -73,18 +74,14 @@ METRICS_LAG_S = 2.0  # per-app workflow/step counts: how far behind the clock ea
 
 @dataclass(frozen=True)
 class AlertingConfig:
-    """What alerting and retention need from the process (the runtime, actors/runtime.py, builds it).
+    """What alerting needs from the process beside the jobs' intervals (actors/configuration/jobs.py); the runtime,
+    actors/runtime.py, builds it.
 
     ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
     application of an alert); ``remote``: those connected to other instances, and how to reach them (HA);
     ``sinks``: Slack and PagerDuty, when configured; ``data_plane(org, app)``: the application's data plane
     (actors/adapters/dataplane/client.py), None when it has none."""
 
-    interval_s: float = 30.0
-    retention_interval_s: float = 300.0
-    autoscale_interval_s: float = 15.0
-    request_timeout_s: float = 30.0
-    probe_timeout_s: float = 10.0
     webhook: WebhookConfig | None = None
     peers: Callable[[str, str], list[Any]] = field(default=lambda org, app: [])
     remote: RemoteExecutors | None = None
@@ -355,10 +352,10 @@ class AppAlerting(AppJob):
         super().__init__(org, app, **parts)
 
     def interval(self) -> float | None:
-        return config.interval_s if (config := self.ctx.alerting) else None
+        return jobs.alert_interval_s if (jobs := self.ctx.jobs) and self.ctx.alerting else None
 
     def start(self) -> None:
-        if self.metrics_since is None and self.ctx.alerting is not None:
+        if self.metrics_since is None and self.ctx.jobs is not None and self.ctx.alerting is not None:
             self.metrics_since = self.ctx.clock()
         self.periodic.start()
 
@@ -369,18 +366,19 @@ class AppAlerting(AppJob):
             self.periodic.handle(message)
 
     def _prepare(self) -> Callable[[], Any] | None:
-        config = self.ctx.alerting
-        if config is None:
+        jobs, config = self.ctx.jobs, self.ctx.alerting
+        if jobs is None or config is None:
             return None
         live, latest = self.snapshot()
         since = self.metrics_since or self.ctx.clock()
-        return lambda: self._evaluate(config, live, latest, since)
+        return lambda: self._evaluate(jobs, config, live, latest, since)
 
     def _finish(self, result: Any) -> None:
         if isinstance(result, datetime):
             self.metrics_since = result
 
-    def _evaluate(self, config: AlertingConfig, live: list[Any], latest: str | None, since: datetime) -> datetime:
+    def _evaluate(self, jobs: JobsConfig, config: AlertingConfig, live: list[Any], latest: str | None,
+                  since: datetime) -> datetime:
         """In the worker: evaluate the rules, then count this window's workflows and steps. Returns where
         the next metrics window starts."""
         ctx, org, app = self.ctx, self.org, self.app
@@ -388,15 +386,15 @@ class AppAlerting(AppJob):
             return since  # not registered (deleted): nothing to watch
         sources = LiveSources(
             org, app, registry=ctx.views.registry, live=live, latest=latest, transport=self.transport,
-            request_timeout_s=config.request_timeout_s, probe_timeout_s=config.probe_timeout_s,
+            request_timeout_s=jobs.request_timeout_s, probe_timeout_s=jobs.probe_timeout_s,
             mark_unsupported=self.mark_unsupported, data_plane=lambda: config.data_plane(org, app),
         )
         rules = ctx.views.alerting.rules(org, app)
         if rules:
-            deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=config.request_timeout_s,
+            deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=jobs.request_timeout_s,
                                 webhook=config.webhook, remote=config.remote, sinks=config.sinks)
             AlertRun(org, app, log=ctx.log, sources=sources, instance_id=ctx.instance_id,
-                     interval_s=config.interval_s, clock=ctx.clock, deliver=deliver).run(rules)
+                     interval_s=jobs.alert_interval_s, clock=ctx.clock, deliver=deliver).run(rules)
         # The window ends a little in the past: SDKs store times coarsely (the SQLite system database, to the
         # second), so a row created just now may carry a time already behind us.
         now = ctx.clock() - timedelta(seconds=METRICS_LAG_S)

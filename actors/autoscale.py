@@ -127,11 +127,11 @@ class AppAutoscale(AppJob):
     key = MESSAGE_KEY
 
     def interval(self) -> float | None:
-        return config.autoscale_interval_s if (config := self.ctx.alerting) else None
+        return jobs.autoscale_interval_s if (jobs := self.ctx.jobs) else None
 
     def _prepare(self) -> Callable[[], Any] | None:
-        config = self.ctx.alerting
-        if config is None:
+        jobs = self.ctx.jobs
+        if jobs is None:
             return None
         policy = self.ctx.views.applications.app_setting(self.org, self.app, POLICY_SETTING)
         live, latest = self.snapshot()
@@ -140,7 +140,7 @@ class AppAutoscale(AppJob):
             return None
         sources = LiveSources(
             self.org, self.app, registry=self.ctx.views.registry, live=live, latest=latest, transport=self.transport,
-            request_timeout_s=config.request_timeout_s, probe_timeout_s=config.probe_timeout_s,
+            request_timeout_s=jobs.request_timeout_s, probe_timeout_s=jobs.probe_timeout_s,
             mark_unsupported=self.mark_unsupported,
         )
 

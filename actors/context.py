@@ -12,6 +12,7 @@ from relay.projections.store.log import RelayLog
 
 if TYPE_CHECKING:
     from relay.actors.alerting import AlertingConfig
+    from relay.actors.configuration.jobs import JobsConfig
     from relay.projections.views import ProjectionRunner, Views
 
 
@@ -43,7 +44,9 @@ class ActorContext:
     scheduler: Scheduler = field(default_factory=ThreadingScheduler)
     _locks: dict[Any, threading.Lock] = field(default_factory=dict)
     _locks_guard: threading.Lock = field(default_factory=threading.Lock)
-    # Alerting and retention settings; None (unit tests of other parts) and application actors evaluate nothing.
+    # The periodic jobs' intervals and timeouts, and where alerts go; None (unit tests of other parts): application
+    # actors run no periodic job.
+    jobs: JobsConfig | None = None
     alerting: AlertingConfig | None = None
 
     def lock_for(self, key: Any) -> threading.Lock:

@@ -121,18 +121,18 @@ class AppRetention(AppJob):
     key = MESSAGE_KEY
 
     def interval(self) -> float | None:
-        return config.retention_interval_s if (config := self.ctx.alerting) else None
+        return jobs.retention_interval_s if (jobs := self.ctx.jobs) else None
 
     def _prepare(self) -> Callable[[], Any] | None:
-        config = self.ctx.alerting
-        if config is None:
+        jobs = self.ctx.jobs
+        if jobs is None:
             return None
         live, latest = self.snapshot()
         if not live:
             return None  # nobody here to send it to (an instance holding one of its executors will)
         runner = RetentionRunner(
             self.org, self.app, log=self.ctx.log, instance_id=self.ctx.instance_id,
-            interval_s=config.retention_interval_s, transport=self.transport, timeout_s=config.request_timeout_s,
+            interval_s=jobs.retention_interval_s, transport=self.transport, timeout_s=jobs.request_timeout_s,
             mark_unsupported=self.mark_unsupported, clock=self.ctx.clock,
         )
 

@@ -1,6 +1,7 @@
 """The composition root: the event log, the views and their runner, the actors, and what they are wired to
 (alerting and its webhook, the append-time metric, the forwarder to peer instances). Built once by
-`relay serve`; the web front end (web/wsgi.py) only reads it."""
+`relay serve`; the web front end (web/wsgi.py) only reads it. The command line assembles nothing itself: its
+offline commands and the worker supervisor open the store through `OfflineStore` below."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from relay.actors.adapters.forwarder import Forwarder
 from relay.actors.adapters.sinks import PAGERDUTY, SLACK, SinkConfig
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
+from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.configuration.settings import Settings
 from relay.actors.context import ActorContext
 from relay.actors.delivery import WebhookConfig
@@ -118,6 +120,7 @@ class Runtime:
                 # Peers of a cluster commonly share a certificate or its private CA: trust both.
                 cafiles=[f for f in (settings.ca_file, settings.tls_cert) if f is not None],
             )
+        self.ctx.jobs = JobsConfig.from_settings(settings)
         self.ctx.alerting = self._alerting_config()
 
     def _alerting_config(self) -> alerting.AlertingConfig:
@@ -129,18 +132,16 @@ class Runtime:
                 timeout_s=settings.alert_webhook_timeout_s, attempts=settings.alert_webhook_attempts,
             )
         sinks = []
-        http = {"timeout_s": settings.alert_webhook_timeout_s, "attempts": settings.alert_webhook_attempts}
+        timeout_s, attempts = settings.alert_webhook_timeout_s, settings.alert_webhook_attempts
         if settings.alert_slack_webhook_url:
-            sinks.append(SinkConfig(SLACK, settings.alert_slack_webhook_url, **http))
+            sinks.append(SinkConfig(SLACK, settings.alert_slack_webhook_url, timeout_s=timeout_s, attempts=attempts))
         if settings.alert_pagerduty_routing_key:
             sinks.append(SinkConfig(PAGERDUTY, settings.alert_pagerduty_url,
-                                    routing_key=settings.alert_pagerduty_routing_key, **http))
-        timeout = settings.limits.request_timeout_s
+                                    routing_key=settings.alert_pagerduty_routing_key, timeout_s=timeout_s,
+                                    attempts=attempts))
         return alerting.AlertingConfig(
-            interval_s=settings.alert_interval_s, retention_interval_s=settings.retention_interval_s,
-            autoscale_interval_s=settings.autoscale_interval_s,
-            request_timeout_s=timeout, probe_timeout_s=min(timeout, 10.0), webhook=webhook,
-            peers=self._local_executors, remote=self.forwarder, sinks=tuple(sinks), data_plane=self._data_plane,
+            webhook=webhook, peers=self._local_executors, remote=self.forwarder, sinks=tuple(sinks),
+            data_plane=self._data_plane,
         )
 
     def _data_plane(self, org: str, app: str) -> Any:
@@ -312,3 +313,58 @@ class Runtime:
         self.edge_state.close()
         self.views.close()
         self.log.close()
+
+
+class OfflineStore:
+    """The store as the composition root opens it, without actors, server or the views' runner: for the commands
+    that read or rebuild it while no `relay serve` runs (`relay replay`, `relay events`) and for the worker
+    supervisor, which creates its tables before the workers start. The event log is opened as `Runtime` opens
+    it, except that appends run where they are called (nothing here appends on a gevent hub)."""
+
+    def __init__(self, settings: Settings) -> None:
+        install_third_party()
+        self.settings = settings
+        self.log = RelayLog(env=settings.store.event_store_env())
+        self._views: Views | None = None
+
+    @staticmethod
+    def has_event_log(settings: Settings) -> bool:
+        """Whether the store holds a Relay event log (asked before opening one, which would create it)."""
+        return settings.store.log_exists(f"{RelayLog.name}_events")
+
+    @staticmethod
+    def live_instances(settings: Settings) -> list[str]:
+        """Instances whose heartbeat is fresh (within RELAY_INSTANCE_TIMEOUT_S): a `relay serve` on this store.
+        A clean stop zeroes its beat, so only a running (or just killed) server counts."""
+        table = InstanceTable(settings.store)
+        try:
+            rows = table.rows()
+        finally:
+            table.close()
+        now = time.time()
+        return [str(r["instance"]) for r in rows if now - float(r["heartbeat_at"]) <= settings.instance_timeout_s]
+
+    def views(self) -> Views:
+        """The views over this log (made once; closed with the store)."""
+        if self._views is None:
+            self._views = Views(self.settings.store, self.log)
+        return self._views
+
+    def create_tables(self) -> None:
+        """Create every table `relay serve` uses (the log's, the views', the instance table), and nothing else."""
+        self.views()
+        InstanceTable(self.settings.store).close()
+
+    def close(self) -> None:
+        views, self._views = self._views, None
+        try:
+            if views is not None:
+                views.close()
+        finally:
+            self.log.close()
+
+    def __enter__(self) -> OfflineStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
