@@ -6,6 +6,10 @@ Nothing here imports the application packages (actors, events, projections, web)
   ``RELAY_TEST_FORCE_THROWAWAY=1`` forces a throwaway cluster, stopped and deleted at the end).
 - ``pg_url`` (function): URL (``postgresql://...``) of a new, empty database, dropped after the test.
 - ``tmp_data_dir`` (function): an empty directory for ``RELAY_DATA_DIR``.
+- ``relay`` (module): a running ``relay serve`` (``tests/support/procs.py``'s ``RelayProcess``), one per test
+  module, stopped (and its log checked for secrets) after the module's last test. Its settings are
+  ``relay_env`` (module; none by default): a module that needs some overrides ``relay_env`` with a fixture of
+  its own, which may use other fixtures (a CA, databases). With ``RELAY_TLS_CERT`` it is reached over https.
 
 Tests that use ``pg_server`` or ``pg_url`` are marked ``postgres`` automatically (``-m "not postgres"``).
 """
@@ -25,6 +29,7 @@ if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
 from tests.support import pg  # noqa: E402
+from tests.support.procs import RelayProcess  # noqa: E402
 
 _PG_FIXTURES = frozenset({"pg_server", "pg_url"})
 
@@ -72,6 +77,20 @@ def tmp_data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "relay-data"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="module")
+def relay_env() -> dict[str, str]:
+    """The settings of the module's ``relay`` (``RELAY_*`` variables): none beyond the defaults. Override it in a
+    module that needs some."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def relay(relay_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+    """A running ``relay serve`` with ``relay_env``, shared by the module's tests (each uses names of its own)."""
+    with RelayProcess(tmp_path_factory.mktemp("relay-data"), env=relay_env) as server:
+        yield server
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -3,7 +3,6 @@ user, the address, the targets and the outcome; a confirmation page alone record
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,6 @@ from tests.support.procs import RelayProcess
 pytestmark = pytest.mark.integration
 
 ORG = "local"
-
-
-@pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    with RelayProcess(tmp_path_factory.mktemp("relay-data")) as server:
-        yield server
 
 
 def test_console_actions_are_audited(relay: RelayProcess, tmp_path: Path) -> None:

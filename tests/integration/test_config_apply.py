@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,10 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    """One server for the module; each test works in an organization of its own."""
+def relay_env() -> dict[str, str]:
+    """The module's one server; each test works in an organization of its own."""
     # The operator binds the data plane's reference to its application (RELAY_DATA_PLANE_REFERENCES).
-    with RelayProcess(tmp_path_factory.mktemp("relay-config"),
-                      env={"RELAY_DATA_PLANE_REFERENCES": "cfg_full/orders=env:ORDERS_SYSDB"}) as server:
-        yield server
+    return {"RELAY_DATA_PLANE_REFERENCES": "cfg_full/orders=env:ORDERS_SYSDB"}
 
 
 def new_org(relay: RelayProcess, org: str) -> str:

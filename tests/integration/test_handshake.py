@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +27,6 @@ from tests.support.ports import wait_until
 from tests.support.procs import RelayProcess
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def relay() -> Iterator[RelayProcess]:
-    with RelayProcess() as server:
-        yield server
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,12 +32,6 @@ APPLICATION_FIELDS: dict[str, tuple[type, ...]] = {
     "dbosCloud": (bool,),
 }
 TOKEN_FIELDS = {"tokenName", "createdAt", "permissions", "appIds"}
-
-
-@pytest.fixture(scope="module")
-def relay() -> Iterator[RelayProcess]:
-    with RelayProcess() as server:
-        yield server
 
 
 @pytest.fixture

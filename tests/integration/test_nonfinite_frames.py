@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,10 +37,13 @@ def strict_json(text: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def relay() -> Iterator[RelayProcess]:
-    with RelayProcess(env={"RELAY_REQUEST_TIMEOUT_S": str(REQUEST_TIMEOUT_S)}) as server:
-        register_app(server, APP)
-        yield server
+def relay_env() -> dict[str, str]:
+    return {"RELAY_REQUEST_TIMEOUT_S": str(REQUEST_TIMEOUT_S)}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _app(relay: RelayProcess) -> None:
+    register_app(relay, APP)
 
 
 def raw_call(relay: RelayProcess, executor_id: str, out: dict[str, requests.Response]) -> threading.Thread:

@@ -266,12 +266,17 @@ class RelayProcess(ManagedProcess):
         return code
 
     @property
+    def tls(self) -> bool:
+        """Whether it serves https:// and wss:// (RELAY_TLS_CERT set; the test trusts its CA, REQUESTS_CA_BUNDLE)."""
+        return bool(self.extra_env.get("RELAY_TLS_CERT"))
+
+    @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://{self.host}:{self.port}"
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}"
 
     def relay_env(self) -> dict[str, str]:
         """The ``RELAY_*`` settings this server runs with (and a CLI run against its store needs)."""

@@ -10,11 +10,11 @@ import socket
 import threading
 
 import pytest
+from websockets.asyncio.server import serve
+
 from bench import httpload, run
 from bench.loadgen import LoadGen, Options, source_addresses
 from bench.reference import Reference
-from websockets.asyncio.server import serve
-
 from relay.wire.codec import decode_response
 from relay.wire.responses import (
     ExecutorInfoResponse,
@@ -59,6 +59,21 @@ async def _wait(predicate, timeout: float = 3.0) -> None:
     while not predicate():
         assert loop.time() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+async def _listening(port: int, timeout: float = 3.0) -> None:
+    """Until something accepts connections on ``port`` on 127.0.0.1."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            assert loop.time() < deadline, f"nothing listens on port {port}"
+            await asyncio.sleep(0.01)
+        else:
+            writer.close()
+            return
 
 
 def test_simulated_executors_answer_the_protocol() -> None:
@@ -118,7 +133,7 @@ def test_reference_relays_a_request_to_an_executor() -> None:
         ref = Reference("token", KEY, max_seconds=10)
         server = asyncio.create_task(ref.run("127.0.0.1", ws_port, http_port))
         gen = LoadGen(Options(payload_bytes=16, client_ping_interval=None))
-        await asyncio.sleep(0.2)
+        await _listening(ws_port)  # the reference listens on its HTTP port first, then on this one
         gen.start(f"ws://127.0.0.1:{ws_port}/websocket/bench/{KEY}", ["ref-0"])
         await _wait(lambda: gen.status()["identified"] == 1 and ("bench", "ref-0") in ref.executors)
         headers = {"Authorization": "Bearer token"}

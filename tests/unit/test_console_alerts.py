@@ -17,6 +17,12 @@ from relay.actors.runtime import Runtime
 from relay.projections.identity import hash_key
 from relay.web.wsgi import create_app
 from tests.unit.store_cases import at
+from relay.events.alerting import AlertingRule
+from relay.events.organization import Organization
+from relay.events.retention import RetentionRun
+from relay.events.refs import alert_ref, org_ref, retention_ref, rule_ref
+from relay.actors.alerting import fire_alert
+from relay.actors.application import register_app
 
 ADMIN = "console-alerts-admin-token"
 HOOK_URL = "https://hookuser:hunter2-pass@hooks.example.test/relay"
@@ -35,36 +41,32 @@ def login(client: FlaskClient, token: str) -> None:
 
 
 @pytest.fixture
-def relay(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
+def served(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
     rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN, alert_webhook_url=HOOK_URL,
                           alert_webhook_secret=HOOK_SECRET, alert_slack_webhook_url=SLACK_URL,
                           alert_pagerduty_routing_key=ROUTING_KEY))
     try:
         log = rt.log
-        log.ensure_organization("acme", at(0))
+        log.ensure(org_ref("acme"), lambda: Organization.create("acme", at(0)))
         for name in ("shop", "pager", "empty"):
-            log.register_app("acme", name, at(1))
-        log.issue_key("acme", "other", hash_key(OTHER_KEY), ["empty"], ["application.read"], at(2))
-        log.create_alerting_rule("acme", "shop", "rule-fail", "WorkflowFailure",
-                                 {"workflowName": "checkout", "threshold": 2}, None, 600, at(3))
-        log.create_alerting_rule("acme", "shop", "rule-dead", "UnresponsiveApplication", {}, "pager", None, at(4))
-        log.create_alerting_rule("acme", "shop", "rule-gone", "SlowQueue", {}, None, None, at(4))
-        log.delete_alerting_rule("acme", "shop", "rule-gone", at(5))
-        log.fire_alert("acme", "shop", "rule-fail", 1, "3 workflows named 'checkout' failed",
-                       {"workflow_name": "checkout", "failed_workflow_count": "3"}, "relay-a", at(10))
-        log.record_alert_delivery("acme", "shop", "rule-fail", 1, ["exec-1"], [], {
+            register_app(log, "acme", name, at(1))
+        log.change(org_ref("acme"), lambda organization: organization.issue_key("other", hash_key(OTHER_KEY), ["empty"], ["application.read"], at(2)), create=lambda: Organization.create("acme", at(2)))
+        log.create(rule_ref("acme", "shop", "rule-fail"), lambda: AlertingRule.create("acme", "shop", "rule-fail", "WorkflowFailure", {"workflowName": "checkout", "threshold": 2}, None, 600, at(3)))
+        log.create(rule_ref("acme", "shop", "rule-dead"), lambda: AlertingRule.create("acme", "shop", "rule-dead", "UnresponsiveApplication", {}, "pager", None, at(4)))
+        log.create(rule_ref("acme", "shop", "rule-gone"), lambda: AlertingRule.create("acme", "shop", "rule-gone", "SlowQueue", {}, None, None, at(4)))
+        log.change(rule_ref("acme", "shop", "rule-gone"), lambda rule_: rule_.delete(at(5)))
+        fire_alert(log, "acme", "shop", "rule-fail", 1, "3 workflows named 'checkout' failed", {"workflow_name": "checkout", "failed_workflow_count": "3"}, "relay-a", at(10))
+        log.change(alert_ref("acme", "shop", "rule-fail", 1), lambda alert: alert.deliver(["exec-1"], [], {
             "outcome": "delivered", "attempts": 2, "status": 200, "error": None}, at(11), {
             "slack": {"outcome": "delivered", "attempts": 1, "status": 200, "error": None},
-            "pagerduty": {"outcome": "delivered", "attempts": 2, "status": 202, "error": None}})
-        log.fire_alert("acme", "shop", "rule-dead", 2, "application 'shop' is unresponsive", {}, "relay-a", at(20))
-        log.record_alert_delivery("acme", "shop", "rule-dead", 1, [], [
+            "pagerduty": {"outcome": "delivered", "attempts": 2, "status": 202, "error": None}}))
+        fire_alert(log, "acme", "shop", "rule-dead", 2, "application 'shop' is unresponsive", {}, "relay-a", at(20))
+        log.change(alert_ref("acme", "shop", "rule-dead", 1), lambda alert: alert.deliver([], [
             {"executorId": "*", "reason": "no executor of 'pager' is connected"}], {
-            "outcome": "failed", "attempts": 3, "status": 503, "error": "HTTP 503"}, at(21))
-        log.fire_alert("acme", "shop", "rule-fail", 3, "2 workflows named 'checkout' failed", {}, "relay-a",
-                       at(2000))  # not delivered yet
-        log.start_retention_run("acme", "shop", 7, "exec-1", {"gc_rows_threshold": 100, "gc_cutoff_epoch_ms": None},
-                                {"gcRowsThreshold": 100}, "relay-a", at(30))
-        log.finish_retention_run("acme", "shop", 7, "failed", "executor exec-1 did not answer", at(31))
+            "outcome": "failed", "attempts": 3, "status": 503, "error": "HTTP 503"}, at(21)))
+        fire_alert(log, "acme", "shop", "rule-fail", 3, "2 workflows named 'checkout' failed", {}, "relay-a", at(2000))  # not delivered yet
+        log.create(retention_ref("acme", "shop", 7), lambda: RetentionRun.start("acme", "shop", 7, "exec-1", {"gc_rows_threshold": 100, "gc_cutoff_epoch_ms": None}, {"gcRowsThreshold": 100}, "relay-a", at(30)))
+        log.change(retention_ref("acme", "shop", 7), lambda run: run.finish("failed", "executor exec-1 did not answer", at(31)))
         app = create_app(rt)
         rt.views.catch_up()
         client = app.test_client()
@@ -74,8 +76,8 @@ def relay(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
         rt.stop()
 
 
-def test_the_page_lists_rules_alerts_and_retention_runs(relay: tuple[Runtime, FlaskClient]) -> None:
-    _, client = relay
+def test_the_page_lists_rules_alerts_and_retention_runs(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
     response = client.get("/orgs/acme/apps/shop/alerts")
     assert response.status_code == 200
     html = response.get_data(as_text=True)
@@ -103,8 +105,8 @@ def test_the_page_lists_rules_alerts_and_retention_runs(relay: tuple[Runtime, Fl
     assert "exec-1" in runs and "d-failed" in runs and "did not answer" in runs and "gc_rows_threshold" in runs
 
 
-def test_no_secret_on_the_page(relay: tuple[Runtime, FlaskClient]) -> None:
-    _, client = relay
+def test_no_secret_on_the_page(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
     html = client.get("/orgs/acme/apps/shop/alerts").get_data(as_text=True)
     assert "webhook configured on this instance" in html and "to Slack and PagerDuty (configured" in html
     for secret in (HOOK_URL, "hunter2", "hookuser", "hooks.example.test", HOOK_SECRET, ADMIN, OTHER_KEY,
@@ -112,8 +114,8 @@ def test_no_secret_on_the_page(relay: tuple[Runtime, FlaskClient]) -> None:
         assert secret not in html
 
 
-def test_an_app_without_alerting_and_a_key_without_access(relay: tuple[Runtime, FlaskClient]) -> None:
-    _, client = relay
+def test_an_app_without_alerting_and_a_key_without_access(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
     html = client.get("/orgs/acme/apps/empty/alerts").get_data(as_text=True)
     assert 'data-testid="no-rules"' in html and 'data-testid="no-alerts"' in html
     assert 'data-testid="no-retention-runs"' in html
@@ -129,8 +131,8 @@ def _csrf(client: FlaskClient, path: str) -> str:
     return found.group(1)
 
 
-def test_rules_made_and_deleted_from_the_page_go_through_the_api_checks(relay: tuple[Runtime, FlaskClient]) -> None:
-    rt, client = relay
+def test_rules_made_and_deleted_from_the_page_go_through_the_api_checks(served: tuple[Runtime, FlaskClient]) -> None:
+    rt, client = served
     page = "/orgs/acme/apps/empty/alerts"
     assert 'data-testid="new-rule"' in client.get(page).get_data(as_text=True)
     token = _csrf(client, page)

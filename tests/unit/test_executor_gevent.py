@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = r'''
 from gevent import monkey; monkey.patch_all()
-import gc, json
+import gc, json, time
 from dataclasses import dataclass
 import gevent, greenlet, pykka
 from relay.wire.workflow_requests import GetWorkflowRequest
@@ -44,13 +44,18 @@ class Views:
 def alive_greenlets():
     return sum(1 for o in gc.get_objects() if isinstance(o, greenlet.greenlet) and o and not o.dead)
 
+def wait_for(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        gevent.sleep(0.01)
+
 clock = ManualScheduler()
 ctx = ActorContext(log=RelayLog(), views=Views(Apps()), runner=None, instance_id="relay-1",
                    limits=Limits(ping_interval_s=10, pong_timeout_s=25), clock=clock.wall, scheduler=clock)
 directory = Directory(lambda org, app: ApplicationActor.start(ctx, org, app))
 directory.application_proxy("local", "app").live_executors().get(timeout=5)
 out = {}
-gevent.sleep(0.05)
 before = alive_greenlets()
 admitted = []
 actors = []
@@ -59,13 +64,13 @@ for i in range(20):
     ref = ExecutorActor.start(ctx, directory, socket, Connection("local", "app", "key", "127.0.0.1"),
                               lambda i=i: admitted.append(i))
     actors.append((ref, socket))
-gevent.sleep(0.05)
+wait_for(lambda: all(socket.sent for _, socket in actors))  # each asked for executor_info
 for i, (ref, socket) in enumerate(actors):
     [hello] = socket.sent
     answer = {"type": "executor_info", "request_id": hello["request_id"], "executor_id": f"e{i}",
               "application_version": "v1", "hostname": "h", "language": "python", "dbos_version": "3.2.0"}
     ref.tell({"frame": json.dumps(answer)})
-gevent.sleep(0.2)
+wait_for(lambda: len(admitted) == 20)  # every handshake done
 out["busy_greenlets_added"] = alive_greenlets() - before  # each lingers a while for its next message
 for _ in range(100):  # then ends (DRAIN_LINGER_S): an idle connection holds no greenlet for its actor
     if alive_greenlets() - before == 0:
@@ -87,7 +92,7 @@ out["answered"] = [f.get(timeout=5).request_id for f in inner] == [m["request_id
 clock.advance(10)
 out["pings"] = socket.pings
 ref.ask({"closed": "socket closed"})
-gevent.sleep(0.05)
+wait_for(lambda: not ref.is_alive())
 try:
     ref.ask({"request": GetWorkflowRequest(workflow_id="late")})
     out["after_stop"] = "answered"

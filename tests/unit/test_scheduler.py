@@ -168,10 +168,7 @@ def test_handshake_gate_lets_an_upgrade_wait_for_a_place() -> None:
     admitted: list[HandshakeTicket | None] = []
     waiter = threading.Thread(target=lambda: admitted.append(gate.enter()))
     waiter.start()
-    deadline = time.monotonic() + 5
-    while gate.waiting == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    wait_until(lambda: gate.waiting, 5, interval=0.005, message="the second upgrade never waited")
     first.release()
     waiter.join(5)
     assert admitted and admitted[0] is not None and gate.refused == 0
