@@ -155,8 +155,8 @@ class Deliverer:
             hook = self.send_hook(self.webhook, payload)
             metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "webhook", hook["outcome"]).inc()
         sinks = {sink.name: self._send_to_sink(sink, payload) for sink in self.sinks}
-        for name, outcome in sinks.items():
-            metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, name, outcome["outcome"]).inc()
+        for name, sent in sinks.items():
+            metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, name, sent["outcome"]).inc()
         return Delivery(delivered, failed, hook, sinks)
 
     def _send_to_sink(self, sink: SinkConfig, payload: dict[str, Any]) -> dict[str, Any]:

@@ -365,6 +365,7 @@ class AppLifecycle(RecoveryDispatch):
     # -- dispatch ---------------------------------------------------------------------------------
     def _declared(self, record: Executor) -> None:
         version = record.info.get("application_version") if isinstance(record.info, dict) else None
+        version = version if isinstance(version, str) else None  # check_info stored a string (or nothing)
         self._dead[record.executor] = _Dead(version=version)
         self._dispatch_next(record.executor)
 

@@ -38,6 +38,7 @@ from eventsourcing.domain import Aggregate, event
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.names import check_app_name, check_org_name
 from relay.events.versions import versioned
+from relay.wire.json_types import JSONObject
 
 WORKFLOW_FAILURE = "WorkflowFailure"
 SLOW_QUEUE = "SlowQueue"
@@ -98,7 +99,7 @@ def alert_aggregate_id(org: str, app: str, rule_id: str, sequence: int) -> UUID:
     return uuid5(NAMESPACE_URL, f"relay:alert:{org}/{app}/{rule_id}/{sequence}")
 
 
-def check_rule_metadata(rule_type: str, metadata: Any) -> dict[str, Any]:
+def check_rule_metadata(rule_type: str, metadata: Any) -> JSONObject:
     """The rule's metadata with every key of its type, in canonical (camelCase) form, defaults filled in.
     snake_case aliases are accepted; unknown keys and bad values raise InvalidValueError naming the key."""
     if rule_type not in RULE_TYPES:
@@ -109,7 +110,7 @@ def check_rule_metadata(rule_type: str, metadata: Any) -> dict[str, Any]:
         raise InvalidValueError("ruleMetadata must be an object")
     spec = _METADATA[rule_type]
     aliases = {alias: key for key, (alias, _, _) in spec.items()}
-    out: dict[str, Any] = {key: default for key, (_, default, _) in spec.items()}
+    out: JSONObject = {key: default for key, (_, default, _) in spec.items()}
     seen: set[str] = set()
     for raw_key, value in metadata.items():
         key = raw_key if raw_key in spec else aliases.get(raw_key)
@@ -158,7 +159,7 @@ class AlertingRule(Aggregate):
         app: str,
         rule_id: str,
         rule_type: str,
-        metadata: dict[str, Any],
+        metadata: JSONObject,
         receiving_app: str,
         min_interval_secs: int | None,
         at: datetime,
@@ -215,7 +216,7 @@ class AlertingRule(Aggregate):
         self.deleted_at = at
 
 
-def _no_sinks(state: dict[str, Any]) -> None:
+def _no_sinks(state: JSONObject) -> None:
     """Delivered v1 (before the Slack and PagerDuty sinks) went to no sink but the webhook."""
     state["sinks"] = {}
 
@@ -302,9 +303,9 @@ class Alert(Aggregate):
         self,
         delivered_to: list[str],
         failed: list[dict[str, str]],
-        webhook: dict[str, Any] | None,
+        webhook: JSONObject | None,
         at: datetime,
-        sinks: dict[str, dict[str, Any]] | None = None,
+        sinks: dict[str, JSONObject] | None = None,
     ) -> None:
         """Where the alert went: executors that acknowledged it, those that failed (with a reason), the
         webhook's outcome and each other sink's (``{"slack": {...}, "pagerduty": {...}}``), never a sink's URL
@@ -324,8 +325,8 @@ class Alert(Aggregate):
 
     @event("Delivered")
     def _delivered(
-        self, delivered_to: list[str], failed: list[dict[str, str]], webhook: dict[str, Any] | None,
-        sinks: dict[str, dict[str, Any]], at: datetime,
+        self, delivered_to: list[str], failed: list[dict[str, str]], webhook: JSONObject | None,
+        sinks: dict[str, JSONObject], at: datetime,
     ) -> None:
         self.delivered = True
         self.delivered_at = at

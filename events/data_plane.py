@@ -5,14 +5,14 @@ reads it (an environment variable or a file), so the URL is never stored, record
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from relay.events.errors import InvalidValueError
 from relay.events.names import APP_NAME, ORG_NAME
+from relay.wire.json_types import JSONObject
 
 READ, READ_WRITE = "read", "read-write"
 MODES = (READ, READ_WRITE)
-DEFAULTS: dict[str, Any] = {"mode": READ, "statementTimeoutMs": 10_000, "poolSize": 2, "schema": "dbos"}
+DEFAULTS: JSONObject = {"mode": READ, "statementTimeoutMs": 10_000, "poolSize": 2, "schema": "dbos"}
 FIELDS = ("systemDatabaseUrlFrom", *DEFAULTS)
 MAX_STATEMENT_TIMEOUT_MS = 600_000
 MAX_POOL_SIZE = 50
@@ -73,7 +73,7 @@ def check_reference_allowed(reference: str, org: str, app: str, allowed: Allowed
             f"'{app}' (RELAY_DATA_PLANE_REFERENCES)")
 
 
-def check_data_plane(body: dict[str, Any]) -> dict[str, Any]:
+def check_data_plane(body: JSONObject) -> JSONObject:
     """A data plane configuration with its defaults filled in; InvalidValueError naming the bad field."""
     unknown = sorted(set(body) - set(FIELDS))
     if unknown:
@@ -93,7 +93,7 @@ def check_data_plane(body: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _check_int(config: dict[str, Any], name: str, low: int, high: int) -> None:
+def _check_int(config: JSONObject, name: str, low: int, high: int) -> None:
     value = config[name]
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidValueError(f"{name} must be an integer from {low} to {high}")

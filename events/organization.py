@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TypedDict
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -27,6 +27,16 @@ PERMISSIONS: tuple[str, ...] = (
 DEFAULT_KEY_PERMISSIONS: tuple[str, ...] = ("application.read", "application.write", "metric.read", "websocket.connect")
 
 
+class ApiKey(TypedDict):
+    """An API key as the organization holds it (its hash only, never the key)."""
+
+    key_hash: str
+    apps: list[str]
+    permissions: list[str]
+    issued_at: datetime
+    revoked_at: datetime | None
+
+
 @versioned({"Created": 1, "ApiKeyIssued": 1, "ApiKeyRevoked": 1})
 class Organization(Aggregate):
     """An organization. Its API keys are recorded by name with the SHA-256 hash of the key."""
@@ -39,13 +49,13 @@ class Organization(Aggregate):
     def __init__(self, name: str, at: datetime) -> None:
         self.name = name
         self.created_at = at
-        self.keys: dict[str, dict[str, Any]] = {}
+        self.keys: dict[str, ApiKey] = {}
 
     @classmethod
     def create(cls, name: str, at: datetime) -> Organization:
         return cls(name=check_org_name(name), at=at)
 
-    def active_key(self, key_name: str) -> dict[str, Any] | None:
+    def active_key(self, key_name: str) -> ApiKey | None:
         key = self.keys.get(key_name)
         return key if key is not None and key["revoked_at"] is None else None
 

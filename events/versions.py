@@ -10,12 +10,14 @@ version, write the upcaster that gives older states the field, and record a new 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from eventsourcing.domain import Aggregate, CanInitAggregate, CanMutateAggregate
 
+from relay.wire.json_types import JSONObject
+
 A = TypeVar("A", bound=type[Aggregate])
-Upcaster = Callable[[dict[str, Any]], None]
+Upcaster = Callable[[JSONObject], None]
 
 
 def event_classes(aggregate: type[Aggregate]) -> dict[str, type]:

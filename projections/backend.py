@@ -269,9 +269,12 @@ class Sql:
 class ViewSchema(Protocol):
     """What a view declares: its name, its tables (portable DDL) and the statements it runs."""
 
-    name: str
-    tables: tuple[str, ...]
-    create_statements: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+    @property
+    def tables(self) -> tuple[str, ...]: ...
+    @property
+    def create_statements(self) -> tuple[str, ...]: ...
 
 
 class ViewStore:

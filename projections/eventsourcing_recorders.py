@@ -24,8 +24,10 @@ PINNED = "eventsourcing 9.5.6"
 
 
 class _Schema(Protocol):
-    name: str
-    create_statements: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+    @property
+    def create_statements(self) -> tuple[str, ...]: ...
 
 
 # Durability of the embedded (SQLite) store, event log and views alike. eventsourcing opens every file in WAL

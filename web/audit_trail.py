@@ -125,7 +125,10 @@ def _record(response: Response) -> Response:
         "by": who.display, "source": request.remote_addr or "",
     }
     try:
-        runtime().instance.proxy().record_operation(uuid4(), **fields).get(timeout=RECORD_TIMEOUT_S)
+        instance = runtime().instance
+        if instance is None:
+            raise RuntimeError("the instance actor is not running")
+        instance.proxy().record_operation(uuid4(), **fields).get(timeout=RECORD_TIMEOUT_S)
     except Exception:  # the action ran; a lost audit entry is logged loudly, the answer still goes out
         log.exception("could not record the audit entry of %s on %s/%s", pending.operation, org, app or "-")
     return response

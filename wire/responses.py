@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import MessageType
 
 # Field kinds for decoding: what a field's JSON value must be.
@@ -92,9 +93,28 @@ def _response_class(name: str, spec: Spec) -> type[Response]:
 
 
 _CLASSES = {name: _response_class(name, spec) for name, spec in RESPONSE_FIELDS.items()}
-ExecutorInfoResponse = _CLASSES["ExecutorInfoResponse"]
-SuccessResponse = _CLASSES["SuccessResponse"]
-ExistPendingWorkflowsResponse = _CLASSES["ExistPendingWorkflowsResponse"]
+if TYPE_CHECKING:
+    # The fields that Relay reads by name, as the type checker sees them (RESPONSE_FIELDS makes the classes).
+    @dataclass(frozen=True, kw_only=True)
+    class ExecutorInfoResponse(Response):
+        executor_id: str  # required: the codec refuses an answer without them (unless it is an error)
+        application_version: str
+        hostname: str | None = None
+        language: str | None = None
+        dbos_version: str | None = None
+        executor_metadata: JSONObject | None = None
+
+    @dataclass(frozen=True, kw_only=True)
+    class SuccessResponse(Response):
+        success: bool | None = None
+
+    @dataclass(frozen=True, kw_only=True)
+    class ExistPendingWorkflowsResponse(Response):
+        exist: bool | None = None
+else:
+    ExecutorInfoResponse = _CLASSES["ExecutorInfoResponse"]
+    SuccessResponse = _CLASSES["SuccessResponse"]
+    ExistPendingWorkflowsResponse = _CLASSES["ExistPendingWorkflowsResponse"]
 ListWorkflowsResponse = _CLASSES["ListWorkflowsResponse"]
 GetWorkflowResponse = _CLASSES["GetWorkflowResponse"]
 ListStepsResponse = _CLASSES["ListStepsResponse"]

@@ -109,7 +109,7 @@ _BULK_IDS: dict[str, dict[str, _Version]] = {
 _VERSION = re.compile(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
 
 
-def _parse_version(text: str) -> _Version | None:
+def _parse_version(text: str | None) -> _Version | None:
     match = _VERSION.match(text) if isinstance(text, str) else None
     if match is None:
         return None
@@ -117,7 +117,7 @@ def _parse_version(text: str) -> _Version | None:
     return int(major), int(minor), int(patch or 0)
 
 
-def _known_release(language: str, dbos_version: str) -> tuple[str, _Version] | None:
+def _known_release(language: str | None, dbos_version: str | None) -> tuple[str, _Version] | None:
     lang = language.strip().lower() if isinstance(language, str) else ""
     version = _parse_version(dbos_version)
     if lang not in _SUPPORT or version is None:
@@ -129,7 +129,7 @@ def _known_release(language: str, dbos_version: str) -> tuple[str, _Version] | N
 
 
 @functools.lru_cache(maxsize=256)
-def supported_types(language: str, dbos_version: str) -> frozenset[str] | None:
+def supported_types(language: str | None, dbos_version: str | None) -> frozenset[str] | None:
     """Cached: routing asks for every executor on every call, and the answer is a pure function.
     The request types an executor of this SDK language/release answers, best effort; None if unknown
     (other languages, unparseable versions, releases before the SDK had a conductor client or newer
@@ -146,7 +146,7 @@ def supported_types(language: str, dbos_version: str) -> frozenset[str] | None:
     return frozenset(types)
 
 
-def supports_bulk_ids(language: str, dbos_version: str, message_type: str | None = None) -> bool | None:
+def supports_bulk_ids(language: str | None, dbos_version: str | None, message_type: str | None = None) -> bool | None:
     """Whether ``message_type`` (cancel, resume or delete; None: all three) may carry several
     ``workflow_ids`` (older SDKs silently act on the first only); None if the release is unknown."""
     known = _known_release(language, dbos_version)

@@ -68,8 +68,9 @@ class Forwarder:
         self.max_bytes = max_bytes
         self.scheme = scheme
         context = ssl.create_default_context() if scheme == "https" else None
-        for cafile in cafiles if context is not None else ():
-            context.load_verify_locations(cafile=str(cafile))
+        if context is not None:
+            for cafile in cafiles:
+                context.load_verify_locations(cafile=str(cafile))
         # One pool per peer: a forward reuses the connection of one before. Forwards run concurrently (one per
         # API request in flight for the peer's executors), so keep as many: with 4, every forward past the fourth
         # opened a connection and dropped it afterwards ("Connection pool is full", bench/FINDINGS.md).

@@ -15,6 +15,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import yaml
@@ -49,6 +50,11 @@ PATH_SCHEMAS: dict[str, Schema] = {
     "appName": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-z0-9-_]+$"},
 }
 _VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+
+
+def _path_variable(names: Mapping[str, str], match: re.Match[str]) -> str:
+    """A Flask route variable (<name> or <converter:name>) as OpenAPI writes it: {publicName}."""
+    return "{" + names.get(match.group(1), match.group(1)) + "}"
 _ERROR = {
     "description": "Error",
     "content": {"application/problem+json": {"schema": ref("ErrorModel")}},
@@ -207,7 +213,7 @@ def build_document(app: Flask, version: str) -> dict[str, Any]:
         view = app.view_functions[rule.endpoint]
         op = _REGISTRY.get(_key(view))
         names = {**PATH_NAMES, **(op.path_names if op else {})}
-        path = _VARIABLE.sub(lambda m, names=names: "{" + names.get(m.group(1), m.group(1)) + "}", rule.rule)
+        path = _VARIABLE.sub(partial(_path_variable, names), rule.rule)
         path_params = [
             {"name": names.get(v, v), "in": "path", "required": True,
              "schema": PATH_SCHEMAS.get(names.get(v, v), {"type": "string"})}

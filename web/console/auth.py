@@ -18,13 +18,13 @@ import hashlib
 import hmac
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
+import flask
 from flask import (
     Flask,
     Request,
-    Response,
     abort,
     flash,
     g,
@@ -35,6 +35,7 @@ from flask import (
     url_for,
 )
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from werkzeug.wrappers import Response
 
 from relay.projections.identity import Principal, hash_key
 from relay.web import login_throttle
@@ -81,7 +82,7 @@ class SessionCookies(SecureCookieSessionInterface):
             return self.session_class()
         return super().open_session(app, request)
 
-    def save_session(self, app: Flask, session: Any, response: Response) -> None:
+    def save_session(self, app: Flask, session: Any, response: flask.Response) -> None:
         if not session and not session.modified and not session.accessed:
             return  # nothing for Flask to do (no Vary, no cookie to set or delete): skip its cookie settings
         super().save_session(app, session, response)
@@ -89,7 +90,7 @@ class SessionCookies(SecureCookieSessionInterface):
 
 @bp.record_once
 def _configure(state: BlueprintSetupState) -> None:
-    app: Flask = state.app
+    app = cast(Flask, state.app)  # the console is registered on a Flask app (web/wsgi.py), not a bare sansio App
     rt = app.extensions["relay"]
     token = rt.settings.admin_token or secrets.token_urlsafe(32)
     app.secret_key = hmac.new(token.encode(), b"relay console session v1", hashlib.sha256).hexdigest()

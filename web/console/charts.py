@@ -90,7 +90,7 @@ def workflows_by_status(rows: list[dict[str, Any]], start_ms: int, end_ms: int, 
     body = _axes(top, plot_h, plot_w)
     for index, bucket in enumerate(buckets):
         x = LEFT + index * slot + slot * 0.15
-        y = TOP + plot_h
+        y: float = TOP + plot_h
         for status in order:
             n = counts[bucket].get(status, 0)
             if not n:

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Response, abort, flash, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
 
 from relay.web import audit_trail
 from relay.web.console import bp, remote
@@ -173,7 +174,7 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
 
 def _timeline(wf: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Steps placed on the workflow's time axis: offset and width in percent, duration in ms."""
-    starts = [s.get("startedAt") for s in steps if s.get("startedAt")]
+    starts = [started for s in steps if (started := s.get("startedAt"))]
     origin = wf.get("createdAt") or (min(starts) if starts else None)
     ends = [s.get("completedAt") or s.get("startedAt") for s in steps] + [wf.get("updatedAt")]
     total = max((millis_between(origin, e) or 0 for e in ends if e), default=0) or 1

@@ -76,7 +76,7 @@ class MeteredReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int | None:
         clock = self.clock
         if clock is None:
-            return self.raw.readinto(buffer)  # type: ignore[no-any-return]
+            return self.raw.readinto(buffer)
         left = clock.deadline() - time.monotonic()
         if clock.expired or left <= 0:
             clock.expired = True
@@ -91,7 +91,7 @@ class MeteredReader(io.RawIOBase):
         finally:
             self.sock.settimeout(previous)
         clock.received += got or 0
-        return got  # type: ignore[no-any-return]
+        return got
 
     def close(self) -> None:
         try:

@@ -52,7 +52,7 @@ def parse_headers(fp: Any) -> Any:
             return _parsed_by_email(lines)
         pairs.append((match.group(1), match.group(2)))
     message = OldMessage()
-    message._headers = pairs
+    message._headers = pairs  # type: ignore[attr-defined]  # what email.message.Message parses into
     return message
 
 

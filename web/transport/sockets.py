@@ -10,7 +10,8 @@ import socket as socketlib
 import struct
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
 import gevent
 import gevent.socket
@@ -140,12 +141,23 @@ def _already_buffered(rfile: Any, sock: Any) -> bytes:
 class RelayWebSocket(WebSocket):
     """Installed on each upgraded socket by the handler (see server.RelayHandler)."""
 
-    __slots__ = ("_fragmented", "_message_bytes", "last_pong", "max_message_bytes", "send_lock", "tcp")
+    if TYPE_CHECKING:  # the type checker sees the slots of WebSocket this class sets too
+        __slots__ = ("_fragmented", "_message_bytes", "closed", "environ", "handler", "last_pong",
+                     "max_message_bytes", "raw_read", "raw_write", "send_lock", "stream", "tcp")
+    else:
+        __slots__ = ("_fragmented", "_message_bytes", "last_pong", "max_message_bytes", "send_lock", "tcp")
 
     max_message_bytes: int
     send_lock: threading.Lock
     last_pong: float
     tcp: Any
+    if TYPE_CHECKING:  # WebSocket's own slots (gevent-websocket has no type information) that this class sets
+        closed: bool
+        stream: SocketReader | None
+        raw_read: Callable[[int], bytes] | None
+        raw_write: Callable[[bytes], None] | None
+        handler: Any
+        environ: dict[str, Any] | None
 
     def prepare(self, max_message_bytes: int, tcp: Any) -> None:
         self.max_message_bytes = max_message_bytes
@@ -259,7 +271,7 @@ def _read_frame_checked(ws: RelayWebSocket) -> Any:
     check_frame_header(ws, header)
     if not header.length:
         return header, b""
-    payload = ws.raw_read(header.length)
+    payload = cast("Callable[[int], bytes]", ws.raw_read)(header.length)  # None only once closed
     if len(payload) != header.length:
         raise ProtocolError("unexpected EOF reading frame payload")
     if header.mask:
