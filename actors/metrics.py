@@ -6,7 +6,7 @@ projection lag, instances). Everything here is a counter or a histogram that cod
 
 - executor connections and disconnections (actors/executor.py), and handshakes refused, by status and reason
   (web/transport/websocket.py);
-- requests sent to executors, by type and outcome, with their latency (web/executor_calls.py, and the
+- requests sent to executors, by type and outcome, with their latency (actors/services/executor_calls.py, and the
   alerting and retention actors);
 - alerts fired and their deliveries, retention runs (actors/alerting.py, actors/retention.py);
 - event-store appends and how long each took (a RelayLog save observer);

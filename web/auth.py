@@ -4,7 +4,7 @@ permission checks, as HTTP errors."""
 from __future__ import annotations
 
 from relay.projections.identity import Authenticator, Principal
-from relay.web.api.problems import ApiError
+from relay.web.problems import ApiError
 
 
 def principal_from_header(authenticator: Authenticator, header: str | None) -> Principal:

@@ -1,4 +1,5 @@
-"""Request-time access to the runtime, the caller, and actors (with domain errors mapped to HTTP)."""
+"""Request-time access to the runtime, the caller, the services and actors (domain errors reach HTTP through
+web/problems.py's table)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pykka
 from flask import current_app, g, request
 
-from relay.events.errors import (
-    AlreadyExistsError,
-    ConcurrentChangeError,
-    DomainError,
-    IllegalTransitionError,
-    InvalidValueError,
-    NotFoundError,
-)
+from relay.actors.services.commands import COMMAND_TIMEOUT_S, run_command
+from relay.actors.services.executor_calls import ExecutorCalls
+from relay.actors.services.workflows import WorkflowActions
 from relay.projections.identity import Principal
 from relay.web import login_throttle
-from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import check_path_names
 from relay.web.auth import principal_from_header, require
+from relay.web.problems import ApiError, DomainFailure, api_error, not_found
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime
 
 T = TypeVar("T")
-
-ASK_TIMEOUT_S = 15.0
 
 
 def runtime() -> Runtime:
@@ -75,21 +69,30 @@ def require_app(org: str, app: str) -> dict[str, Any]:
     return row
 
 
-def ask(call: Callable[[], pykka.Future[T]], timeout: float = ASK_TIMEOUT_S) -> T:
+def ask(call: Callable[[], pykka.Future[T]], timeout: float = COMMAND_TIMEOUT_S) -> T:
     """Call an actor and wait; map domain errors to problem details; then wait for the views."""
     try:
-        result = call().get(timeout=timeout)
-    except NotFoundError as error:
-        raise not_found(str(error)) from None
-    except AlreadyExistsError as error:
-        raise ApiError(409, str(error)) from None
-    except (IllegalTransitionError, ConcurrentChangeError) as error:
-        raise ApiError(409, str(error)) from None
-    except InvalidValueError as error:
-        raise invalid("body", str(error)) from None
-    except DomainError as error:
-        raise ApiError(400, str(error)) from None
-    except pykka.Timeout:
-        raise ApiError(504, "Relay did not finish the command in time") from None
-    runtime().wait_for_views()
-    return result
+        return run_command(runtime(), call, timeout)
+    except DomainFailure as error:
+        raise api_error(error) from None
+
+
+def executor_calls() -> ExecutorCalls:
+    """This request's calls to executors (one object per request: it remembers which path answered, the
+    `X-Relay-Served-From` header)."""
+    found: ExecutorCalls | None = g.get("relay_calls")
+    if found is None:
+        found = g.relay_calls = ExecutorCalls(runtime())
+    return found
+
+
+def workflow_actions() -> WorkflowActions:
+    """The workflow, queue, schedule and version use cases, over this request's executor calls."""
+    return WorkflowActions(executor_calls())
+
+
+def authorize_app(permission: str, org: str, app: str) -> None:
+    """Authenticate, check the permission, and find the application (401/403/404/422), before any frame."""
+    authorize(permission, org, app)
+    if not runtime().views.applications.app_exists(org, app):
+        require_app(org, app)  # its 404

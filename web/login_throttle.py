@@ -14,7 +14,7 @@ import logging
 
 from flask import current_app, request
 
-from relay.web.api.problems import ApiError
+from relay.web.problems import ApiError
 from relay.web.transport.limits import HandshakeFailures, retry_after_header
 
 log = logging.getLogger("relay.web.logins")

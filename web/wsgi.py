@@ -25,7 +25,7 @@ from relay.web.api import raw as api_raw
 from relay.web.api import relay as api_relay
 from relay.web.api import workflows as api_workflows
 from relay.web.api.cluster import bp as cluster_bp
-from relay.web.api.problems import ApiError, problem_response
+from relay.web.problems import ApiError, answer_problems, problem_response
 from relay.web.transport import websocket
 
 if TYPE_CHECKING:
@@ -81,7 +81,8 @@ def _no_type_without_content(response: Response) -> Response:
 
 def _served_from(response: Response) -> Response:
     """Which path answered a workflow, queue, schedule or version request: `executor` or `database` (issue 15)."""
-    served = g.get("relay_served_from")
+    calls = g.get("relay_calls")  # this request's executor calls (web/context.py executor_calls)
+    served = calls.served_from if calls is not None else None
     if served is not None:
         response.headers["X-Relay-Served-From"] = served
     return response
@@ -112,9 +113,7 @@ def create_app(rt: Runtime) -> Flask:
     app.after_request(_no_type_without_content)
     app.after_request(_served_from)
 
-    @app.errorhandler(ApiError)
-    def _api_error(error: ApiError) -> Response:
-        return problem_response(error)
+    answer_problems(app)  # ApiError, and the domain's errors through web/problems.py's one table
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:

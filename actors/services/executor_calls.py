@@ -1,25 +1,27 @@
-"""Calling an application's executors from an HTTP request, with the API's answers for every way it can fail.
+"""Calling an application's executors, with a domain error (actors/services/errors.py) for every way it fails.
 
-- no executor of the application connected here: 503;
+- no executor of the application connected here: NoExecutorError;
 - candidates are tried in routing order (actors/routing.py); an "Unknown message type" answer marks that
-  executor as not supporting the type and moves on; when no connected executor supports the type: 501,
-  naming the SDK languages/releases that lack it;
-- an executor that disconnects before answering: the next candidate; none left: 502;
-- an executor's ``error_message``: the message (without the SDK's traceback) in ``detail``, with 404, 409 or 422
-  when it says the request was wrong (web/api/executor_errors.py: an unknown workflow id, a filter its database
-  cannot do, an import that is not an export), 502 otherwise;
-- an executor that answers with a frame breaking the protocol: 502 at once, naming what is wrong;
-- an executor with RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: the next candidate; none left: 429;
-- no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, 504.
+  executor as not supporting the type and moves on; when no connected executor supports the type:
+  NotSupportedError, naming the SDK languages/releases that lack it;
+- an executor that disconnects before answering: the next candidate; none left: ExecutorDisconnectedError;
+- an executor's ``error_message``: the message (without the SDK's traceback) in ``detail``, a CallerMistakeError
+  when it says the request was wrong (actors/services/executor_errors.py: an unknown workflow id, a filter its
+  database cannot do, an import that is not an export), ExecutorFailedError otherwise;
+- an executor that answers with a frame breaking the protocol: ExecutorFailedError at once, naming what is wrong;
+- an executor with RELAY_MAX_INFLIGHT_PER_EXECUTOR requests unanswered: the next candidate; none left:
+  ExecutorsBusyError;
+- no answer within RELAY_REQUEST_TIMEOUT_S: the request is forgotten, TimedOutError.
 
 The data plane (issue 15), when the application has one: with no executor of the application connected
 anywhere, or none supporting the request's type, the system database answers instead
-(actors/adapters/dataplane/client.py);
-`g.relay_served_from` says which path answered (the `X-Relay-Served-From` header, the console's badge).
+(actors/adapters/dataplane/client.py); `served_from` says which path answered (the `X-Relay-Served-From`
+header, the console's badge).
 
 HA: when no executor connected to this instance can take the request, the HEALTHY executors of the
 application on other live instances are the candidates (actors/cluster.py), reached through their instance
 (actors/adapters/forwarder.py, when RELAY_FORWARD_SECRET is set); their answers are read exactly as local ones.
+`serve_forwarded` is the other end: a peer's request, answered by an executor connected here.
 
 Each HTTP request runs in its own greenlet and only waits on its own future, so a slow executor or a
 huge answer holds up nobody else.
@@ -32,31 +34,49 @@ import dataclasses
 import logging
 import re
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pykka
-from flask import g
 
-from relay.actors import routing
+from relay.actors import metrics, routing
 from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError
 from relay.actors.adapters.forwarder import ForwardError
 from relay.actors.application import LiveExecutor, Publication, RoutingBoard
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.executor import ask_request, tell_forget
-from relay.web.api import executor_errors
-from relay.web.api.metrics import timed_request
-from relay.web.api.problems import ApiError, not_found
-from relay.web.context import ASK_TIMEOUT_S, authorize, require_app, runtime
+from relay.actors.services import executor_errors
+from relay.actors.services.errors import (
+    DataPlaneFailedError,
+    DataPlaneRefusedError,
+    DataPlaneTimedOutError,
+    DataPlaneUnavailableError,
+    ExecutorDisconnectedError,
+    ExecutorFailedError,
+    ExecutorsBusyError,
+    ExecutorUnavailableError,
+    ForwardRefusedError,
+    NoExecutorError,
+    NotSupportedError,
+    ServiceError,
+    TimedOutError,
+)
+from relay.events.errors import NotFoundError
 from relay.wire.codec import is_metadata_only_refusal, is_send_race, is_unknown_type_error
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from relay.wire.messages import MessageType, new_request_id
 from relay.wire.requests import CancelRequest, DeleteRequest, Request, ResumeRequest
+from relay.wire.responses import Response
 from relay.wire.support import supports_bulk_ids
-from relay.wire.workflow_requests import GetWorkflowRequest, ListWorkflowsBody, ListWorkflowsRequest
 
-log = logging.getLogger("relay.web.executor_calls")
+if TYPE_CHECKING:
+    from relay.actors.runtime import Runtime
+
+log = logging.getLogger("relay.web.executor_calls")  # the logger's name is what operators filter on: kept
+
+ASK_TIMEOUT_S = 15.0
+"""How long a request waits for the application's actor (not for an executor: RELAY_REQUEST_TIMEOUT_S)."""
 
 SEND_RACE_RETRY_DELAYS_S = (0.05, 0.25)
 """Pauses before asking again when an executor failed only to send its answer (is_send_race): the Java
@@ -72,46 +92,15 @@ _TRACEBACK = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?=[\w.]*[a-z])[A-Za-z_][\w.]*: \S")
 _BULK_CAPABLE = (CancelRequest, ResumeRequest, DeleteRequest)
 
-
-class NoExecutorError(ApiError):
-    def __init__(self, app: str) -> None:
-        super().__init__(503, f"no executor of application '{app}' is connected")
-
-
-def _who(executor: LiveExecutor) -> str:
-    """An executor as errors name it: its SDK and release first, so the operator knows whose answer it was."""
-    return f"{executor.language or 'unknown-language'} {executor.dbos_version or 'unknown-version'} " \
-        f"executor '{executor.executor_id}'"
-
-
-def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswerError) -> ApiError:
-    return ApiError(
-        502, f"{_who(executor)} answered '{message_type}' with a malformed frame: {error}", title="Executor Error",
-    )
-
-
-def _failed(executor: LiveExecutor, message_type: str, error_message: str) -> ApiError:
-    summary = summarize_error(error_message)
-    detail = f"{_who(executor)} answered '{message_type}' with an error: {summary}"
-    # Classified on the summary (context and the exception's last line), not on the traceback's other frames.
-    client = executor_errors.classify(message_type, summary)
-    if client is None:
-        return ApiError(502, detail, title="Executor Error")
-    if client.location is None:
-        return ApiError(client.status, f"{client.explanation}: {detail}")
-    return ApiError(client.status, f"{client.location}: {client.explanation}; {detail}",
-                    errors=[{"location": client.location, "message": client.explanation}])
-
-
-def _busy(app: str, limit: int) -> ApiError:
-    return ApiError(
-        429, f"the executors of application '{app}' already have {limit} requests each in flight "
-        "(RELAY_MAX_INFLIGHT_PER_EXECUTOR); try again later", title="Too Many Requests",
-    )
+# The data plane's refusals as the services' errors (its client names them by what HTTP would answer).
+_DATA_PLANE_ERRORS: dict[int, Callable[[str], Exception]] = {
+    404: NotFoundError, 422: DataPlaneRefusedError, 502: DataPlaneFailedError, 503: DataPlaneUnavailableError,
+    504: DataPlaneTimedOutError,
+}
 
 
 def summarize_error(message: str) -> str:
-    """An executor's error_message for the API: the Python SDK appends a traceback to its context line;
+    """An executor's error_message for the caller: the Python SDK appends a traceback to its context line;
     keep the context and the exception's line (API.md: never a stack trace)."""
     head, found, tail = message.partition(_TRACEBACK)
     if found:
@@ -124,308 +113,361 @@ def summarize_error(message: str) -> str:
     return message if len(message) <= MAX_DETAIL_CHARS else message[: MAX_DETAIL_CHARS - 1] + "…"
 
 
-def snapshot(org: str, app: str) -> tuple[Sequence[LiveExecutor], str | None]:
-    """The application's live executors and latest version, as its actor knows them."""
-    publication = _published(org, app)
-    if publication is not None:
-        return publication.executors, publication.latest_version
-    actor = runtime().directory.application_proxy(org, app)
+def _who(executor: LiveExecutor) -> str:
+    """An executor as errors name it: its SDK and release first, so the operator knows whose answer it was."""
+    language, release = executor.language or "unknown-language", executor.dbos_version or "unknown-version"
+    return f"{language} {release} executor '{executor.executor_id}'"
+
+
+def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswerError) -> ExecutorFailedError:
+    return ExecutorFailedError(f"{_who(executor)} answered '{message_type}' with a malformed frame: {error}")
+
+
+def _failed(executor: LiveExecutor, message_type: str, error_message: str) -> ServiceError:
+    """An executor's error answer: the caller's mistake when its text says so, the executor's fault otherwise."""
+    summary = summarize_error(error_message)
+    detail = f"{_who(executor)} answered '{message_type}' with an error: {summary}"
+    # Classified on the summary (context and the exception's last line), not on the traceback's other frames.
+    client = executor_errors.classify(message_type, summary)
+    if client is None:
+        return ExecutorFailedError(detail)
+    if client.location is None:
+        return client.kind(f"{client.explanation}: {detail}", explanation=client.explanation)
+    return client.kind(f"{client.location}: {client.explanation}; {detail}", location=client.location,
+                       explanation=client.explanation)
+
+
+def _busy(app: str, limit: int) -> ExecutorsBusyError:
+    return ExecutorsBusyError(
+        f"the executors of application '{app}' already have {limit} requests each in flight "
+        "(RELAY_MAX_INFLIGHT_PER_EXECUTOR); try again later",
+    )
+
+
+def timed_send(send: Callable[[], Response], org: str, app: str, message_type: str) -> Response:
+    """``send()`` counted and timed by message type and outcome (GET /metrics)."""
+    started = time.monotonic()
+    outcome = metrics.ERROR
     try:
-        return actor.routing_snapshot().get(timeout=ASK_TIMEOUT_S)
-    except pykka.Timeout:
-        raise ApiError(504, f"application '{app}' did not answer Relay in time") from None
-
-
-def _published(org: str, app: str) -> Publication | None:
-    """What the application's actor (started on first use) last published for routing, read without asking it
-    (actors/application.py RoutingBoard); None for an actor that publishes nothing (test stand-ins)."""
-    board = RoutingBoard.of(runtime().directory.application(org, app))
-    return board.current if board is not None else None
-
-
-def data_plane(org: str, app: str) -> DataPlane | None:
-    """The application's data plane on this instance, None when it has none configured."""
-    config = runtime().views.applications.app_setting(org, app, "dataPlane")
-    return runtime().data_planes.get(org, app, config)
-
-
-def from_database(plane: DataPlane, request: Any) -> Any:
-    """The system database's answer, with the API's errors for its failures (never the URL). Its refusals carry
-    the header too: the database path is the one that answered."""
-    g.relay_served_from = "database"
-    try:
-        response = dataplane_answers.answer(plane, request)
-    except DataPlaneError as error:
-        raise ApiError(error.status, error.detail, title="Data Plane Error" if error.status >= 500 else None) \
-            from None
-    return response
-
-
-def call(org: str, app: str, request: Request) -> Any:
-    """Send ``request`` to the best executor of the application and return its (successful) response; the
-    system database answers when no executor can and the application has a data plane."""
-    message_type = str(request.type.value)
-    plane = data_plane(org, app)
-    if plane is not None and dataplane_answers.prefers_database(message_type):
-        answered = _database_first(plane, request)
-        if answered is not None:
-            return answered
-    try:
-        route = _route(org, app, message_type)
-    except NoExecutorError:
-        if plane is None:
-            raise
-        return from_database(plane, request)
-    return _ask_executors(org, app, request, route, plane)
-
-
-def _database_first(plane: DataPlane, request: Any) -> Any:
-    """A heavy read from the database; None when the database cannot be reached or is refused (the executors then
-    answer)."""
-    try:
-        return from_database(plane, request)
-    except ApiError as error:
-        if error.status not in (422, 503):
-            raise
-        return None
-
-
-def _ask_executors(org: str, app: str, request: Request, route: routing.Route,
-                   plane: DataPlane | None) -> Any:
-    """The candidates in order; the database when none supports the type (and the application has one)."""
-    message_type = str(request.type.value)
-    lacking = list(route.lacking)
-    gone = 0
-    busy: InFlightLimitError | None = None
-    refusal: ApiError | None = None
-    for executor in route.candidates:
-        try:
-            response = _send_past_races(org, app, executor, request)
-        except ExecutorGoneError:
-            gone += 1
-            continue
-        except InFlightLimitError as error:
-            busy = error
-            continue
-        except MalformedAnswerError as error:
-            raise _malformed(executor, message_type, error) from None
-        if response.error_message is None:
-            g.relay_served_from = "executor"
-            return response
-        if is_unknown_type_error(response):
-            _mark_unsupported(org, app, executor, message_type)
-            lacking.append(executor)
-            continue
-        if is_metadata_only_refusal(response):
-            refusal = _failed(executor, message_type, response.error_message)
-            continue
-        raise _failed(executor, message_type, response.error_message)
-    if plane is not None and refusal is None and busy is None and not gone and dataplane_answers.serves(message_type):
-        return from_database(plane, request)  # the connected executors lack the type; the database has it
-    raise _unanswered(app, message_type, refusal, busy, gone, lacking)
-
-
-def _send_past_races(org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
-    """_send_all, asked again (read-only types only) while the executor answers that it lost a send race."""
-    response = _send_all(org, app, executor, request)
-    if request.type not in SEND_RACE_RETRYABLE:
+        response = send()
+    except ExecutorGoneError:
+        outcome = metrics.GONE
+        raise
+    except TimedOutError:
+        outcome = metrics.TIMEOUT
+        raise
+    else:
+        outcome = metrics.outcome_of(response)
         return response
-    for delay in SEND_RACE_RETRY_DELAYS_S:
-        if not is_send_race(response):
-            break
-        log.info("executor %s/%s/%s lost a send race answering %s; asking again",
-                 org, app, executor.executor_id, request.type.value)
-        time.sleep(delay)  # gevent's, under relay serve: only this request waits
-        response = _send_all(org, app, executor, request)
-    return response
+    finally:
+        metrics.observe_request(org, app, message_type, outcome, time.monotonic() - started)
 
 
-def _unanswered(app: str, message_type: str, refusal: ApiError | None, busy: InFlightLimitError | None, gone: int,
-                lacking: list[LiveExecutor]) -> ApiError:
+class ExecutorCalls:
+    """The calls of one request (or one console page) to the executors of applications. `served_from` says
+    which path answered the last call: ``executor`` or ``database``."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.served_from: str | None = None
+
+    # -- what is connected
+
+    def snapshot(self, org: str, app: str) -> tuple[Sequence[LiveExecutor], str | None]:
+        """The application's live executors and latest version, as its actor knows them."""
+        publication = self._published(org, app)
+        if publication is not None:
+            return publication.executors, publication.latest_version
+        actor = self.rt.directory.application_proxy(org, app)
+        try:
+            executors: tuple[Sequence[LiveExecutor], str | None] = actor.routing_snapshot().get(
+                timeout=ASK_TIMEOUT_S)
+        except pykka.Timeout:
+            raise TimedOutError(f"application '{app}' did not answer Relay in time") from None
+        return executors
+
+    def _published(self, org: str, app: str) -> Publication | None:
+        """What the application's actor (started on first use) last published for routing, read without asking
+        it (actors/application.py RoutingBoard); None for an actor that publishes nothing (test stand-ins)."""
+        board = RoutingBoard.of(self.rt.directory.application(org, app))
+        return board.current if board is not None else None
+
+    def remote_executor(self, org: str, app: str, executor_id: str) -> RemoteExecutor | None:
+        """The named executor if it is HEALTHY on another live instance (None when forwarding is disabled)."""
+        forwarder = getattr(self.rt, "forwarder", None)
+        return forwarder.cluster.remote_executor(org, app, executor_id) if forwarder is not None else None
+
+    def remote_executors(self, org: str, app: str) -> list[RemoteExecutor]:
+        """HEALTHY executors of the application on other live instances ([] when forwarding is disabled)."""
+        forwarder = getattr(self.rt, "forwarder", None)
+        return forwarder.executors(org, app) if forwarder is not None else []
+
+    # -- the data plane
+
+    def data_plane(self, org: str, app: str) -> DataPlane | None:
+        """The application's data plane on this instance, None when it has none configured."""
+        config = self.rt.views.applications.app_setting(org, app, "dataPlane")
+        return self.rt.data_planes.get(org, app, config)
+
+    def from_database(self, plane: DataPlane, request: Request) -> Any:
+        """The system database's answer (its failures never name the URL). Its refusals count as the
+        database's answer too: that is the path that answered."""
+        self.served_from = "database"
+        try:
+            return dataplane_answers.answer(plane, request)
+        except DataPlaneError as error:
+            raise _DATA_PLANE_ERRORS.get(error.status, DataPlaneFailedError)(error.detail) from None
+
+    def _database_first(self, plane: DataPlane, request: Request) -> Any:
+        """A heavy read from the database; None when the database cannot be reached or is refused (the
+        executors then answer)."""
+        try:
+            return self.from_database(plane, request)
+        except (DataPlaneRefusedError, DataPlaneUnavailableError):
+            return None
+
+    # -- one request, to the best executor
+
+    def call(self, org: str, app: str, request: Request) -> Any:
+        """Send ``request`` to the best executor of the application and return its (successful) response; the
+        system database answers when no executor can and the application has a data plane."""
+        message_type = str(request.type.value)
+        plane = self.data_plane(org, app)
+        if plane is not None and dataplane_answers.prefers_database(message_type):
+            answered = self._database_first(plane, request)
+            if answered is not None:
+                return answered
+        try:
+            route = self._route(org, app, message_type)
+        except NoExecutorError:
+            if plane is None:
+                raise
+            return self.from_database(plane, request)
+        return self._ask_executors(org, app, request, route, plane)
+
+    def _route(self, org: str, app: str, message_type: str) -> routing.Route:
+        """The candidates for a request: the executors connected here; when none of them can take it, those on
+        other live instances (HA). NoExecutorError when the application has no executor anywhere."""
+        publication = self._published(org, app)
+        if publication is not None:
+            route, latest = routing.rank_cached(publication, message_type), publication.latest_version
+        else:
+            executors, latest = self.snapshot(org, app)
+            route = routing.rank(executors, message_type, latest)
+        if not route.candidates:
+            remote = routing.rank(self.remote_executors(org, app), message_type, latest)  # type: ignore[arg-type]
+            route = routing.Route(candidates=remote.candidates, lacking=[*route.lacking, *remote.lacking])
+        if not route.candidates and not route.lacking:
+            raise NoExecutorError(app)
+        return route
+
+    def _ask_executors(self, org: str, app: str, request: Request, route: routing.Route,
+                       plane: DataPlane | None) -> Any:
+        """The candidates in order; the database when none supports the type (and the application has one)."""
+        message_type = str(request.type.value)
+        lacking = list(route.lacking)
+        gone = 0
+        busy: InFlightLimitError | None = None
+        refusal: ServiceError | None = None
+        for executor in route.candidates:
+            try:
+                response = self._send_past_races(org, app, executor, request)
+            except ExecutorGoneError:
+                gone += 1
+                continue
+            except InFlightLimitError as error:
+                busy = error
+                continue
+            except MalformedAnswerError as error:
+                raise _malformed(executor, message_type, error) from None
+            if response.error_message is None:
+                self.served_from = "executor"
+                return response
+            if is_unknown_type_error(response):
+                self._mark_unsupported(org, app, executor, message_type)
+                lacking.append(executor)
+                continue
+            if is_metadata_only_refusal(response):
+                refusal = _failed(executor, message_type, response.error_message)
+                continue
+            raise _failed(executor, message_type, response.error_message)
+        if (plane is not None and refusal is None and busy is None and not gone
+                and dataplane_answers.serves(message_type)):
+            return self.from_database(plane, request)  # the connected executors lack the type; the database has it
+        raise _unanswered(app, message_type, refusal, busy, gone, lacking)
+
+    def _send_past_races(self, org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
+        """_send_all, asked again (read-only types only) while the executor answers that it lost a send race."""
+        response = self._send_all(org, app, executor, request)
+        if request.type not in SEND_RACE_RETRYABLE:
+            return response
+        for delay in SEND_RACE_RETRY_DELAYS_S:
+            if not is_send_race(response):
+                break
+            log.info("executor %s/%s/%s lost a send race answering %s; asking again",
+                     org, app, executor.executor_id, request.type.value)
+            time.sleep(delay)  # gevent's, under relay serve: only this request waits
+            response = self._send_all(org, app, executor, request)
+        return response
+
+    def _send_all(self, org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
+        """One logical request to one executor. Releases without ``workflow_ids`` support for this type act on
+        the first id only (Go read it for delete before cancel/resume), so a request for several workflows goes
+        to them as one request per workflow."""
+        ids = getattr(request, "ids", None)
+        if (
+            isinstance(request, _BULK_CAPABLE)
+            and ids is not None
+            and len(ids) > 1
+            and supports_bulk_ids(executor.language, executor.dbos_version, request.type) is False
+        ):
+            response = None
+            for workflow_id in ids:
+                single = dataclasses.replace(request, workflow_id=workflow_id, workflow_ids=None)
+                response = self._send_one(org, app, executor, single)
+                if response.error_message is not None:
+                    return response
+            return response
+        return self._send_one(org, app, executor, request)
+
+    def _send_one(self, org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
+        """Send with a fresh request id (a retry must not reuse one) and wait up to the request timeout;
+        counted and timed by type and outcome."""
+        attempt = dataclasses.replace(request, request_id=new_request_id())
+        return timed_send(lambda: self._send_untimed(org, app, executor, attempt), org, app, str(request.type))
+
+    def _send_untimed(self, org: str, app: str, executor: LiveExecutor, attempt: Any) -> Any:
+        timeout = self.rt.settings.limits.request_timeout_s
+        if isinstance(executor, RemoteExecutor):
+            return self._forward_one(org, app, executor, attempt, timeout)
+        try:
+            # Plain messages, not a proxy: building one introspects the whole actor, per call.
+            future = ask_request(executor.ref, attempt).get(timeout=ASK_TIMEOUT_S)
+            return future.get(timeout=timeout)
+        except pykka.ActorDeadError:
+            raise ExecutorGoneError("executor connection closed") from None
+        except pykka.Timeout:
+            with contextlib.suppress(pykka.ActorDeadError):
+                tell_forget(executor.ref, attempt.request_id)
+            log.warning(
+                "executor %s/%s/%s did not answer %s within %g s",
+                org, app, executor.executor_id, attempt.type, timeout,
+            )
+            raise TimedOutError(
+                f"executor '{executor.executor_id}' did not answer '{attempt.type}' within {timeout:g} s",
+            ) from None
+
+    def _forward_one(self, org: str, app: str, executor: RemoteExecutor, request: Any, timeout: float) -> Any:
+        """One request through the executor's instance, its failures read as a local executor's: gone (next
+        candidate), timed out, busy; a refused forward (secrets differ) or a malformed answer: failed."""
+        try:
+            return self.rt.forwarder.call(executor, org, app, request, timeout)  # type: ignore[union-attr]
+        except ForwardError as error:
+            if error.status in (None, 503):
+                raise ExecutorGoneError(str(error)) from None
+            if error.status == 504:
+                raise TimedOutError(
+                    f"executor '{executor.executor_id}' (on instance {executor.instance}) did not answer "
+                    f"'{request.type}' within {timeout:g} s",
+                ) from None
+            if error.status == 429:  # busy there: the next candidate, as for a local one
+                limit = getattr(self.rt.settings.limits, "max_inflight_per_executor", 0)
+                raise InFlightLimitError(limit) from None
+            if error.status == 502:
+                raise ExecutorFailedError(error.detail) from None
+            raise ForwardRefusedError(
+                f"instance {executor.instance} refused the forwarded request: {error.detail}") from None
+
+    def _mark_unsupported(self, org: str, app: str, executor: LiveExecutor, message_type: str) -> None:
+        if isinstance(executor, RemoteExecutor):
+            return  # its own instance marks it
+        log.info(
+            "executor %s/%s/%s (%s %s) does not support %s",
+            org, app, executor.executor_id, executor.language, executor.dbos_version, message_type,
+        )
+        marked = self.rt.directory.application_proxy(org, app).mark_unsupported(executor.executor_id, message_type)
+        # Waited for: routing reads what the actor publishes (RoutingBoard), and the next request must see it.
+        with contextlib.suppress(pykka.Timeout, pykka.ActorDeadError):
+            marked.get(timeout=ASK_TIMEOUT_S)
+
+    # -- one request, to one named executor
+
+    def call_executor(self, org: str, app: str, executor_id: str, request: Any) -> Any:
+        """Send one request to the named executor (here, or on another instance) and return its response,
+        whatever it says (the raw endpoint)."""
+        executors, _latest = self.snapshot(org, app)
+        executor: LiveExecutor | None = next((e for e in executors if e.executor_id == executor_id), None)
+        if executor is None:  # HA: connected to another instance, reached through it
+            executor = self.remote_executor(org, app, executor_id)
+        if executor is None:
+            known = {row["executor_id"] for row in self.rt.views.registry.executors(org, app)}
+            if executor_id in known:
+                raise ExecutorUnavailableError(f"executor '{executor_id}' is not connected to this Relay instance")
+            raise NotFoundError(f"executor '{executor_id}' not found in application '{app}'")
+        try:
+            response = self._send_one(org, app, executor, request)
+        except ExecutorGoneError:
+            raise ExecutorDisconnectedError(f"executor '{executor.executor_id}' disconnected before answering") \
+                from None
+        except InFlightLimitError as error:
+            raise _busy(app, error.limit) from None
+        except MalformedAnswerError as error:
+            raise _malformed(executor, str(request.type), error) from None
+        if is_unknown_type_error(response):
+            self._mark_unsupported(org, app, executor, str(request.type))
+        return response
+
+    def serve_forwarded(self, org: str, app: str, executor_id: str | None, request: Any) -> Any:
+        """A peer instance's forwarded request, answered by the named executor connected here (or, none named,
+        by this instance's in routing order): its response whatever it says."""
+        for executor in self._local_candidates(org, app, executor_id, str(request.type)):
+            try:
+                response = self._send_one(org, app, executor, request)
+            except ExecutorGoneError:
+                continue
+            except InFlightLimitError as error:
+                raise ExecutorsBusyError(
+                    f"executor '{executor.executor_id}' has {error.limit} requests in flight") from None
+            except MalformedAnswerError as error:
+                raise ExecutorFailedError(f"executor '{executor.executor_id}' answered '{request.type}' with a "
+                                          f"malformed frame: {error}") from None
+            if is_unknown_type_error(response):
+                self._mark_unsupported(org, app, executor, str(request.type))
+            return response
+        raise ExecutorUnavailableError(f"the executor(s) of application '{app}' on instance "
+                                       f"{self.rt.ctx.instance_id} disconnected before answering")
+
+    def _local_candidates(self, org: str, app: str, executor_id: str | None,
+                          message_type: str) -> Sequence[LiveExecutor]:
+        """The named executor if it is connected here, else (none named) this instance's in routing order."""
+        here = self.rt.ctx.instance_id
+        executors, latest = self.snapshot(org, app)
+        if executor_id is not None:
+            candidates = [e for e in executors if e.executor_id == executor_id]
+            if not candidates:
+                raise ExecutorUnavailableError(f"executor '{executor_id}' is not connected to instance {here}")
+            return candidates
+        ranked = routing.rank(executors, message_type, latest).candidates
+        if not ranked:
+            raise ExecutorUnavailableError(f"no executor of application '{app}' is connected to instance {here}")
+        return ranked
+
+
+def _unanswered(app: str, message_type: str, refusal: ServiceError | None, busy: InFlightLimitError | None,
+                gone: int, lacking: list[LiveExecutor]) -> ServiceError:
     """Why no candidate answered, most telling reason first."""
     if refusal is not None:
         return refusal
     if busy is not None:
         return _busy(app, busy.limit)
     if gone and not lacking:
-        return ApiError(502, f"every executor of application '{app}' disconnected before answering")
+        return ExecutorDisconnectedError(f"every executor of application '{app}' disconnected before answering")
     if gone:
-        return ApiError(
-            502,
+        return ExecutorDisconnectedError(
             f"executors of application '{app}' disconnected before answering '{message_type}'; the others "
             f"lack it ({routing.describe_lacking(lacking)})",
         )
-    return ApiError(
-        501,
+    return NotSupportedError(
         f"no connected executor of application '{app}' supports '{message_type}': "
         f"{routing.describe_lacking(lacking)} lack it; upgrade the DBOS SDK",
-        title="Not Implemented",
     )
-
-
-def _route(org: str, app: str, message_type: str) -> routing.Route:
-    """The candidates for a request: the executors connected here; when none of them can take it, those on
-    other live instances (HA). 503 when the application has no executor anywhere."""
-    publication = _published(org, app)
-    if publication is not None:
-        route, latest = routing.rank_cached(publication, message_type), publication.latest_version
-    else:
-        executors, latest = snapshot(org, app)
-        route = routing.rank(executors, message_type, latest)
-    if not route.candidates:
-        remote = routing.rank(remote_executors(org, app), message_type, latest)  # type: ignore[arg-type]
-        route = routing.Route(candidates=remote.candidates, lacking=[*route.lacking, *remote.lacking])
-    if not route.candidates and not route.lacking:
-        raise NoExecutorError(app)
-    return route
-
-
-def call_executor(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
-    """Send one request to one executor and return its response, whatever it says (the raw endpoint).
-    ExecutorGoneError → 502, timeout → 504."""
-    try:
-        response = _send_one(org, app, executor, request)
-    except ExecutorGoneError:
-        raise ApiError(502, f"executor '{executor.executor_id}' disconnected before answering") from None
-    except InFlightLimitError as error:
-        raise _busy(app, error.limit) from None
-    except MalformedAnswerError as error:
-        raise _malformed(executor, str(request.type), error) from None
-    if is_unknown_type_error(response):
-        _mark_unsupported(org, app, executor, str(request.type))
-    return response
-
-
-def _send_all(org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
-    """One logical request to one executor. Releases without ``workflow_ids`` support for this type act on
-    the first id only (Go read it for delete before cancel/resume), so a request for several workflows goes to
-    them as one request per workflow."""
-    ids = getattr(request, "ids", None)
-    if (
-        isinstance(request, _BULK_CAPABLE)
-        and ids is not None
-        and len(ids) > 1
-        and supports_bulk_ids(executor.language, executor.dbos_version, request.type) is False
-    ):
-        response = None
-        for workflow_id in ids:
-            single = dataclasses.replace(request, workflow_id=workflow_id, workflow_ids=None)
-            response = _send_one(org, app, executor, single)
-            if response.error_message is not None:
-                return response
-        return response
-    return _send_one(org, app, executor, request)
-
-
-@timed_request  # requests by type and outcome, with their latency (GET /metrics)
-def _send_one(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
-    """Send with a fresh request id (a retry must not reuse one) and wait up to the request timeout."""
-    attempt = dataclasses.replace(request, request_id=new_request_id())
-    timeout = runtime().settings.limits.request_timeout_s
-    if isinstance(executor, RemoteExecutor):
-        return _forward_one(org, app, executor, attempt, timeout)
-    try:
-        # Plain messages, not a proxy: building one introspects the whole actor, per call.
-        future = ask_request(executor.ref, attempt).get(timeout=ASK_TIMEOUT_S)
-        return future.get(timeout=timeout)
-    except pykka.ActorDeadError:
-        raise ExecutorGoneError("executor connection closed") from None
-    except pykka.Timeout:
-        with contextlib.suppress(pykka.ActorDeadError):
-            tell_forget(executor.ref, attempt.request_id)
-        log.warning(
-            "executor %s/%s/%s did not answer %s within %g s",
-            org, app, executor.executor_id, attempt.type, timeout,
-        )
-        raise ApiError(
-            504,
-            f"executor '{executor.executor_id}' did not answer '{attempt.type}' within {timeout:g} s",
-            title="Gateway Timeout",
-        ) from None
-
-
-def send_local(org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
-    """One request to one executor of this instance, its response whatever it says (a forwarded request:
-    web/api/cluster.py). Raises ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ApiError 504."""
-    response = _send_one(org, app, executor, request)
-    if is_unknown_type_error(response):
-        _mark_unsupported(org, app, executor, str(request.type))
-    return response
-
-
-def remote_executor(org: str, app: str, executor_id: str) -> RemoteExecutor | None:
-    """The named executor if it is HEALTHY on another live instance (None when forwarding is disabled)."""
-    forwarder = getattr(runtime(), "forwarder", None)
-    return forwarder.cluster.remote_executor(org, app, executor_id) if forwarder is not None else None
-
-
-def remote_executors(org: str, app: str) -> list[RemoteExecutor]:
-    """HEALTHY executors of the application on other live instances ([] when forwarding is disabled)."""
-    forwarder = getattr(runtime(), "forwarder", None)
-    return forwarder.executors(org, app) if forwarder is not None else []
-
-
-def _forward_one(org: str, app: str, executor: RemoteExecutor, request: Any, timeout: float) -> Any:
-    """One request through the executor's instance, its failures mapped as a local executor's: gone (next
-    candidate), 504, 429; a refused forward (secrets differ) or a malformed answer: 502."""
-    try:
-        return runtime().forwarder.call(executor, org, app, request, timeout)
-    except ForwardError as error:
-        if error.status in (None, 503):
-            raise ExecutorGoneError(str(error)) from None
-        if error.status == 504:
-            raise ApiError(
-                504,
-                f"executor '{executor.executor_id}' (on instance {executor.instance}) did not answer "
-                f"'{request.type}' within {timeout:g} s",
-                title="Gateway Timeout",
-            ) from None
-        if error.status == 429:  # busy there: the next candidate, as for a local one
-            raise InFlightLimitError(getattr(runtime().settings.limits, "max_inflight_per_executor", 0)) from None
-        if error.status == 502:
-            raise ApiError(502, error.detail, title="Executor Error") from None
-        raise ApiError(502, f"instance {executor.instance} refused the forwarded request: {error.detail}") from None
-
-
-def _mark_unsupported(org: str, app: str, executor: LiveExecutor, message_type: str) -> None:
-    if isinstance(executor, RemoteExecutor):
-        return  # its own instance marks it
-    log.info(
-        "executor %s/%s/%s (%s %s) does not support %s",
-        org, app, executor.executor_id, executor.language, executor.dbos_version, message_type,
-    )
-    marked = runtime().directory.application_proxy(org, app).mark_unsupported(executor.executor_id, message_type)
-    # Waited for: routing reads what the actor publishes (RoutingBoard), and the next request must see the mark.
-    with contextlib.suppress(pykka.Timeout, pykka.ActorDeadError):
-        marked.get(timeout=ASK_TIMEOUT_S)
-
-
-def authorize_app(permission: str, org: str, app: str) -> None:
-    """Authenticate, check the permission, and find the application (401/403/404/422), before any frame."""
-    authorize(permission, org, app)
-    if not runtime().views.applications.app_exists(org, app):
-        require_app(org, app)  # its 404
-
-
-def require_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any]:
-    """The workflow's status record (without input or output), or 404 when the executor has no such one."""
-    response = call(org, app, GetWorkflowRequest(workflow_id=workflow_id, load_input=False,
-                                                          load_output=False))
-    if response.output is None:
-        raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
-    return response.output
-
-
-def require_workflows(org: str, app: str, workflow_ids: list[str]) -> None:
-    """404 naming the ids the executors have no workflow for, with one list request: the four bulk actions check
-    every id first, all or nothing (docs/adr/0002-bulk-actions-all-or-nothing.md), since the SDKs disagree on an
-    unknown id (some skip it, some fail)."""
-    wanted = list(dict.fromkeys(workflow_ids))
-    body = ListWorkflowsBody(workflow_uuids=wanted, limit=len(wanted))
-    listed = {str(r.get("WorkflowUUID")) for r in call(org, app, ListWorkflowsRequest(body=body)).output or []}
-    if not listed <= set(wanted):
-        return  # an executor that ignored the filter: it cannot tell, the action will
-    missing = [w for w in wanted if w not in listed]
-    if missing:
-        more = f" (and {len(missing) - 10} more)" if len(missing) > 10 else ""
-        raise not_found(f"no workflow {', '.join(repr(w) for w in missing[:10])}{more} in application '{app}'")

@@ -1,11 +1,12 @@
 """Which executor error_messages are the caller's fault: a pure table of the texts the SDKs really send.
 
 An executor answers every failure with a free-text ``error_message`` (no code). Most are faults of the executor
-or its database (502), but some say the request itself was wrong: an id that does not exist, a filter the
-executor's system database cannot do, an import that is not an export. Those are 4xx, like the same mistake
-caught by Relay itself. The texts below were read from each SDK's source and checked against real executors
-(tests/integration/test_operations_python.py, test_sdk_executors.py; tests/unit/test_executor_calls.py keeps
-them); an unrecognized text stays a 502.
+or its database (ExecutorFailedError), but some say the request itself was wrong: an id that does not exist, a
+filter the executor's system database cannot do, an import that is not an export. Those are the caller's
+(404, 409, 422 over HTTP: web/problems.py), like the same mistake caught by Relay itself. The texts below were
+read from each SDK's source and checked against real executors (tests/integration/test_operations_python.py,
+test_sdk_executors.py; tests/unit/test_executor_calls.py keeps them); an unrecognized text stays the executor's
+fault.
 
 - Python (dbos 3.2.0): context, traceback, last line ``dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5:
   Non-existent target workflow ID: a, b`` (``export`` instead of ``target`` on export);
@@ -32,6 +33,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from relay.actors.services.errors import (
+    CallerMistakeError,
+    TargetConflictError,
+    TargetInvalidError,
+    TargetNotFoundError,
+)
+
 # The message types whose failure on an unknown id means "no such workflow" (never a fault of the executor).
 _ON_WORKFLOWS = frozenset({
     "resume", "fork_workflow", "fork_from_failure", "rewind_workflow", "cancel", "delete", "export_workflow",
@@ -43,9 +51,9 @@ _IMPORT = frozenset({"import_workflow"})
 
 @dataclass(frozen=True)
 class ClientError:
-    """An executor error that is the caller's: its HTTP status, and the request field it blames (if one)."""
+    """An executor error that is the caller's: its kind, and the request field it blames (if one)."""
 
-    status: int
+    kind: type[CallerMistakeError]
     location: str | None
     explanation: str
 
@@ -57,15 +65,18 @@ class _Rule:
     error: ClientError
 
 
-_NOT_FOUND = ClientError(404, None, "no such workflow")
+_NOT_FOUND = ClientError(TargetNotFoundError, None, "no such workflow")
 _ATTRIBUTES = ClientError(
-    422, "body.attributes",
+    TargetInvalidError, "body.attributes",
     "the executors' system database cannot filter by attributes (SQLite); use PostgreSQL or drop the filter",
 )
-_NO_STEPS = ClientError(422, "body.workflowIds", "a workflow has no step to fork from")
-_NOT_AN_EXPORT = ClientError(422, "body.serializedWorkflow", "not a workflow exported by this application's SDK")
-_ALREADY_THERE = ClientError(409, "body.serializedWorkflow", "a workflow of this export already exists")
-_FORK_ID_TAKEN = ClientError(409, "body.newWorkflowId", "a workflow with this newWorkflowId already exists")
+_NO_STEPS = ClientError(TargetInvalidError, "body.workflowIds", "a workflow has no step to fork from")
+_NOT_AN_EXPORT = ClientError(TargetInvalidError, "body.serializedWorkflow",
+                             "not a workflow exported by this application's SDK")
+_ALREADY_THERE = ClientError(TargetConflictError, "body.serializedWorkflow",
+                             "a workflow of this export already exists")
+_FORK_ID_TAKEN = ClientError(TargetConflictError, "body.newWorkflowId",
+                             "a workflow with this newWorkflowId already exists")
 # The system database's unique violation (PostgreSQL, SQLite, psycopg's class name).
 _UNIQUE_VIOLATION = re.compile(r"UNIQUE constraint failed|duplicate key value|UniqueViolation", re.IGNORECASE)
 
@@ -101,7 +112,7 @@ RULES: tuple[_Rule, ...] = (
 
 
 def classify(message_type: str, error_message: str) -> ClientError | None:
-    """The client error an executor's answer to ``message_type`` reports, or None (a fault: 502)."""
+    """The client error an executor's answer to ``message_type`` reports, or None (a fault of the executor)."""
     for rule in RULES:
         if message_type in rule.types and rule.pattern.search(error_message):
             return rule.error

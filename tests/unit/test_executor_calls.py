@@ -1,5 +1,6 @@
-"""web/executor_calls.py with actors and no sockets (a stand-in for ApplicationActor's routing side, scripted
-executor actors): the answers for every way an executor call can fail, and what each executor was sent."""
+"""actors/services/executor_calls.py (its errors as web/problems.py answers them) with actors and no sockets (a
+stand-in for ApplicationActor's routing side, scripted executor actors): the answers for every way an executor
+call can fail, and what each executor was sent."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ from typing import Any
 
 import pykka
 import pytest
-from flask import Flask, g
+from flask import Flask
 
 from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.application import LiveExecutor
 from relay.actors.context import Limits
 from relay.actors.directory import Directory
-from relay.web import executor_calls
-from relay.web.api.problems import ApiError
-from relay.web.executor_calls import call, summarize_error
+from relay.actors.services import executor_calls
+from relay.actors.services.executor_calls import summarize_error
+from relay.actors.services.workflows import WorkflowActions
+from relay.web.context import executor_calls as request_calls
+from relay.web.problems import ApiError, DomainFailure, api_error
 from relay.wire.catalog_requests import ListQueuesRequest
 from relay.wire.codec import decode_response, response_for
 from relay.wire.errors import ExecutorGoneError
@@ -122,11 +125,18 @@ UNKNOWN = {"error_message": "Unknown message type"}
 GET = GetWorkflowRequest(workflow_id="wf")
 
 
+def call(org: str, app: str, request: Any) -> Any:
+    """One call, as a view makes it: through the request's ExecutorCalls."""
+    return request_calls().call(org, app, request)
+
+
 def failure(request: Any, status: int) -> ApiError:
-    with pytest.raises(ApiError) as caught:
+    """The call's domain error, as the API answers it."""
+    with pytest.raises(DomainFailure) as caught:
         call(ORG, APP, request)
-    assert caught.value.status == status, caught.value.detail
-    return caught.value
+    problem = api_error(caught.value)
+    assert problem.status == status, problem.detail
+    return problem
 
 
 def test_no_executor_is_503(world: SimpleNamespace) -> None:
@@ -315,11 +325,10 @@ CLASSIFIED = [
 @pytest.mark.parametrize(("message_type", "message", "status", "location"), CLASSIFIED)
 def test_executor_errors_that_are_the_callers_are_4xx(message_type: str, message: str, status: int,
                                                       location: str | None) -> None:
-    from relay.web.api.executor_errors import classify
-    from relay.web.executor_calls import summarize_error
+    from relay.actors.services.executor_errors import classify
 
     found = classify(message_type, summarize_error(message))
-    assert (found.status if found else 502) == status
+    assert (api_error(found.kind("")).status if found else 502) == status
     assert (found.location if found else None) == location
 
 
@@ -343,23 +352,21 @@ def test_the_summary_keeps_the_exceptions_line_not_sqlalchemys_trailer() -> None
 
 
 def test_bulk_ids_are_checked_with_one_list_request(world: SimpleNamespace) -> None:
-    from relay.web.executor_calls import require_workflows
-
+    require_workflows = WorkflowActions(request_calls()).require_all
     known = {"a", "b"}
     world.add("sdk", lambda r: {"output": [{"WorkflowUUID": w} for w in r.body.workflow_uuids if w in known]})
     require_workflows(ORG, APP, ["a", "b", "a"])
-    with pytest.raises(ApiError) as caught:
+    with pytest.raises(DomainFailure) as caught:
         require_workflows(ORG, APP, ["a", "x", "y"])
-    assert caught.value.status == 404 and "'x', 'y'" in caught.value.detail and "'a'" not in caught.value.detail
+    problem = api_error(caught.value)
+    assert problem.status == 404 and "'x', 'y'" in problem.detail and "'a'" not in problem.detail
     [first, *_] = world.seen("sdk")[0]
     assert (first.body.workflow_uuids, first.body.limit, first.body.load_input) == (["a", "b"], 2, False)
 
 
 def test_an_executor_ignoring_the_id_filter_cannot_fail_the_check(world: SimpleNamespace) -> None:
-    from relay.web.executor_calls import require_workflows
-
     world.add("old", lambda r: {"output": [{"WorkflowUUID": "other"}]})
-    require_workflows(ORG, APP, ["a"])  # it cannot tell: the action itself will
+    WorkflowActions(request_calls()).require_all(ORG, APP, ["a"])  # it cannot tell: the action itself will
 
 
 # -- the routing rule between executors and the data plane (issue 15) ---------------------------------------------
@@ -384,21 +391,21 @@ def database(world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> list[An
 
 def test_with_no_executor_the_database_answers(world: SimpleNamespace, database: list[Any]) -> None:
     assert call(ORG, APP, GET).output == {"WorkflowUUID": "db"}
-    assert g.relay_served_from == "database"
+    assert request_calls().served_from == "database"
     assert [r.type for r in database] == [GET.type]
 
 
 def test_a_connected_executor_answers_before_the_database(world: SimpleNamespace, database: list[Any]) -> None:
     world.add("one", lambda r: OK)
     assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
-    assert g.relay_served_from == "executor"
+    assert request_calls().served_from == "executor"
     assert database == []
 
 
 def test_the_database_answers_what_the_connected_executors_lack(world: SimpleNamespace, database: list[Any]) -> None:
     world.add("old", lambda r: UNKNOWN)
     assert call(ORG, APP, GET).output == {"WorkflowUUID": "db"}
-    assert g.relay_served_from == "database"
+    assert request_calls().served_from == "database"
 
 
 def test_what_only_an_executor_does_says_so_with_no_executor(world: SimpleNamespace) -> None:

@@ -1,6 +1,7 @@
 """Forwarding between instances, over real HTTP on loopback: the forward endpoint (web/api/cluster.py) of a
 "peer" instance served by werkzeug in a thread, with scripted executor actors behind it, and a "caller"
-instance whose executor calls (web/executor_calls.py) go through the real Forwarder (actors/adapters/forwarder.py).
+instance whose executor calls (actors/services/executor_calls.py) go through the real Forwarder
+(actors/adapters/forwarder.py).
 
 - the endpoint: a signed frame runs on the named local executor and its raw answer comes back; forged, old,
   looping, replayed and unconfigured forwards are refused before anything is sent to an executor; an unknown
@@ -24,8 +25,7 @@ from typing import Any
 import pykka
 import pytest
 import requests
-from flask import Flask, Response
-from tests.support.ports import free_port
+from flask import Flask
 from werkzeug.serving import make_server
 
 from relay.actors.adapters.dataplane.client import DataPlanes
@@ -38,13 +38,14 @@ from relay.actors.directory import Directory
 from relay.actors.edge_state import EdgeState
 from relay.projections.backend import StoreConfig
 from relay.web.api import cluster as api_cluster
-from relay.web.api.problems import ApiError, problem_response
-from relay.web.executor_calls import call
+from relay.web.context import executor_calls
+from relay.web.problems import DomainFailure, answer_problems, api_error
 from relay.wire import signing as forwarding
 from relay.wire.codec import decode_response
 from relay.wire.errors import ExecutorGoneError, PeerUnreachableError
 from relay.wire.requests import RecoveryRequest
 from relay.wire.workflow_requests import GetWorkflowRequest
+from tests.support.ports import free_port
 
 ORG, APP, APP_ID = "local", "fwd-app", "4b0c7c8e-1111-5222-8333-944445555666"
 SECRET = "unit-test-forward-secret-" + secrets.token_hex(8)
@@ -105,10 +106,7 @@ def flask_app(name: str, rt: Any) -> Flask:
     app.extensions["relay"] = rt
     app.register_blueprint(api_cluster.bp)
 
-    @app.errorhandler(ApiError)
-    def _problem(error: ApiError) -> Response:
-        return problem_response(error)
-
+    answer_problems(app)
     return app
 
 
@@ -232,16 +230,18 @@ def caller(peer: SimpleNamespace) -> Iterator[Callable[..., Any]]:
     def run(request: Any, *, to: list[RemoteExecutor]) -> Any:
         remotes[:] = to
         with app.app_context():
-            return call(ORG, APP, request)
+            return executor_calls().call(ORG, APP, request)
 
     run.forwarder = forwarder  # type: ignore[attr-defined]
     return run
 
 
 def status_of(run: Callable[[], Any]) -> tuple[int, str]:
-    with pytest.raises(ApiError) as caught:
+    """The call's domain error, as the API answers it."""
+    with pytest.raises(DomainFailure) as caught:
         run()
-    return caught.value.status, caught.value.detail
+    problem = api_error(caught.value)
+    return problem.status, problem.detail
 
 
 def test_a_call_with_no_local_executor_is_answered_by_a_remote_one(peer, caller) -> None:

@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
-from tests.unit.store_cases import at, history
 
 from relay.actors import metrics
 from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
+from relay.actors.services.errors import ExecutorFailedError, TimedOutError
+from relay.actors.services.executor_calls import timed_send
 from relay.projections.identity import hash_key
-from relay.web.api.metrics import timed_request
-from relay.web.api.problems import ApiError
 from relay.web.transport.websocket import HandshakeGate, check_handshake
 from relay.web.wsgi import create_app
 from relay.wire.catalog_requests import ListQueuesRequest
 from relay.wire.errors import ExecutorGoneError
 from relay.wire.responses import ListQueuesResponse
+from tests.unit.store_cases import at, history
 
 ADMIN = "metrics-test-admin-token"
 SHOP_KEY = "dbos_shop_metrics_key_0123456789abcdef"
@@ -128,17 +128,16 @@ def test_requests_are_counted_by_type_and_outcome() -> None:
     before = {o: counted(**labels, outcome=o) for o in ("ok", "error", "gone", "timeout", "unsupported")}
 
     def answer(kind: Any) -> Any:
-        @timed_request
-        def send(org: str, app: str, executor: Any, request: Any) -> Any:
+        def send() -> Any:
             if isinstance(kind, BaseException):
                 raise kind
             return kind
-        return send("unit", "timed", None, ListQueuesRequest())
+        return timed_send(send, "unit", "timed", str(ListQueuesRequest().type))
 
     answer(ListQueuesResponse(type="list_queues", request_id="r"))
     answer(ListQueuesResponse(type="list_queues", request_id="r", error_message="Unknown message type"))
     answer(ListQueuesResponse(type="list_queues", request_id="r", error_message="boom"))
-    for error in (ExecutorGoneError("x"), ApiError(504, "slow"), ApiError(502, "bad")):
+    for error in (ExecutorGoneError("x"), TimedOutError("slow"), ExecutorFailedError("bad")):
         with pytest.raises(type(error)):
             answer(error)
     after = {o: counted(**labels, outcome=o) for o in before}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from flask import Flask, jsonify
 
-from relay.web.api.problems import ApiError, problem_response
 from relay.web.api.requests_ import json_body
+from relay.web.problems import ApiError, problem_response
 
 
 @pytest.fixture

@@ -18,15 +18,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from tests.support.openapi_ref import check, reference
 
-from relay.web import executor_calls
+from relay.actors.services.executor_calls import ExecutorCalls
 from relay.web.api import api_to_wire, wire_to_api
 from relay.wire.codec import decode_response, is_unknown_type_error
 from relay.wire.messages import MessageType
 from relay.wire.requests import CancelRequest, DeleteRequest, ResumeRequest
 from relay.wire.responses import RawResponse, SuccessResponse
 from relay.wire.support import supported_types, supports_bulk_ids
+from tests.support.openapi_ref import check, reference
 
 FRAMES_DIR = Path(__file__).parent / "sdk_frames"
 FILES = sorted(FRAMES_DIR.glob("*.json"))
@@ -387,18 +387,19 @@ def test_several_workflows_go_one_by_one_only_for_types_the_release_lacks_bulk_f
         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     sent: list[Any] = []
 
-    def send_one(org: str, app: str, executor: Any, request: Any) -> Any:
+    def send_one(_calls: Any, org: str, app: str, executor: Any, request: Any) -> Any:
         sent.append(request)
         return SuccessResponse(type=str(request.type.value), request_id=request.request_id, success=True)
 
-    monkeypatch.setattr(executor_calls, "_send_one", send_one)
+    monkeypatch.setattr(ExecutorCalls, "_send_one", send_one)
+    calls = ExecutorCalls(SimpleNamespace())  # type: ignore[arg-type]  # _send_all reads no runtime
     go_012 = SimpleNamespace(executor_id="go-ex", language="go", dbos_version="v0.12.0")
-    executor_calls._send_all("local", APP, go_012, DeleteRequest(workflow_ids=["a", "b"]))
+    calls._send_all("local", APP, go_012, DeleteRequest(workflow_ids=["a", "b"]))
     assert [r.ids for r in sent] == [["a", "b"]]  # v0.12.0 reads workflow_ids for delete
     sent.clear()
-    executor_calls._send_all("local", APP, go_012, CancelRequest(workflow_ids=["a", "b"]))
+    calls._send_all("local", APP, go_012, CancelRequest(workflow_ids=["a", "b"]))
     assert [r.ids for r in sent] == [["a"], ["b"]]  # but not for cancel (v1.0.0)
     sent.clear()
     java = SimpleNamespace(executor_id="java-ex", language="java", dbos_version="1.1.0-m6")
-    executor_calls._send_all("local", APP, java, ResumeRequest(workflow_ids=["a", "b"]))
+    calls._send_all("local", APP, java, ResumeRequest(workflow_ids=["a", "b"]))
     assert [r.ids for r in sent] == [["a", "b"]]

@@ -14,13 +14,13 @@ from typing import Any
 
 import dbos._conductor.protocol as sdk
 import pytest
-from tests.support.openapi_ref import check, reference
 
 from relay.web.api import api_to_wire, wire_to_api
-from relay.web.api.problems import ApiError
 from relay.web.api.values import parse_time, time_from_wire
+from relay.web.problems import ApiError
 from relay.wire.codec import decode_response
 from relay.wire.requests import encode_request
+from tests.support.openapi_ref import check, reference
 
 CREATED_MS = 1712345678901  # 2024-04-05T19:34:38.901Z
 CREATED = "2024-04-05T19:34:38.901Z"

@@ -7,8 +7,8 @@
   UnresponsiveApplication none (``receivingAppName`` must then name another application). Relay's own types
   (an extension of the reference's enum): RecoveryFlapping ``threshold`` (3), ``periodSecs`` (600);
   StrandedVersion ``minPending`` (1), ``thresholdSecs`` (60). Every body goes through
-  events/alerting.py `check_rule_metadata` (in `AlertingRule.create`), so whatever creates rules gets the same
-  checks and the same 422s.
+  actors/services/alerting_rules.py (the console's form too) and events/alerting.py `check_rule_metadata` (in
+  `AlertingRule.create`), so whatever creates rules gets the same checks and the same 422s.
 - ``GET /relay/v1/orgs/{org}/apps/{app}/alerts``: alerts fired, newest first, and where each went.
 - ``GET /relay/v1/orgs/{org}/apps/{app}/retention-runs``: managed retention runs and their outcomes.
 
@@ -22,17 +22,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify
 
-from relay.events.alerting import RULE_TYPES, check_rule_metadata
-from relay.events.errors import InvalidValueError
+from relay.actors.services.alerting_rules import AlertingRules
+from relay.events.alerting import RULE_TYPES
 from relay.events.ids import app_id
-from relay.events.names import APP_NAME
-from relay.projections.identity import Principal
 from relay.web.api.openapi import operation, query
 from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
-from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import int_arg, json_body, page_limit_arg
 from relay.web.api.values import page_description, view_time
-from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.context import authorize, require_app, runtime
 
 bp = Blueprint("alerting", __name__)
 
@@ -128,32 +125,7 @@ def retention_run_v1(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _create_body(org: str, app: str) -> dict[str, Any]:
-    return check_rule_body(org, json_body(required=True, allowed=_FIELDS))
-
-
-def check_rule_body(org: str, body: dict[str, Any]) -> dict[str, Any]:
-    """A ``CreateAlertInputBody``, checked (422 ApiError otherwise): the API and the console's form both
-    go through here and `create_alerting_rule`."""
-    for name in ("ruleType", "ruleMetadata"):
-        if name not in body:
-            raise invalid(f"body.{name}", "is required", None)
-    if body["ruleType"] not in RULE_TYPES:
-        raise invalid("body.ruleType", f"must be one of {', '.join(RULE_TYPES)}", body["ruleType"])
-    if not isinstance(body["ruleMetadata"], dict):
-        raise invalid("body.ruleMetadata", "must be an object", body["ruleMetadata"])
-    try:  # the domain's own check (AlertingRule.create runs it again), here to name the field in the 422
-        check_rule_metadata(body["ruleType"], body["ruleMetadata"])
-    except InvalidValueError as error:
-        raise invalid("body.ruleMetadata", str(error), body["ruleMetadata"]) from None
-    interval = body.get("minIntervalSecs")
-    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
-                                 or not 0 <= interval < 2**31):
-        raise invalid("body.minIntervalSecs", "must be an integer between 0 and 2147483647", interval)
-    receiver = body.get("receivingAppName")
-    if receiver is not None and (not isinstance(receiver, str) or not APP_NAME.fullmatch(receiver)
-                                 or runtime().views.applications.app(org, receiver) is None):
-        raise invalid("body.receivingAppName", f"no such application in organization '{org}'", receiver)
-    return body
+    return AlertingRules(runtime()).check_body(org, json_body(required=True, allowed=_FIELDS))
 
 
 # -- Conductor v2
@@ -173,30 +145,9 @@ def list_rules(org: str, app: str) -> Response:
 def create_rule(org: str, app: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    response = jsonify(rule_v2(org, create_alerting_rule(org, app, _create_body(org, app), who)))
+    response = jsonify(rule_v2(org, AlertingRules(runtime()).create(org, app, _create_body(org, app), who)))
     response.status_code = 201
     return response
-
-
-def create_alerting_rule(org: str, app: str, body: dict[str, Any], who: Principal) -> dict[str, Any]:
-    """Create the rule of a checked body (`check_rule_body`) through the app's actor; its view row. Its alerts go
-    to the receiving application's executors, so the caller must be able to write to that application too
-    (issue 34: an alpha key cannot send alert frames to bravo's executors)."""
-    receiver = body.get("receivingAppName")
-    if receiver is not None and not who.allows(WRITE, org, receiver):
-        raise ApiError(403, f"this token lacks '{WRITE}' for the receiving application")
-    actor = runtime().directory.application(org, app).proxy()
-    rule = ask(lambda: actor.create_alerting_rule(
-        body["ruleType"], body["ruleMetadata"], receiver, body.get("minIntervalSecs"), who.display,
-    ))
-    row = runtime().views.alerting.rule(org, app, rule.rule_id)
-    if row is None:
-        raise not_found(f"alerting rule '{rule.rule_id}' is not visible yet; list the rules again")
-    return row
-
-
-def delete_alerting_rule(org: str, app: str, rule_id: str, by: str) -> None:
-    ask(lambda: runtime().directory.application(org, app).proxy().delete_alerting_rule(rule_id, by))
 
 
 @bp.delete(APP + "/alerting-rules/<rule_id>")
@@ -205,7 +156,7 @@ def delete_alerting_rule(org: str, app: str, rule_id: str, by: str) -> None:
 def delete_rule(org: str, app: str, rule_id: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    delete_alerting_rule(org, app, rule_id, who.display)
+    AlertingRules(runtime()).delete(org, app, rule_id, who.display)
     return Response(status=204)
 
 

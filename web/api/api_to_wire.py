@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from relay.web.api.json_schema import ANY_OBJECT, BOOL, INT32, INT64, NSTRS, STR, STRS, TIME, Schema
-from relay.web.api.problems import invalid
 from relay.web.api.values import (
     DEFAULT_LIMIT,
     INT32_MAX,
@@ -23,6 +22,7 @@ from relay.web.api.values import (
     _wire_time,
     parse_time,
 )
+from relay.web.problems import invalid
 from relay.wire.catalog_requests import (
     BackfillScheduleRequest,
     GetMetricsRequest,

@@ -13,10 +13,10 @@ from relay.events.organization import PERMISSIONS
 from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.web.api import views_to_api
 from relay.web.api.openapi import operation
-from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import json_body
 from relay.web.api.values import format_time
 from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.problems import ApiError, invalid, not_found
 
 bp = Blueprint("v2_apps", __name__)
 

@@ -13,10 +13,10 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web.api.openapi import operation, query
-from relay.web.api.problems import invalid
 from relay.web.api.requests_ import int_arg, page_limit_arg
 from relay.web.api.values import page_description, view_time
 from relay.web.context import authorize, runtime
+from relay.web.problems import invalid
 
 bp = Blueprint("v2_audit", __name__)
 

@@ -20,10 +20,9 @@ from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
 from relay.actors.policies.autoscaling import queue_problem
 from relay.events.autoscaling import PolicyError, check_policy
 from relay.web.api.openapi import operation
-from relay.web.problems import invalid, not_found
 from relay.web.api.requests_ import json_body
-from relay.web.context import ask, authorize, require_app, runtime
-from relay.web.executor_calls import call
+from relay.web.context import ask, authorize, executor_calls, require_app, runtime
+from relay.web.problems import invalid, not_found
 from relay.wire.catalog_requests import GetQueueRequest
 
 bp = Blueprint("v2_autoscaling", __name__)
@@ -57,7 +56,7 @@ def set_policy(org: str, app: str) -> Response:
         policy = check_policy(json_body(required=True))
     except PolicyError as error:
         raise invalid(error.location, error.message, error.value) from None
-    queue = call(org, app, GetQueueRequest(name=policy["queue"])).output
+    queue = executor_calls().call(org, app, GetQueueRequest(name=policy["queue"])).output
     problem = queue_problem(policy["queue"], queue)
     if problem is not None:
         raise invalid("body.queue", problem, policy["queue"])
@@ -83,6 +82,7 @@ def delete_policy(org: str, app: str) -> Response:
 def get_autoscale(org: str, app: str) -> Response:
     authorize(READ, org, app)
     policy = stored_policy(org, app)
-    entries = gather(policy, lambda request: call(org, app, request), runtime().ctx.clock)
+    calls = executor_calls()
+    entries = gather(policy, lambda request: calls.call(org, app, request), runtime().ctx.clock)
     RECOMMENDATIONS.publish(org, app, str(policy["queue"]), entries)
     return jsonify(entries)

@@ -1,5 +1,5 @@
 """Conductor API v2: queues, schedules (and their actions), application versions and metrics, served by
-the application's executors.
+the application's executors (the use cases: actors/services/workflows.py).
 
 Listing versions tells the ApplicationActor which version is the latest, and so does setting it: routing
 prefers executors of that version.
@@ -9,23 +9,12 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
+from relay.actors.services.errors import NoExecutorError
 from relay.web.api import api_to_wire, wire_to_api
 from relay.web.api.metrics import recovery_metrics
 from relay.web.api.openapi import operation, query
-from relay.web.api.problems import ApiError, not_found
 from relay.web.api.requests_ import json_body
-from relay.web.context import require_app, runtime
-from relay.web.executor_calls import NoExecutorError, authorize_app, call
-from relay.wire.catalog_requests import (
-    GetQueueRequest,
-    GetScheduleRequest,
-    ListApplicationVersionsRequest,
-    ListQueuesRequest,
-    PauseScheduleRequest,
-    ResumeScheduleRequest,
-    SetLatestApplicationVersionRequest,
-    TriggerScheduleRequest,
-)
+from relay.web.context import authorize_app, executor_calls, require_app, workflow_actions
 
 bp = Blueprint("v2_catalog", __name__)
 
@@ -38,18 +27,6 @@ def _no_content() -> Response:
     return Response(status=204)
 
 
-def _require_schedule(org: str, app: str, name: str) -> dict:
-    response = call(org, app, GetScheduleRequest(schedule_name=name, load_context=False))
-    if response.output is None:
-        raise not_found(f"schedule '{name}' not found in application '{app}'")
-    return response.output
-
-
-def _succeeded(response: object, what: str) -> None:
-    if getattr(response, "success", True) is False:
-        raise ApiError(502, f"the executor reported that {what} failed", title="Executor Error")
-
-
 # -- queues
 
 
@@ -57,18 +34,15 @@ def _succeeded(response: object, what: str) -> None:
 @operation("listQueues", summary="List queues", tag="Queues", returns="Queue[]")
 def list_queues(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, ListQueuesRequest())
-    return jsonify([wire_to_api.of_app(wire_to_api.queue(r), app) for r in response.output or []])
+    return jsonify([wire_to_api.of_app(wire_to_api.queue(r), app) for r in workflow_actions().queues(org, app)])
 
 
 @bp.get(APP + "/queues/<queue_name>")
 @operation("getQueue", summary="Get queue", tag="Queues", returns="Queue")
 def get_queue(org: str, app: str, queue_name: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, GetQueueRequest(name=api_to_wire.queue_name(queue_name)))
-    if response.output is None:
-        raise not_found(f"queue '{queue_name}' not found in application '{app}'")
-    return jsonify(wire_to_api.of_app(wire_to_api.queue(response.output), app))
+    queue = workflow_actions().queue(org, app, api_to_wire.queue_name(queue_name))
+    return jsonify(wire_to_api.of_app(wire_to_api.queue(queue), app))
 
 
 # -- schedules
@@ -82,26 +56,23 @@ def get_queue(org: str, app: str, queue_name: str) -> Response:
 ))
 def list_schedules(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, api_to_wire.list_schedules_request(request.args))
-    return jsonify([wire_to_api.of_app(wire_to_api.schedule(r), app) for r in response.output or []])
+    schedules = workflow_actions().records(org, app, api_to_wire.list_schedules_request(request.args))
+    return jsonify([wire_to_api.of_app(wire_to_api.schedule(r), app) for r in schedules])
 
 
 @bp.get(SCHEDULE)
 @operation("getSchedule", summary="Get schedule", tag="Schedules", returns="Schedule")
 def get_schedule(org: str, app: str, schedule_name: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, GetScheduleRequest(schedule_name=api_to_wire.schedule_name(schedule_name)))
-    if response.output is None:
-        raise not_found(f"schedule '{schedule_name}' not found in application '{app}'")
-    return jsonify(wire_to_api.of_app(wire_to_api.schedule(response.output), app))
+    schedule = workflow_actions().schedule(org, app, api_to_wire.schedule_name(schedule_name))
+    return jsonify(wire_to_api.of_app(wire_to_api.schedule(schedule), app))
 
 
 @bp.post(SCHEDULE + "/pause")
 @operation("pauseSchedule", summary="Pause schedule", tag="Schedules", status=204)
 def pause_schedule(org: str, app: str, schedule_name: str) -> Response:
     authorize_app(WRITE, org, app)
-    _require_schedule(org, app, api_to_wire.schedule_name(schedule_name))
-    _succeeded(call(org, app, PauseScheduleRequest(schedule_name=schedule_name)), "pausing")
+    workflow_actions().pause_schedule(org, app, api_to_wire.schedule_name(schedule_name))
     return _no_content()
 
 
@@ -109,8 +80,7 @@ def pause_schedule(org: str, app: str, schedule_name: str) -> Response:
 @operation("resumeSchedule", summary="Resume schedule", tag="Schedules", status=204)
 def resume_schedule(org: str, app: str, schedule_name: str) -> Response:
     authorize_app(WRITE, org, app)
-    _require_schedule(org, app, api_to_wire.schedule_name(schedule_name))
-    _succeeded(call(org, app, ResumeScheduleRequest(schedule_name=schedule_name)), "resuming")
+    workflow_actions().resume_schedule(org, app, api_to_wire.schedule_name(schedule_name))
     return _no_content()
 
 
@@ -119,12 +89,8 @@ def resume_schedule(org: str, app: str, schedule_name: str) -> Response:
            returns="TriggerOutputBody")
 def trigger_schedule(org: str, app: str, schedule_name: str) -> Response:
     authorize_app(WRITE, org, app)
-    _require_schedule(org, app, api_to_wire.schedule_name(schedule_name))
-    response = call(org, app, TriggerScheduleRequest(schedule_name=schedule_name))
-    if not response.workflow_id:
-        raise ApiError(502, f"the executor started no workflow for schedule '{schedule_name}'",
-                       title="Executor Error")
-    answer = jsonify({"workflowId": response.workflow_id})
+    workflow_id = workflow_actions().trigger_schedule(org, app, api_to_wire.schedule_name(schedule_name))
+    answer = jsonify({"workflowId": workflow_id})
     answer.status_code = 201
     return answer
 
@@ -135,20 +101,10 @@ def trigger_schedule(org: str, app: str, schedule_name: str) -> Response:
 def backfill_schedule(org: str, app: str, schedule_name: str) -> Response:
     authorize_app(WRITE, org, app)
     backfill = api_to_wire.backfill_request(schedule_name, json_body(required=True))
-    _require_schedule(org, app, schedule_name)
-    response = call(org, app, backfill)
-    return jsonify({"workflowIds": list(response.workflow_ids or [])})
+    return jsonify({"workflowIds": workflow_actions().backfill_schedule(org, app, backfill)})
 
 
 # -- versions
-
-
-def _versions(org: str, app: str) -> list[dict]:
-    response = call(org, app, ListApplicationVersionsRequest())
-    versions = wire_to_api.application_versions(response.output or [])
-    latest = versions[0]["versionName"] if versions else None
-    runtime().directory.application(org, app).proxy().note_latest_version(latest)
-    return versions
 
 
 @bp.get(APP + "/versions")
@@ -156,7 +112,7 @@ def _versions(org: str, app: str) -> list[dict]:
            returns="ApplicationVersion[]")
 def list_versions(org: str, app: str) -> Response:
     authorize_app(READ, org, app)
-    return jsonify(_versions(org, app))
+    return jsonify(wire_to_api.application_versions(workflow_actions().versions(org, app)))
 
 
 @bp.patch(APP + "/versions/latest")
@@ -164,12 +120,7 @@ def list_versions(org: str, app: str) -> Response:
            status=204, body="PatchLatestVersionInputBody", body_required=True)
 def set_latest_version(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    name = api_to_wire.latest_version_name(json_body(required=True))
-    if name not in {v["versionName"] for v in _versions(org, app)}:
-        raise not_found(f"application version '{name}' not found in application '{app}'")
-    response = call(org, app, SetLatestApplicationVersionRequest(version_name=name))
-    _succeeded(response, "setting the latest version")
-    runtime().directory.application(org, app).proxy().note_latest_version(name)
+    workflow_actions().set_latest_version(org, app, api_to_wire.latest_version_name(json_body(required=True)))
     return _no_content()
 
 
@@ -186,7 +137,7 @@ def list_metrics(org: str, app: str) -> Response:
     window = api_to_wire.metrics_window(request.args)
     relay_rows = recovery_metrics(org, app, row["id"], window)  # Relay's own: recovery_count by outcome
     try:
-        response = call(org, app, api_to_wire.metrics_request(window))
+        response = executor_calls().call(org, app, api_to_wire.metrics_request(window))
     except NoExecutorError:
         if not relay_rows:
             raise

@@ -23,18 +23,14 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.actors import routing
-from relay.actors.application import LiveExecutor
 from relay.web.api import api_to_wire
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS
-from relay.web.api.problems import ApiError, invalid, not_found
 from relay.web.api.requests_ import check_path_names
 from relay.web.api.values import view_time
-from relay.web.context import principal, runtime
-from relay.web.executor_calls import send_local, snapshot
+from relay.web.context import executor_calls, principal, runtime
+from relay.web.problems import ApiError, invalid, not_found
 from relay.wire import signing as forwarding
-from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from relay.wire.json_depth import nests_deeper
 from relay.wire.messages import MAX_DEPTH
 from relay.wire.requests import RawRequest
@@ -139,35 +135,8 @@ def forward(app_id: str) -> Response:
     row = rt.views.applications.app(org, app)
     if row is None or str(row["id"]) != app_id:
         raise not_found(f"application '{app}' (id {app_id}) not found in organization '{org}'")
-    for executor in _local_candidates(org, app, executor_id, forwarded.type):
-        try:
-            response = send_local(org, app, executor, forwarded)
-        except ExecutorGoneError:
-            continue
-        except InFlightLimitError as error:
-            raise ApiError(429, f"executor '{executor.executor_id}' has {error.limit} requests in flight",
-                           title="Too Many Requests") from None
-        except MalformedAnswerError as error:
-            raise ApiError(502, f"executor '{executor.executor_id}' answered '{forwarded.type}' with a malformed "
-                           f"frame: {error}", title="Executor Error") from None
-        return jsonify(api_to_wire.raw_response(response))
-    raise ApiError(503, f"the executor(s) of application '{app}' on instance {rt.ctx.instance_id} disconnected "
-                   "before answering")
-
-
-def _local_candidates(org: str, app: str, executor_id: str | None, message_type: str) -> list[LiveExecutor]:
-    """The named executor if it is connected here, else (none named) this instance's in routing order; 503."""
-    here = runtime().ctx.instance_id
-    executors, latest = snapshot(org, app)
-    if executor_id is not None:
-        candidates = [e for e in executors if e.executor_id == executor_id]
-        if not candidates:
-            raise ApiError(503, f"executor '{executor_id}' is not connected to instance {here}")
-        return candidates
-    candidates = routing.rank(executors, message_type, latest).candidates
-    if not candidates:
-        raise ApiError(503, f"no executor of application '{app}' is connected to instance {here}")
-    return candidates
+    response = executor_calls().serve_forwarded(org, app, executor_id, forwarded)
+    return jsonify(api_to_wire.raw_response(response))
 
 
 def _parse(payload: bytes) -> tuple[str, str, str | None, RawRequest]:

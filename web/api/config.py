@@ -24,10 +24,10 @@ from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.web.api.dataplane import check_bound_reference
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS, STR, _all_required, _obj, _t
-from relay.web.problems import ApiError, invalid
 from relay.web.api.requests_ import json_body
 from relay.web.auth import require
 from relay.web.context import ask, authorize, runtime
+from relay.web.problems import ApiError, invalid
 
 bp = Blueprint("relay_config", __name__)
 

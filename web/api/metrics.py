@@ -11,11 +11,9 @@ Clients asking for ``application/openmetrics-text`` get OpenMetrics, others the 
 
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, request
 from prometheus_client import exposition
@@ -25,42 +23,14 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from relay.actors import metrics
 from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
-from relay.web.api.problems import ApiError
 from relay.web.api.values import format_time
 from relay.web.context import principal, runtime
-from relay.wire.errors import ExecutorGoneError
+from relay.web.problems import ApiError
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime
 
 bp = Blueprint("metrics", __name__)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def timed_request(send: F) -> F:
-    """Count and time ``send(org, app, executor, request)`` (web/executor_calls.py's one send to one
-    executor) by message type and outcome."""
-
-    @functools.wraps(send)
-    def wrapper(org: str, app: str, executor: Any, request: Any) -> Any:
-        started = time.monotonic()
-        outcome = metrics.ERROR
-        try:
-            response = send(org, app, executor, request)
-        except ExecutorGoneError:
-            outcome = metrics.GONE
-            raise
-        except ApiError as error:
-            outcome = metrics.TIMEOUT if error.status == 504 else metrics.ERROR
-            raise
-        else:
-            outcome = metrics.outcome_of(response)
-            return response
-        finally:
-            metrics.observe_request(org, app, str(request.type), outcome, time.monotonic() - started)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def recovery_metrics(org: str, app: str, app_id: str, window: tuple[datetime, datetime]) -> list[dict[str, Any]]:

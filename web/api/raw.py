@@ -13,10 +13,8 @@ from flask import Blueprint, Response, jsonify
 
 from relay.web.api import api_to_wire
 from relay.web.api.openapi import operation
-from relay.web.api.problems import ApiError, not_found
 from relay.web.api.requests_ import json_body
-from relay.web.context import runtime
-from relay.web.executor_calls import authorize_app, call_executor, remote_executor, snapshot
+from relay.web.context import authorize_app, executor_calls
 
 bp = Blueprint("relay_raw", __name__)
 
@@ -27,13 +25,4 @@ bp = Blueprint("relay_raw", __name__)
 def raw_request(org: str, app: str, executor_id: str) -> Response:
     authorize_app("application.write", org, app)
     request = api_to_wire.raw_request(json_body(required=True))
-    executors, _latest = snapshot(org, app)
-    executor = next((e for e in executors if e.executor_id == executor_id), None)
-    if executor is None:  # HA: connected to another instance, reached through it
-        executor = remote_executor(org, app, executor_id)
-    if executor is None:
-        known = {row["executor_id"] for row in runtime().views.registry.executors(org, app)}
-        if executor_id in known:
-            raise ApiError(503, f"executor '{executor_id}' is not connected to this Relay instance")
-        raise not_found(f"executor '{executor_id}' not found in application '{app}'")
-    return jsonify(api_to_wire.raw_response(call_executor(org, app, executor, request)))
+    return jsonify(api_to_wire.raw_response(executor_calls().call_executor(org, app, executor_id, request)))

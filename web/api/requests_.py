@@ -10,7 +10,7 @@ from flask import g, request
 from werkzeug.exceptions import HTTPException
 
 from relay.events.names import APP_NAME, ORG_NAME
-from relay.web.api.problems import ApiError, bad_request, invalid
+from relay.web.problems import ApiError, bad_request, invalid
 from relay.wire.codec import json_loads_with
 from relay.wire.json_depth import nests_deeper
 

@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from relay.web.api.problems import invalid
+from relay.web.problems import invalid
 
 WORKFLOW_STATUSES = frozenset(
     {"ENQUEUED", "DELAYED", "PENDING", "SUCCESS", "ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED", "CANCELLED"}

@@ -1,11 +1,8 @@
 """Conductor API v2: workflows and steps, served by the application's executors over their WebSockets.
 
-Each view checks the caller and every input first (web/api/api_to_wire.py), then asks one executor
-(web/executor_calls.py), then translates its answer. Operations on one workflow first make sure it exists
-(404 otherwise): the SDKs answer an unknown id with empty lists or an error. The four bulk actions (cancel,
-resume, delete, fork from failure) follow one rule (docs/adr/0002-bulk-actions-all-or-nothing.md): every id
-is checked first; if any is unknown the whole request is a 404 naming the missing ids and nothing is done (the
-SDKs disagree: some skip an unknown id, some fail).
+Each view checks the caller and every input first (web/api/api_to_wire.py), then runs the use case
+(actors/services/workflows.py: the existence checks, the bulk actions' all-or-nothing rule, the executor call),
+then translates its answer (web/api/wire_to_api.py). Domain errors become problem details in web/problems.py.
 """
 
 from __future__ import annotations
@@ -18,15 +15,9 @@ from flask import Blueprint, Response, jsonify, request
 from relay.web.api import api_to_wire, wire_to_api
 from relay.web.api.json_lists import listed_json
 from relay.web.api.openapi import operation, query
-from relay.web.api.problems import ApiError, not_found
 from relay.web.api.requests_ import json_body
 from relay.web.api.values import PAGE_DESCRIPTION
-from relay.web.executor_calls import authorize_app, call, require_workflow, require_workflows
-from relay.wire.workflow_requests import (
-    GetWorkflowEventsRequest,
-    GetWorkflowNotificationsRequest,
-    GetWorkflowStreamsRequest,
-)
+from relay.web.context import authorize_app, workflow_actions
 
 bp = Blueprint("v2_workflows", __name__)
 
@@ -40,22 +31,14 @@ def _no_content(status: int = 204) -> Response:
     return Response(status=status)
 
 
-def _listed(org: str, app: str, req: object, shape: Callable[[Any], dict[str, Any]],
-            field: str = "output") -> Response:
-    """Ask an executor, and answer the records of its response's `field` in their v2 shape."""
-    response = call(org, app, req)
-    return listed_json(getattr(response, field) or [], shape)
+def _listed(org: str, app: str, req: Any, shape: Callable[[Any], dict[str, Any]]) -> Response:
+    """Ask an executor, and answer the records of its response in their v2 shape."""
+    return listed_json(workflow_actions().records(org, app, req), shape)
 
 
 def _workflow(app: str) -> Callable[[Any], dict[str, Any]]:
     """A workflow record in its v2 shape, its application named (Java 1.1 sends none)."""
     return lambda record: wire_to_api.of_app(wire_to_api.workflow(record), app)
-
-
-def _succeeded(response: object, what: str) -> None:
-    # An SDK that failed says so in error_message (a 502 already); success false without one is odd but real.
-    if getattr(response, "success", True) is False:
-        raise ApiError(502, f"the executor reported that {what} failed", title="Executor Error")
 
 
 @bp.get(APP + "/workflows")
@@ -98,10 +81,8 @@ def step_aggregates(org: str, app: str) -> Response:
 @operation("getWorkflow", summary="Get workflow", tag=TAG, returns="Workflow")
 def get_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    response = call(org, app, api_to_wire.get_workflow_request(workflow_id))
-    if response.output is None:
-        raise not_found(f"workflow '{workflow_id}' not found in application '{app}'")
-    return jsonify(_workflow(app)(response.output))
+    record = workflow_actions().get(org, app, api_to_wire.get_workflow_request(workflow_id))
+    return jsonify(_workflow(app)(record))
 
 
 @bp.get(ONE + "/steps")
@@ -110,9 +91,8 @@ def get_workflow(org: str, app: str, workflow_id: str) -> Response:
                   query("offset", "integer", "int64")))
 def list_steps(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    steps = call(org, app, api_to_wire.list_steps_request(workflow_id, request.args)).output or []
-    if not steps:  # one query when there are steps; only an empty page asks whether the workflow exists
-        require_workflow(org, app, workflow_id)
+    # One query when there are steps; only an empty page asks whether the workflow exists.
+    steps = workflow_actions().steps(org, app, api_to_wire.list_steps_request(workflow_id, request.args))
     return listed_json(steps, wire_to_api.step)
 
 
@@ -120,8 +100,7 @@ def list_steps(org: str, app: str, workflow_id: str) -> Response:
 @operation("listWorkflowEvents", summary="List workflow events", tag=TAG, returns="Event[]")
 def list_events(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    require_workflow(org, app, workflow_id)
-    return _listed(org, app, GetWorkflowEventsRequest(workflow_id=workflow_id), wire_to_api.event, "events")
+    return listed_json(workflow_actions().events(org, app, workflow_id), wire_to_api.event)
 
 
 @bp.get(ONE + "/notifications")
@@ -129,19 +108,14 @@ def list_events(org: str, app: str, workflow_id: str) -> Response:
            returns="Notification[]")
 def list_notifications(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    require_workflow(org, app, workflow_id)
-    notifications = GetWorkflowNotificationsRequest(workflow_id=workflow_id)
-    return _listed(org, app, notifications, wire_to_api.notification, "notifications")
+    return listed_json(workflow_actions().notifications(org, app, workflow_id), wire_to_api.notification)
 
 
 @bp.get(ONE + "/streams")
 @operation("listWorkflowStreams", summary="List workflow streams", tag=TAG, returns="StreamEntry[]")
 def list_streams(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
-    require_workflow(org, app, workflow_id)
-    return _listed(
-        org, app, GetWorkflowStreamsRequest(workflow_id=workflow_id), wire_to_api.stream_entry, "streams"
-    )
+    return listed_json(workflow_actions().streams(org, app, workflow_id), wire_to_api.stream_entry)
 
 
 @bp.get(ONE + "/export")
@@ -150,20 +124,14 @@ def list_streams(org: str, app: str, workflow_id: str) -> Response:
 def export_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(READ, org, app)
     export = api_to_wire.export_request(workflow_id, request.args)
-    require_workflow(org, app, workflow_id)
-    response = call(org, app, export)
-    if not response.serialized_workflow:
-        raise ApiError(502, f"the executor exported nothing for workflow '{workflow_id}'", title="Executor Error")
-    return jsonify({"serializedWorkflow": response.serialized_workflow})
+    return jsonify({"serializedWorkflow": workflow_actions().export(org, app, export)})
 
 
 @bp.post(ONE + "/cancel")
 @operation("cancelWorkflow", summary="Cancel workflow", tag=TAG, status=204, body="CancelWorkflowInputBody")
 def cancel_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    cancel = api_to_wire.cancel_request(workflow_id, json_body())
-    require_workflow(org, app, workflow_id)
-    _succeeded(call(org, app, cancel), "the cancellation")
+    workflow_actions().cancel(org, app, api_to_wire.cancel_request(workflow_id, json_body()))
     return _no_content()
 
 
@@ -171,9 +139,7 @@ def cancel_workflow(org: str, app: str, workflow_id: str) -> Response:
 @operation("resumeWorkflow", summary="Resume workflow", tag=TAG, status=204, body="ResumeWorkflowInputBody")
 def resume_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    resume = api_to_wire.resume_request(workflow_id, json_body())
-    require_workflow(org, app, workflow_id)
-    _succeeded(call(org, app, resume), "the resumption")
+    workflow_actions().resume(org, app, api_to_wire.resume_request(workflow_id, json_body()))
     return _no_content()
 
 
@@ -182,12 +148,8 @@ def resume_workflow(org: str, app: str, workflow_id: str) -> Response:
            body="ForkWorkflowInputBody")
 def fork_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    fork = api_to_wire.fork_request(workflow_id, json_body())
-    require_workflow(org, app, workflow_id)
-    response = call(org, app, fork)
-    if not response.new_workflow_id:
-        raise ApiError(502, f"the executor did not fork workflow '{workflow_id}'", title="Executor Error")
-    answer = jsonify({"workflowId": response.new_workflow_id})
+    new_id = workflow_actions().fork(org, app, api_to_wire.fork_request(workflow_id, json_body()))
+    answer = jsonify({"workflowId": new_id})
     answer.status_code = 201
     return answer
 
@@ -197,9 +159,7 @@ def fork_workflow(org: str, app: str, workflow_id: str) -> Response:
            query=(query("deleteChildren", "boolean"),))
 def delete_workflow(org: str, app: str, workflow_id: str) -> Response:
     authorize_app(WRITE, org, app)
-    delete = api_to_wire.delete_request(workflow_id, request.args)
-    require_workflow(org, app, workflow_id)
-    _succeeded(call(org, app, delete), "the deletion")
+    workflow_actions().delete(org, app, api_to_wire.delete_request(workflow_id, request.args))
     return _no_content()
 
 
@@ -208,7 +168,7 @@ def delete_workflow(org: str, app: str, workflow_id: str) -> Response:
            body_required=True)
 def import_workflow(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    _succeeded(call(org, app, api_to_wire.import_request(json_body(required=True))), "the import")
+    workflow_actions().import_workflow(org, app, api_to_wire.import_request(json_body(required=True)))
     return _no_content(201)
 
 
@@ -217,9 +177,7 @@ def import_workflow(org: str, app: str) -> Response:
            body_required=True)
 def bulk_cancel(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    cancel = api_to_wire.bulk_cancel_request(json_body(required=True))
-    require_workflows(org, app, cancel.workflow_ids or [])
-    _succeeded(call(org, app, cancel), "the cancellation")
+    workflow_actions().cancel(org, app, api_to_wire.bulk_cancel_request(json_body(required=True)))
     return _no_content()
 
 
@@ -228,9 +186,7 @@ def bulk_cancel(org: str, app: str) -> Response:
            body_required=True)
 def bulk_resume(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    resume = api_to_wire.bulk_resume_request(json_body(required=True))
-    require_workflows(org, app, resume.workflow_ids)
-    _succeeded(call(org, app, resume), "the resumption")
+    workflow_actions().resume(org, app, api_to_wire.bulk_resume_request(json_body(required=True)))
     return _no_content()
 
 
@@ -239,9 +195,7 @@ def bulk_resume(org: str, app: str) -> Response:
            body_required=True)
 def bulk_delete(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
-    delete = api_to_wire.bulk_delete_request(json_body(required=True))
-    require_workflows(org, app, delete.workflow_ids or [])
-    _succeeded(call(org, app, delete), "the deletion")
+    workflow_actions().delete(org, app, api_to_wire.bulk_delete_request(json_body(required=True)))
     return _no_content()
 
 
@@ -251,6 +205,4 @@ def bulk_delete(org: str, app: str) -> Response:
 def bulk_fork_from_failure(org: str, app: str) -> Response:
     authorize_app(WRITE, org, app)
     fork = api_to_wire.bulk_fork_from_failure_request(json_body(required=True))
-    require_workflows(org, app, fork.body.workflow_ids)
-    response = call(org, app, fork)
-    return jsonify({"workflowIds": list(response.forked_workflow_ids or [])})
+    return jsonify({"workflowIds": workflow_actions().fork_from_failure(org, app, fork)})

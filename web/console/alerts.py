@@ -1,5 +1,6 @@
-"""The Alerts tab: an application's alerting rules (created and deleted here through the same functions as
-the API's alerting-rule endpoints, web/api/alerting.py), the alerts they fired and its managed retention runs."""
+"""The Alerts tab: an application's alerting rules (created and deleted here through the same service as
+the API's alerting-rule endpoints, actors/services/alerting_rules.py), the alerts they fired and its managed
+retention runs."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from typing import Any
 from flask import Response, flash, redirect, render_template, request, url_for
 
 from relay.events.alerting import RULE_TYPES, metadata_fields
+from relay.actors.services.alerting_rules import AlertingRules
 from relay.web import audit_trail
-from relay.web.api.alerting import check_rule_body, create_alerting_rule, delete_alerting_rule
-from relay.web.api.problems import ApiError
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
 from relay.web.context import runtime
 
+from relay.web.problems import ApiError, DomainFailure, api_error
 _CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")
 RETENTION_RUNS_SHOWN = 10
@@ -143,13 +144,15 @@ def create_rule(org: str, app: str) -> Response:
     who = require("application.write", org, app)
     back = url_for("console.alerts", org=org, app=app)
     try:
-        row = create_alerting_rule(org, app, check_rule_body(org, _rule_body(request.form)), who)
+        rules = AlertingRules(runtime())
+        row = rules.create(org, app, rules.check_body(org, _rule_body(request.form)), who)
     except ValueError as error:
         audit_trail.note("createAlertingRule", [], failed=str(error))
         flash(f"Rule not created: {error}", "error")
-    except ApiError as error:
-        audit_trail.note("createAlertingRule", [], failed=error.detail, status=error.status)
-        flash(f"Rule not created: {error.detail}", "error")
+    except (*DomainFailure, ApiError) as error:
+        problem = api_error(error)
+        audit_trail.note("createAlertingRule", [], failed=problem.detail, status=problem.status)
+        flash(f"Rule not created: {problem.detail}", "error")
     else:
         audit_trail.note("createAlertingRule", [str(row["rule_id"])])
         flash(f"{row['rule_type']} rule {row['rule_id']} created.", "ok")
@@ -165,10 +168,11 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response | str:
         return confirm_page(f"Delete alerting rule {rule_id}?", "It fires no more alerts; the alerts it fired stay "
                             "listed.", "Delete rule", danger=True, back=back, keep="Keep the rule")
     try:
-        delete_alerting_rule(org, app, rule_id, who.display)
-    except ApiError as error:
-        audit_trail.note("deleteAlertingRule", [rule_id], failed=error.detail, status=error.status)
-        flash(f"Rule not deleted: {error.detail}", "error")
+        AlertingRules(runtime()).delete(org, app, rule_id, who.display)
+    except (*DomainFailure, ApiError) as error:
+        problem = api_error(error)
+        audit_trail.note("deleteAlertingRule", [rule_id], failed=problem.detail, status=problem.status)
+        flash(f"Rule not deleted: {problem.detail}", "error")
     else:
         audit_trail.note("deleteAlertingRule", [rule_id])
         flash(f"Rule {rule_id} deleted.", "ok")

@@ -12,10 +12,10 @@ from flask import abort, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from relay.events.names import APP_NAME, ORG_NAME
-from relay.web.api.problems import ApiError
 from relay.web.console import bp
 from relay.web.console.auth import current
 from relay.web.context import runtime
+from relay.web.problems import ApiError
 from relay.wire.json_depth import nests_deeper
 from relay.wire.messages import MAX_DEPTH
 

@@ -21,9 +21,9 @@ from geventwebsocket.handler import WebSocketHandler
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
-from relay.web.api.problems import ApiError, problem_response
 from relay.web.cli.workers import worker_sockets
 from relay.web.transport import body_limits
+from relay.web.problems import ApiError, problem_response
 from relay.web.transport.forwarded import TrustedProxies
 from relay.web.transport.gc_tuning import tune_gc
 from relay.web.transport.http_connections import HttpConnections

@@ -1,0 +1,105 @@
+"""The domain errors of the application services: why a use case could not be carried out.
+
+Each says what went wrong in the domain's words (no executor, an executor that failed, the caller's mistake);
+`detail` is the sentence shown to the caller. How each reaches HTTP (status, title) is web/problems.py's one
+table. A thing that does not exist is events/errors.py's NotFoundError, as for the aggregates.
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Base of the services' own errors; `detail` is the text the caller reads."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class ExecutorUnavailableError(ServiceError):
+    """No executor that could take the request is connected (here or, with forwarding, anywhere)."""
+
+
+class NoExecutorError(ExecutorUnavailableError):
+    """The application has no executor connected at all."""
+
+    def __init__(self, app: str) -> None:
+        super().__init__(f"no executor of application '{app}' is connected")
+
+
+class NotSupportedError(ServiceError):
+    """Every connected executor lacks the message type (an older SDK)."""
+
+
+class ExecutorsBusyError(ServiceError):
+    """Every candidate executor has as many requests in flight as Relay allows."""
+
+
+class TimedOutError(ServiceError):
+    """An executor (or the application's actor) did not answer in time; the request is forgotten."""
+
+
+class ExecutorDisconnectedError(ServiceError):
+    """The executors disconnected before answering."""
+
+
+class ForwardRefusedError(ServiceError):
+    """Another Relay instance refused a forwarded request (its forwarding secret differs, ...)."""
+
+
+class ExecutorFailedError(ServiceError):
+    """An executor answered with an error that is not the caller's, a malformed frame, or no result."""
+
+
+class CallerMistakeError(ServiceError):
+    """An executor's error that says the request itself was wrong (actors/services/executor_errors.py).
+    `location` names the request field it blames (None: the request as a whole), `explanation` says how."""
+
+    def __init__(self, detail: str, *, location: str | None = None, explanation: str = "") -> None:
+        super().__init__(detail)
+        self.location = location
+        self.explanation = explanation
+
+
+class TargetNotFoundError(CallerMistakeError):
+    """The executor has no such workflow."""
+
+
+class TargetConflictError(CallerMistakeError):
+    """What the request would create exists already (an imported workflow, a fork's new id)."""
+
+
+class TargetInvalidError(CallerMistakeError):
+    """The request cannot be done as asked (a filter the database cannot do, an import that is not an export)."""
+
+
+class DataPlaneUnavailableError(ServiceError):
+    """The application's system database cannot be used now (unreachable, or the request needs an executor)."""
+
+
+class DataPlaneRefusedError(ServiceError):
+    """The system database cannot answer this request as asked (too many rows, an unreadable schema)."""
+
+
+class DataPlaneTimedOutError(ServiceError):
+    """The system database did not answer within its statement timeout."""
+
+
+class DataPlaneFailedError(ServiceError):
+    """The system database answered with an error."""
+
+
+class InvalidFieldError(ServiceError):
+    """A field of the caller's input the use case refuses: `location` names it (``body.ruleType``), `message`
+    says why, `value` is what was given."""
+
+    def __init__(self, location: str, message: str, value: object = None) -> None:
+        super().__init__(f"{location}: {message}")
+        self.location = location
+        self.message = message
+        self.value = value
+
+
+class NotAllowedError(ServiceError):
+    """The caller may not do this (beyond the permission checked at the door: e.g. a rule whose alerts go to an
+    application the caller cannot write to)."""
