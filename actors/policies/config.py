@@ -34,6 +34,7 @@ from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.events.names import APP_NAME, ORG_NAME, TOKEN_NAME
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS, PERMISSIONS
+from relay.wire.json_types import JSONObject
 
 API_VERSION = "relay/v1"
 KIND = "Config"
@@ -61,7 +62,7 @@ class RuleSpec:
     None for the rule's own application."""
 
     rule_type: str
-    metadata: dict[str, Any]
+    metadata: JSONObject
     receiving_app: str | None
     min_interval_secs: int | None
 
@@ -81,7 +82,7 @@ class RuleSpec:
             parts.append(f"minIntervalSecs={self.min_interval_secs}")
         return ", ".join(parts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"type": self.rule_type, "metadata": self.metadata, "receivingApp": self.receiving_app,
                 "minIntervalSecs": self.min_interval_secs}
 
@@ -89,8 +90,8 @@ class RuleSpec:
 @dataclass(frozen=True)
 class AppSpec:
     name: str
-    settings: dict[str, Any]  # only the settings the file gives
-    data_plane: dict[str, Any] | None = None  # with its defaults; None: none (when data_plane_given)
+    settings: JSONObject  # only the settings the file gives
+    data_plane: JSONObject | None = None  # with its defaults; None: none (when data_plane_given)
     data_plane_given: bool = False
     rules: tuple[RuleSpec, ...] = ()
 
@@ -137,6 +138,16 @@ class Checker:
                 self.error(f"{prefix}{key}", "is required")
         return True
 
+    def named(self, value: Any, path: str, known: tuple[str, ...], pattern: re.Pattern[str], rule: str) -> bool:
+        """An object of ``known`` keys whose ``name`` matches ``pattern`` (else ``<path>.name`` must be ``rule``);
+        False when it is not an object at all."""
+        if not self.fields(value, path, known, ("name",)):
+            return False
+        name = value.get("name")
+        if not isinstance(name, str) or not pattern.fullmatch(name):
+            self.error(f"{path}.name", rule)
+        return True
+
     def items(self, value: Any, path: str) -> list[Any]:
         if value is None:
             return []
@@ -181,11 +192,9 @@ def _unique(check: Checker, names: list[str | None], path: str, what: str) -> No
 
 def _app(check: Checker, raw: Any, path: str) -> AppSpec | None:
     before = len(check.errors)
-    if not check.fields(raw, path, _APP, ("name",)):
+    if not check.named(raw, path, _APP, APP_NAME, "must be 3-30 characters of [a-z0-9-_]"):
         return None
     name = raw.get("name")
-    if not isinstance(name, str) or not APP_NAME.fullmatch(name):
-        check.error(f"{path}.name", "must be 3-30 characters of [a-z0-9-_]")
     settings = _settings(check, raw.get("settings"), f"{path}.settings")
     data_plane = None
     if raw.get("dataPlane") is not None:
@@ -207,12 +216,12 @@ def _app(check: Checker, raw: Any, path: str) -> AppSpec | None:
                    rules=tuple(rules))
 
 
-def _settings(check: Checker, raw: Any, path: str) -> dict[str, Any]:
+def _settings(check: Checker, raw: Any, path: str) -> JSONObject:
     if raw is None:
         return {}
     if not check.fields(raw, path, tuple(DEFAULT_SETTINGS)):
         return {}
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for key, value in raw.items():
         if key not in DEFAULT_SETTINGS:
             continue
@@ -235,7 +244,7 @@ def _settings(check: Checker, raw: Any, path: str) -> dict[str, Any]:
     return out
 
 
-def _data_plane(check: Checker, raw: Any, path: str) -> dict[str, Any] | None:
+def _data_plane(check: Checker, raw: Any, path: str) -> JSONObject | None:
     if not isinstance(raw, dict):
         check.error(path, "must be an object (or null: no data plane)")
         return None
@@ -280,11 +289,9 @@ def _rule(check: Checker, raw: Any, path: str) -> RuleSpec | None:
 
 def _key(check: Checker, raw: Any, path: str) -> KeySpec | None:
     before = len(check.errors)
-    if not check.fields(raw, path, _KEY, ("name",)):
+    if not check.named(raw, path, _KEY, TOKEN_NAME, "must be 1-64 characters of [A-Za-z0-9_.-]"):
         return None
     name = raw.get("name")
-    if not isinstance(name, str) or not TOKEN_NAME.fullmatch(name):
-        check.error(f"{path}.name", "must be 1-64 characters of [A-Za-z0-9_.-]")
     apps = check.items(raw.get("apps"), f"{path}.apps")
     for index, app in enumerate(apps):
         if not isinstance(app, str) or not APP_NAME.fullmatch(app):

@@ -15,7 +15,8 @@ import pytest
 from relay.actors.directory import Directory
 from relay.actors.liveness import Liveness
 from relay.actors.scheduler import ManualScheduler, ThreadingScheduler
-from relay.web.transport.websocket import HandshakeGate, HandshakeTicket
+from relay.web.transport.limits import Ticket
+from relay.web.transport.websocket import HandshakeGate
 from tests.support.ports import wait_until
 
 
@@ -165,7 +166,7 @@ def test_handshake_gate_lets_an_upgrade_wait_for_a_place() -> None:
     gate = HandshakeGate(1, wait_s=5.0)
     first = gate.enter()
     assert first is not None
-    admitted: list[HandshakeTicket | None] = []
+    admitted: list[Ticket | None] = []
     waiter = threading.Thread(target=lambda: admitted.append(gate.enter()))
     waiter.start()
     wait_until(lambda: gate.waiting, 5, interval=0.005, message="the second upgrade never waited")

@@ -20,7 +20,7 @@ from typing import Any
 
 import gevent
 
-from relay.web.transport.limits import ConnectionSlots
+from relay.web.transport.limits import ConnectionSlots, Ticket
 
 log = logging.getLogger("relay.server")
 
@@ -31,27 +31,13 @@ REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/probl
            b"Content-Length: " + str(len(_BODY)).encode() + b"\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + _BODY)
 
 
-class HttpTicket:
-    """One connection's place; `release` (idempotent) gives it back."""
-
-    __slots__ = ("_slots",)
-
-    def __init__(self, slots: ConnectionSlots) -> None:
-        self._slots: ConnectionSlots | None = slots
-
-    def release(self) -> None:
-        slots, self._slots = self._slots, None
-        if slots is not None:
-            slots.release()
-
-
 class HttpConnections:
     """At most ``limit`` connections served at once: `admit` at the accept, `serving` around the connection's
     handler (its greenlet's place, given back when it returns, or earlier by `release_current`)."""
 
     def __init__(self, limit: int, summary_every_s: float = 10.0) -> None:
         self.slots = ConnectionSlots(limit)
-        self._serving: dict[Any, HttpTicket] = {}  # greenlet -> its connection's ticket
+        self._serving: dict[Any, Ticket] = {}  # greenlet -> its connection's ticket
         self._summary_every_s = summary_every_s
         self._summarised = 0  # refusals when last logged
         self._summary_at = time.monotonic()
@@ -61,11 +47,11 @@ class HttpConnections:
     def limit(self) -> int:
         return self.slots.limit
 
-    def admit(self) -> HttpTicket | None:
-        return HttpTicket(self.slots) if self.slots.acquire() else None
+    def admit(self) -> Ticket | None:
+        return Ticket(self.slots.release) if self.slots.acquire() else None
 
     @contextlib.contextmanager
-    def serving(self, ticket: HttpTicket) -> Iterator[None]:
+    def serving(self, ticket: Ticket) -> Iterator[None]:
         current = gevent.getcurrent()
         self._serving[current] = ticket
         try:

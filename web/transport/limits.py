@@ -112,6 +112,20 @@ def retry_after_header(seconds: float) -> str:
     return str(max(1, math.ceil(seconds)))
 
 
+class Ticket:
+    """A place held (an HTTP connection's, an executor handshake's); `release` (idempotent) gives it back."""
+
+    __slots__ = ("_give_back",)
+
+    def __init__(self, give_back: Callable[[], None]) -> None:
+        self._give_back: Callable[[], None] | None = give_back
+
+    def release(self) -> None:
+        give_back, self._give_back = self._give_back, None
+        if give_back is not None:
+            give_back()
+
+
 class ConnectionSlots:
     def __init__(self, limit: int) -> None:
         if limit < 1:
