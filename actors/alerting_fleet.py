@@ -28,6 +28,7 @@ from relay.actors.policies.alerting import (
     stranded_version,
 )
 from relay.wire.errors import CannotAskError
+from relay.wire.json_types import JSONObject
 from relay.wire.workflow_requests import (
     GetWorkflowAggregatesBody,
     GetWorkflowAggregatesRequest,
@@ -40,11 +41,11 @@ PENDING_STATUSES = ("PENDING", "ENQUEUED")
 
 
 class FleetSources(Protocol):
-    def recovered_deaths(self, since: datetime) -> list[dict[str, Any]]:
+    def recovered_deaths(self, since: datetime) -> list[JSONObject]:
         """Deaths of the application's executors whose recovery was first dispatched at or after ``since``."""
         ...
 
-    def executors(self) -> list[dict[str, Any]]:
+    def executors(self) -> list[JSONObject]:
         """The registry's rows of the application's executors (every instance, the deleted ones too)."""
         ...
 
@@ -60,7 +61,7 @@ class FleetSources(Protocol):
 # ------------------------------------------------------------------------------------- RecoveryFlapping
 
 
-def evaluate_recovery_flapping(app: str, metadata: dict[str, Any], sources: FleetSources,
+def evaluate_recovery_flapping(app: str, metadata: JSONObject, sources: FleetSources,
                                now: datetime) -> Finding | None:
     return recovery_flapping(app, metadata, sources.recovered_deaths(recovery_window_start(metadata, now)))
 
@@ -93,7 +94,7 @@ def pending_by_version(sources: FleetSources) -> tuple[dict[str, int], str]:
     return counts, "executor"
 
 
-def evaluate_stranded_version(app: str, metadata: dict[str, Any], sources: FleetSources,
+def evaluate_stranded_version(app: str, metadata: JSONObject, sources: FleetSources,
                               now: datetime) -> Finding | None:
     executors = sources.executors()  # read before the pending workflows, as a run always has
     pending, source = pending_by_version(sources)

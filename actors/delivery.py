@@ -21,6 +21,7 @@ from relay.actors.adapters.sinks import HttpError, SinkConfig, http_post, post_w
 from relay.actors.executor_requests import Transport, request_all
 from relay.wire import signing
 from relay.wire.catalog_requests import AlertRequest
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import new_request_id
 
 __all__ = ["Deliverer", "Delivery", "HttpError", "RemoteExecutors", "WebhookConfig", "alert_payload", "http_post",
@@ -48,11 +49,11 @@ class Delivery:
 
     delivered_to: list[str]
     failed: list[dict[str, str]]
-    webhook: dict[str, Any] | None
-    sinks: dict[str, dict[str, Any]] = field(default_factory=dict)  # Slack's and PagerDuty's outcomes
+    webhook: JSONObject | None
+    sinks: dict[str, JSONObject] = field(default_factory=dict)  # Slack's and PagerDuty's outcomes
 
 
-def alert_payload(alert: Any) -> dict[str, Any]:
+def alert_payload(alert: Any) -> JSONObject:
     """The webhook's JSON: what fired, never a key or the webhook's own URL or secret."""
     return {
         "alertId": str(alert.id),
@@ -81,12 +82,12 @@ class RemoteExecutors(Protocol):
 
 def send_webhook(
     config: WebhookConfig,
-    payload: dict[str, Any],
+    payload: JSONObject,
     *,
     post: Callable[[str, bytes, dict[str, str], float], int] = http_post,
     sleep: Callable[[float], None] = time.sleep,
     now: Callable[[], float] = time.time,
-) -> dict[str, Any]:
+) -> JSONObject:
     """POST ``payload`` with retries and exponential backoff (5xx, 429 and network errors are retried,
     other 4xx are not). With a secret, ``X-Relay-Signature: sha256=HMAC(secret, "<timestamp>.<body>")``
     and ``X-Relay-Timestamp`` let the receiver check it came from Relay; the secret is never sent."""
@@ -115,10 +116,10 @@ class Deliverer:
         peers: Callable[[str, str], list[Any]],
         timeout_s: float,
         webhook: WebhookConfig | None,
-        send_hook: Callable[[WebhookConfig, dict[str, Any]], dict[str, Any]] = send_webhook,
+        send_hook: Callable[[WebhookConfig, JSONObject], JSONObject] = send_webhook,
         remote: RemoteExecutors | None = None,
         sinks: tuple[SinkConfig, ...] = (),
-        send_to_sink: Callable[[SinkConfig, dict[str, Any]], dict[str, Any]] = send_sink,
+        send_to_sink: Callable[[SinkConfig, JSONObject], JSONObject] = send_sink,
     ) -> None:
         self.transport = transport
         self.peers = peers
@@ -159,7 +160,7 @@ class Deliverer:
             metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, name, sent["outcome"]).inc()
         return Delivery(delivered, failed, hook, sinks)
 
-    def _send_to_sink(self, sink: SinkConfig, payload: dict[str, Any]) -> dict[str, Any]:
+    def _send_to_sink(self, sink: SinkConfig, payload: JSONObject) -> JSONObject:
         try:
             return self.send_to_sink(sink, payload)
         except Exception as error:  # one sink's fault must not keep the alert from the others

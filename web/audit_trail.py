@@ -26,6 +26,7 @@ from flask import Flask, Response, current_app, g, request
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.api.openapi import operation_of
 from relay.web.api.requests_ import body_for_audit
+from relay.wire.json_types import JSONObject
 from relay.web.context import runtime
 
 log = logging.getLogger("relay.web.audit")
@@ -84,7 +85,7 @@ def _api_note() -> Note | None:
     return Note(name, tuple(g.get("audit_targets") or _targets(body)))
 
 
-def _targets(body: dict[str, Any]) -> list[str]:
+def _targets(body: JSONObject) -> list[str]:
     args = request.view_args or {}
     found = [str(args[k]) for k in _TARGET_ARGS if k in args]
     ids = body.get("workflowIds", body.get("workflow_id"))

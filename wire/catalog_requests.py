@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -51,7 +52,7 @@ class ListSchedulesRequest(Request):
     """Answered by ListSchedulesResponse. ``body`` is always sent: both SDKs dereference it."""
 
     type: ClassVar[MessageType] = MessageType.LIST_SCHEDULES
-    answer: ClassVar[type[Response]] = ListSchedulesResponse
+    answer: ClassVar[builtins.type[Response]] = ListSchedulesResponse
     body: ListSchedulesBody = field(default_factory=ListSchedulesBody)
 
 
@@ -69,7 +70,7 @@ class GetScheduleRequest(_OneScheduleRequest):
     """Answered by GetScheduleResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_SCHEDULE
-    answer: ClassVar[type[Response]] = GetScheduleResponse
+    answer: ClassVar[builtins.type[Response]] = GetScheduleResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_context"})
     load_context: bool = True
 
@@ -83,7 +84,7 @@ class PauseScheduleRequest(_OneScheduleRequest):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.PAUSE_SCHEDULE
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +92,7 @@ class ResumeScheduleRequest(_OneScheduleRequest):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.RESUME_SCHEDULE
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +100,7 @@ class TriggerScheduleRequest(_OneScheduleRequest):
     """Answered by TriggerScheduleResponse."""
 
     type: ClassVar[MessageType] = MessageType.TRIGGER_SCHEDULE
-    answer: ClassVar[type[Response]] = TriggerScheduleResponse
+    answer: ClassVar[builtins.type[Response]] = TriggerScheduleResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,7 +108,7 @@ class BackfillScheduleRequest(_OneScheduleRequest):
     """Answered by BackfillScheduleResponse. ``start``/``end``: ISO 8601 timestamps."""
 
     type: ClassVar[MessageType] = MessageType.BACKFILL_SCHEDULE
-    answer: ClassVar[type[Response]] = BackfillScheduleResponse
+    answer: ClassVar[builtins.type[Response]] = BackfillScheduleResponse
     start: str
     end: str
 
@@ -130,7 +131,7 @@ class ListQueuesRequest(Request):
     """Answered by ListQueuesResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_QUEUES
-    answer: ClassVar[type[Response]] = ListQueuesResponse
+    answer: ClassVar[builtins.type[Response]] = ListQueuesResponse
     body: ListQueuesBody = field(default_factory=ListQueuesBody)
 
 
@@ -139,7 +140,7 @@ class GetQueueRequest(Request):
     """Answered by GetQueueResponse (``output`` is None when there is no such queue)."""
 
     type: ClassVar[MessageType] = MessageType.GET_QUEUE
-    answer: ClassVar[type[Response]] = GetQueueResponse
+    answer: ClassVar[builtins.type[Response]] = GetQueueResponse
     name: str
 
     def __post_init__(self) -> None:
@@ -155,7 +156,7 @@ class GetMetricsRequest(Request):
     """
 
     type: ClassVar[MessageType] = MessageType.GET_METRICS
-    answer: ClassVar[type[Response]] = GetMetricsResponse
+    answer: ClassVar[builtins.type[Response]] = GetMetricsResponse
     start_time: str
     end_time: str
     metric_class: str = "workflow_step_count"
@@ -174,7 +175,7 @@ class ListApplicationVersionsRequest(Request):
     """Answered by ListApplicationVersionsResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_APPLICATION_VERSIONS
-    answer: ClassVar[type[Response]] = ListApplicationVersionsResponse
+    answer: ClassVar[builtins.type[Response]] = ListApplicationVersionsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,7 +183,7 @@ class SetLatestApplicationVersionRequest(Request):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.SET_LATEST_APPLICATION_VERSION
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     version_name: str
 
     def __post_init__(self) -> None:
@@ -195,7 +196,7 @@ class AlertRequest(Request):
     """Delivered to the application's alert handler; answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.ALERT
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     name: str
     message: str
     metadata: dict[str, str] = field(default_factory=dict)

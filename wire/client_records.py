@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from relay.wire.json_types import JSON, JSONObject
+
 Text = Callable[[Any], str | None]
 
 
@@ -21,7 +23,7 @@ def _json_or_none(value: Any) -> str | None:
     return None if value is None else json.dumps(value, default=str)
 
 
-def workflow(status: Any, text: Text) -> dict[str, Any]:
+def workflow(status: Any, text: Text) -> JSONObject:
     """A ``WorkflowStatus`` as a list_workflows/get_workflow record (``WorkflowUUID``, ``Status``, ...)."""
     def get(name: str, default: Any = None) -> Any:  # fields newer releases added
         return getattr(status, name, default)
@@ -60,7 +62,7 @@ def workflow(status: Any, text: Text) -> dict[str, Any]:
     }
 
 
-def step(info: Mapping[str, Any], text: Text) -> dict[str, Any]:
+def step(info: Mapping[str, JSON], text: Text) -> JSONObject:
     """A ``StepInfo`` as a list_steps record."""
     return {
         "function_id": info.get("function_id"),
@@ -73,7 +75,7 @@ def step(info: Mapping[str, Any], text: Text) -> dict[str, Any]:
     }
 
 
-def queue(found: Any) -> dict[str, Any]:
+def queue(found: Any) -> JSONObject:
     """A client ``Queue`` (read through its public properties) as a list_queues/get_queue record."""
     limiter = found.limiter or {}
     return {
@@ -89,7 +91,7 @@ def queue(found: Any) -> dict[str, Any]:
     }
 
 
-def schedule(found: Mapping[str, Any], text: Text) -> dict[str, Any]:
+def schedule(found: Mapping[str, JSON], text: Text) -> JSONObject:
     """A ``WorkflowSchedule`` as a list_schedules/get_schedule record."""
     return {
         "schedule_id": found.get("schedule_id"),
@@ -106,7 +108,7 @@ def schedule(found: Mapping[str, Any], text: Text) -> dict[str, Any]:
     }
 
 
-def version(found: Mapping[str, Any]) -> dict[str, Any]:
+def version(found: Mapping[str, JSON]) -> JSONObject:
     """A ``VersionInfo`` as a list_application_versions record."""
     return {
         "version_id": found.get("version_id"),

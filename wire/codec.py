@@ -13,6 +13,7 @@ import relay.wire.requests
 import relay.wire.workflow_requests  # noqa: F401
 from relay.wire.errors import ProtocolError
 from relay.wire.json_depth import nests_deeper
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import (
     MAX_DEPTH,
     MAX_FRAME_BYTES,
@@ -69,7 +70,7 @@ def json_loads_with(decoder: json.JSONDecoder, data: str | bytes | bytearray) ->
 _STRICT_FRAME = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
-def _load(frame: object, max_bytes: int, max_depth: int) -> dict[str, Any]:
+def _load(frame: object, max_bytes: int, max_depth: int) -> JSONObject:
     if isinstance(frame, bytearray | memoryview):
         frame = bytes(frame)
     if not isinstance(frame, str | bytes):
@@ -118,22 +119,24 @@ def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_dep
     Raises only ProtocolError, whose reason never quotes the frame.
     """
     data = _load(text, max_bytes, max_depth)
+    envelope: list[str] = []
     for key in ("type", "request_id"):
         if key not in data:
             raise ProtocolError(f"frame has no {key}")
         if not isinstance(data[key], str):
             raise ProtocolError(f"frame {key} must be a string")
     error_message = data.get("error_message")
+        envelope.append(value)
     if error_message is not None and not isinstance(error_message, str):
         raise ProtocolError("field 'error_message' must be a string or null")
-    msg_type, request_id = data["type"], data["request_id"]
+    msg_type, request_id = envelope
 
     cls = answer_of(msg_type)
     if cls is None:
         extra = {k: v for k, v in data.items() if k not in ("type", "request_id", "error_message")}
         return RawResponse(type=msg_type, request_id=request_id, error_message=error_message, fields=extra)
 
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {}  # keyword arguments of the class RESPONSE_FIELDS made: checked against its SPEC
     for name, kind, required in cls.SPEC:
         value = data.get(name)
         if value is None:

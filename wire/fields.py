@@ -7,6 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from relay.wire.json_types import JSONObject
+
 # --------------------------------------------------------------------------------------------------
 # Filter values
 
@@ -86,9 +88,9 @@ def _wire_value(value: Any) -> Any:
     return value
 
 
-def _wire_fields(obj: Any, always: frozenset[str], skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+def _wire_fields(obj: Any, always: frozenset[str], skip: frozenset[str] = frozenset()) -> JSONObject:
     """The dataclass's fields as wire keys: ``None`` is left out unless the key is in ``always``."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if f.name in skip or (value is None and f.name not in always):
@@ -103,5 +105,5 @@ class _Body:
 
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> JSONObject:
         return _wire_fields(self, self.ALWAYS)

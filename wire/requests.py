@@ -3,6 +3,7 @@ recovery; `encode_request` writes any of them as one JSON frame (pure)."""
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from relay.wire.fields import (
     _wire_fields,
     string_list,
 )
+from relay.wire.json_types import JSON, JSONObject
 from relay.wire.messages import (
     MessageType,
     new_request_id,
@@ -35,7 +37,7 @@ class Request:
     """Base of the typed requests: ``type`` is fixed per class, ``request_id`` is fresh by default."""
 
     type: ClassVar[MessageType]
-    answer: ClassVar[type[Response]]  # the response class an executor answers this request with
+    answer: ClassVar[builtins.type[Response]]  # the response class an executor answers this request with
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
 
     request_id: str = field(default_factory=new_request_id)
@@ -48,7 +50,7 @@ class Request:
     def __post_init__(self) -> None:
         _check_id("request_id", self.request_id)
 
-    def wire_fields(self) -> dict[str, Any]:
+    def wire_fields(self) -> JSONObject:
         """The frame's keys other than ``type`` and ``request_id``."""
         return _wire_fields(self, self.ALWAYS, skip=frozenset({"request_id"}))
 
@@ -58,7 +60,7 @@ class ExecutorInfoRequest(Request):
     """Sent first on every connection; answered by ExecutorInfoResponse."""
 
     type: ClassVar[MessageType] = MessageType.EXECUTOR_INFO
-    answer: ClassVar[type[Response]] = ExecutorInfoResponse
+    answer: ClassVar[builtins.type[Response]] = ExecutorInfoResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +68,7 @@ class RecoveryRequest(Request):
     """Recover the PENDING workflows of these (dead) executors; answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.RECOVERY
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     executor_ids: list[str]
 
     def __post_init__(self) -> None:
@@ -102,10 +104,10 @@ class _WorkflowsTarget(Request):
         """The workflows this request is about."""
         return [self.workflow_id] if self.workflow_id is not None else list(self.workflow_ids or [])
 
-    def wire_fields(self) -> dict[str, Any]:
+    def wire_fields(self) -> JSONObject:
         out = _wire_fields(self, self.ALWAYS, skip=frozenset({"request_id", "workflow_id", "workflow_ids"}))
         ids = self.ids
-        target: dict[str, Any] = {"workflow_id": ids[0]}
+        target: JSONObject = {"workflow_id": ids[0]}
         if len(ids) > 1:
             target["workflow_ids"] = ids
         return {**target, **out}
@@ -116,7 +118,7 @@ class CancelRequest(_WorkflowsTarget):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.CANCEL
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"cancel_children"})
     cancel_children: bool = False
 
@@ -130,7 +132,7 @@ class ResumeRequest(_WorkflowsTarget):
     """Answered by SuccessResponse. ``queue_name``: the queue to resume onto (SDK default when unset)."""
 
     type: ClassVar[MessageType] = MessageType.RESUME
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     queue_name: str | None = None
 
     def __post_init__(self) -> None:
@@ -143,7 +145,7 @@ class DeleteRequest(_WorkflowsTarget):
     """Answered by SuccessResponse. The Python SDK requires ``delete_children``: it is always sent."""
 
     type: ClassVar[MessageType] = MessageType.DELETE
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"delete_children"})
     delete_children: bool = False
 
@@ -157,7 +159,7 @@ class ExistPendingWorkflowsRequest(Request):
     """Answered by ExistPendingWorkflowsResponse."""
 
     type: ClassVar[MessageType] = MessageType.EXIST_PENDING_WORKFLOWS
-    answer: ClassVar[type[Response]] = ExistPendingWorkflowsResponse
+    answer: ClassVar[builtins.type[Response]] = ExistPendingWorkflowsResponse
     executor_id: str
     application_version: str
 
@@ -189,7 +191,7 @@ class RetentionRequest(Request):
     """Answered by SuccessResponse at once; the SDKs run the garbage collection in the background."""
 
     type: ClassVar[MessageType] = MessageType.RETENTION
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     body: RetentionBody
 
 
@@ -203,7 +205,7 @@ class RawRequest:
     """
 
     type: str
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, JSON] = field(default_factory=dict)
     request_id: str = field(default_factory=new_request_id)
 
 
@@ -213,7 +215,7 @@ _ENVELOPE_KEYS = frozenset({"type", "request_id"})
 def encode_request(req: Request | RawRequest) -> str:
     """The JSON text of a request frame. Raises ValueError/TypeError for a request that cannot be sent."""
     if isinstance(req, Request):
-        frame: dict[str, Any] = {"type": req.type.value, "request_id": req.request_id, **req.wire_fields()}
+        frame: JSONObject = {"type": req.type.value, "request_id": req.request_id, **req.wire_fields()}
     elif isinstance(req, RawRequest):
         if not isinstance(req.type, str) or not req.type:
             raise TypeError("RawRequest.type must be a non-empty string")

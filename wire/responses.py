@@ -44,7 +44,7 @@ class Response:
 class RawResponse(Response):
     """A response of a type this module does not model; ``fields`` holds every non-envelope key."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: JSONObject = field(default_factory=dict)
 
 
 _OUTPUT_LIST: Spec = (("output", _OBJECTS, True),)  # a list of records

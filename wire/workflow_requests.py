@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -15,6 +16,7 @@ from relay.wire.fields import (
     string_list,
     string_or_list,
 )
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import (
     MessageType,
 )
@@ -82,7 +84,7 @@ class ListWorkflowsBody(_Body):
     application_name: str | list[str] | None = None
     was_forked_from: bool | None = None
     has_parent: bool | None = None
-    attributes: dict[str, Any] | None = None
+    attributes: JSONObject | None = None
     limit: int | None = None
     offset: int | None = None
     sort_desc: bool = False
@@ -110,7 +112,7 @@ class ListWorkflowsRequest(Request):
     """Answered by ListWorkflowsResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_WORKFLOWS
-    answer: ClassVar[type[Response]] = ListWorkflowsResponse
+    answer: ClassVar[builtins.type[Response]] = ListWorkflowsResponse
     body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
 
 
@@ -119,7 +121,7 @@ class ListQueuedWorkflowsRequest(Request):
     """Answered by ListWorkflowsResponse (type list_queued_workflows)."""
 
     type: ClassVar[MessageType] = MessageType.LIST_QUEUED_WORKFLOWS
-    answer: ClassVar[type[Response]] = ListWorkflowsResponse
+    answer: ClassVar[builtins.type[Response]] = ListWorkflowsResponse
     body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
 
 
@@ -128,7 +130,7 @@ class GetWorkflowRequest(Request):
     """Answered by GetWorkflowResponse (``output`` is None when there is no such workflow)."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW
-    answer: ClassVar[type[Response]] = GetWorkflowResponse
+    answer: ClassVar[builtins.type[Response]] = GetWorkflowResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_input", "load_output"})
     workflow_id: str
     load_input: bool = True
@@ -146,7 +148,7 @@ class ListStepsRequest(Request):
     """Answered by ListStepsResponse."""
 
     type: ClassVar[MessageType] = MessageType.LIST_STEPS
-    answer: ClassVar[type[Response]] = ListStepsResponse
+    answer: ClassVar[builtins.type[Response]] = ListStepsResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_output"})
     workflow_id: str
     load_output: bool = True
@@ -175,7 +177,7 @@ class GetWorkflowEventsRequest(_OneWorkflowRequest):
     """Answered by GetWorkflowEventsResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_EVENTS
-    answer: ClassVar[type[Response]] = GetWorkflowEventsResponse
+    answer: ClassVar[builtins.type[Response]] = GetWorkflowEventsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +185,7 @@ class GetWorkflowNotificationsRequest(_OneWorkflowRequest):
     """Answered by GetWorkflowNotificationsResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_NOTIFICATIONS
-    answer: ClassVar[type[Response]] = GetWorkflowNotificationsResponse
+    answer: ClassVar[builtins.type[Response]] = GetWorkflowNotificationsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,7 +193,7 @@ class GetWorkflowStreamsRequest(_OneWorkflowRequest):
     """Answered by GetWorkflowStreamsResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_STREAMS
-    answer: ClassVar[type[Response]] = GetWorkflowStreamsResponse
+    answer: ClassVar[builtins.type[Response]] = GetWorkflowStreamsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,7 +242,7 @@ class GetWorkflowAggregatesBody(_Body):
     dequeued_before: str | None = None
     was_forked_from: bool | None = None
     has_parent: bool | None = None
-    attributes: dict[str, Any] | None = None
+    attributes: JSONObject | None = None
 
     def __post_init__(self) -> None:
         for name in self.LISTS:
@@ -260,7 +262,7 @@ class GetWorkflowAggregatesRequest(Request):
     """Answered by GetWorkflowAggregatesResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_AGGREGATES
-    answer: ClassVar[type[Response]] = GetWorkflowAggregatesResponse
+    answer: ClassVar[builtins.type[Response]] = GetWorkflowAggregatesResponse
     body: GetWorkflowAggregatesBody = field(default_factory=GetWorkflowAggregatesBody)
 
 
@@ -298,7 +300,7 @@ class GetStepAggregatesRequest(Request):
     """Answered by GetStepAggregatesResponse."""
 
     type: ClassVar[MessageType] = MessageType.GET_STEP_AGGREGATES
-    answer: ClassVar[type[Response]] = GetStepAggregatesResponse
+    answer: ClassVar[builtins.type[Response]] = GetStepAggregatesResponse
     body: GetStepAggregatesBody = field(default_factory=GetStepAggregatesBody)
 
 
@@ -326,7 +328,7 @@ class ForkWorkflowRequest(Request):
     """Answered by ForkWorkflowResponse."""
 
     type: ClassVar[MessageType] = MessageType.FORK_WORKFLOW
-    answer: ClassVar[type[Response]] = ForkWorkflowResponse
+    answer: ClassVar[builtins.type[Response]] = ForkWorkflowResponse
     body: ForkWorkflowBody
 
 
@@ -355,7 +357,7 @@ class ForkFromFailureRequest(Request):
     """Answered by ForkFromFailureResponse."""
 
     type: ClassVar[MessageType] = MessageType.FORK_FROM_FAILURE
-    answer: ClassVar[type[Response]] = ForkFromFailureResponse
+    answer: ClassVar[builtins.type[Response]] = ForkFromFailureResponse
     body: ForkFromFailureBody
 
 
@@ -381,7 +383,7 @@ class RewindWorkflowRequest(Request):
     """Answered by SuccessResponse (Python >= 3.1, TypeScript >= 5.1)."""
 
     type: ClassVar[MessageType] = MessageType.REWIND_WORKFLOW
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     body: RewindWorkflowBody
 
 
@@ -394,7 +396,7 @@ class ExportWorkflowRequest(Request):
     """
 
     type: ClassVar[MessageType] = MessageType.EXPORT_WORKFLOW
-    answer: ClassVar[type[Response]] = ExportWorkflowResponse
+    answer: ClassVar[builtins.type[Response]] = ExportWorkflowResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"export_children"})
     workflow_id: str
     export_children: bool = False
@@ -410,7 +412,7 @@ class ImportWorkflowRequest(Request):
     """Answered by SuccessResponse."""
 
     type: ClassVar[MessageType] = MessageType.IMPORT_WORKFLOW
-    answer: ClassVar[type[Response]] = SuccessResponse
+    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     serialized_workflow: str
 
     def __post_init__(self) -> None:

@@ -23,6 +23,7 @@ from relay.actors.cluster import Cluster, RemoteExecutor
 from relay.projections.applications import ApplicationsQueries
 from relay.wire import signing as forwarding
 from relay.wire.codec import decode_response
+from relay.wire.json_types import JSONObject
 from relay.wire.errors import PeerUnreachableError, ProtocolError
 from relay.wire.requests import RawRequest, Request, encode_request
 from relay.wire.responses import Response
@@ -87,7 +88,7 @@ class Forwarder:
         # The frame keeps its request id (the peer sends its own to the executor); a forward's uniqueness is
         # its nonce (wire/signing.py).
         frame = json.loads(encode_request(request))
-        body: dict[str, Any] = {"org": org, "app": app, "frame": frame}
+        body: JSONObject = {"org": org, "app": app, "frame": frame}
         if executor_id is not None:
             body["executor_id"] = executor_id
         return json.dumps(body, separators=(",", ":"), allow_nan=False).encode()

@@ -31,6 +31,7 @@ from relay.web.api.values import view_time
 from relay.web.context import executor_calls, principal, runtime
 from relay.web.problems import ApiError, invalid, not_found
 from relay.wire import signing as forwarding
+from relay.wire.json_types import JSONObject
 from relay.wire.json_depth import nests_deeper
 from relay.wire.messages import MAX_DEPTH
 from relay.wire.requests import RawRequest
@@ -156,5 +157,5 @@ def _parse(payload: bytes) -> tuple[str, str, str | None, RawRequest]:
         raise invalid("body.executor_id", "must be a non-empty string", executor_id)
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str) or not frame["type"]:
         raise invalid("body.frame", "must be an object with a type")
-    fields: dict[str, Any] = {k: v for k, v in frame.items() if k not in _ENVELOPE}
+    fields: JSONObject = {k: v for k, v in frame.items() if k not in _ENVELOPE}
     return org, app, executor_id, RawRequest(type=frame["type"], fields=fields)

@@ -21,11 +21,11 @@ from relay.actors.policies.config_plan import DATA_PLANE, KEY, AppState, Plan, S
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key
-from relay.web.api.dataplane import check_bound_reference
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS, STR, _all_required, _obj, _t
 from relay.web.api.requests_ import json_body
 from relay.web.auth import require
+from relay.wire.json_types import JSONObject
 from relay.web.context import ask, authorize, runtime
 from relay.web.problems import ApiError, invalid
 
@@ -96,14 +96,14 @@ def _check_data_plane_references(config: Config, made: Plan, org: str) -> None:
         raise ConfigInvalidError(errors)
 
 
-def _flag(body: dict[str, Any], name: str) -> bool:
+def _flag(body: JSONObject, name: str) -> bool:
     value = body.get(name, False)
     if not isinstance(value, bool):
         raise invalid(f"body.{name}", "must be a boolean", value)
     return value
 
 
-def _plan(org: str, body: dict[str, Any]) -> tuple[Plan, bool]:
+def _plan(org: str, body: JSONObject) -> tuple[Plan, bool]:
     if "config" not in body:
         raise invalid("body.config", "is required")
     prune = _flag(body, "prune")

@@ -25,6 +25,8 @@ from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
 from relay.web.api.values import format_time
 from relay.web.context import principal, runtime
+from relay.web.shapes.values import format_time
+from relay.wire.json_types import JSONObject
 from relay.web.problems import ApiError
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 bp = Blueprint("metrics", __name__)
 
 
-def recovery_metrics(org: str, app: str, app_id: str, window: tuple[datetime, datetime]) -> list[dict[str, Any]]:
+def recovery_metrics(org: str, app: str, app_id: str, window: tuple[datetime, datetime]) -> list[JSONObject]:
     """Relay's own rows of ``GET .../metrics``: recovery dispatches made in the window, by outcome
     (``metricType`` recovery_count, ``metricName`` pending|failed|acknowledged), one bucket for the window."""
     start, end = window

@@ -12,6 +12,7 @@ from werkzeug.exceptions import HTTPException
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.problems import ApiError, bad_request, invalid
 from relay.wire.codec import json_loads_with
+from relay.wire.json_types import JSONObject
 from relay.wire.json_depth import nests_deeper
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -33,7 +34,7 @@ def _finite_float(text: str) -> float:
 _STRICT_BODY = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
 
 
-def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dict[str, Any]:
+def json_body(*, required: bool = False, allowed: set[str] | None = None) -> JSONObject:
     """The request's JSON object body ({} when absent and not required)."""
     raw = request.get_data(cache=True)
     if len(raw) > MAX_BODY_BYTES:
@@ -61,7 +62,7 @@ def json_body(*, required: bool = False, allowed: set[str] | None = None) -> dic
     return body
 
 
-def body_for_audit() -> dict[str, Any]:
+def body_for_audit() -> JSONObject:
     """The body as the audit trail reads it to name an action's targets: the one a view parsed, else a parse
     that never fails (too deep, malformed, not an object: {}), so no body can cost an action its entry."""
     if "relay_json_body" in g:

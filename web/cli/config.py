@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from relay.actors.policies.config import ConfigInvalidError, parse_config
+from relay.wire.json_types import JSONObject
 
 
 class ConfigFileError(Exception):
@@ -45,7 +46,7 @@ def load_document(path: str) -> tuple[Any, str | None]:
     return document, config.org
 
 
-def print_plan(org: str, changes: list[dict[str, Any]]) -> None:
+def print_plan(org: str, changes: list[JSONObject]) -> None:
     if not changes:
         print(f"organization {org}: no changes")
         return
@@ -54,7 +55,7 @@ def print_plan(org: str, changes: list[dict[str, Any]]) -> None:
         print(change["text"])
 
 
-Api = Callable[[str, str, dict[str, Any]], Any]
+Api = Callable[[str, str, JSONObject], Any]
 
 
 def run(args: argparse.Namespace, default_org: str, api: Api) -> int:

@@ -150,7 +150,7 @@ def _csrf_ok() -> bool:
 
 
 @bp.app_context_processor
-def _template_helpers() -> dict[str, Any]:
+def _template_helpers() -> dict[str, Principal | None]:
     return {"who": g.get("console_principal")}
 
 

@@ -17,6 +17,7 @@ from relay.web.console.auth import current
 from relay.web.context import runtime
 from relay.web.problems import ApiError
 from relay.wire.json_depth import nests_deeper
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import MAX_DEPTH
 
 PAGE_SIZE = 25
@@ -163,7 +164,7 @@ def _summary(value: Any) -> str:
 
 
 @bp.app_template_filter("json_view")
-def json_view(value: Any) -> dict[str, Any]:
+def json_view(value: Any) -> JSONObject:
     """A value for the `json` macro (_macros.html): pretty-printed JSON (``json.dumps(indent=2)``) when the
     value is or parses as data, else the raw text; a one-line summary; whether it starts unfolded."""
     data = _decoded(value) if isinstance(value, str) else value
@@ -198,6 +199,6 @@ def now_iso() -> str:
 @bp.app_template_global()
 def page_url(page: int) -> str:
     """This page's URL with its filters and another page number."""
-    args = request.args.to_dict(flat=False)
+    args: dict[str, Any] = request.args.to_dict(flat=False)
     args["page"] = [str(page)]
     return url_for(str(request.endpoint), **(request.view_args or {}), **args)

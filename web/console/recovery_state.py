@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from relay.projections.registry import HEALTHY
+from relay.wire.json_types import JSONObject
 
 
-def recovery_wait(row: dict[str, Any], latest: dict[str, Any] | None, healthy_versions: Collection[str],
+def recovery_wait(row: JSONObject, latest: JSONObject | None, healthy_versions: Collection[str],
                   grace_secs: float, now: datetime) -> str:
     """Where an executor's recovery stands, in words, from the registry alone (pure; `now` comes in):
     its grace period while DISCONNECTED; while DEAD, the dispatch in flight or why none is (no executor of
@@ -26,7 +27,7 @@ def recovery_wait(row: dict[str, Any], latest: dict[str, Any] | None, healthy_ve
     return "deleted" if status == "DELETED" else _dead_wait(row, latest, healthy_versions)
 
 
-def _dead_wait(row: dict[str, Any], latest: dict[str, Any] | None, healthy_versions: Collection[str]) -> str:
+def _dead_wait(row: JSONObject, latest: JSONObject | None, healthy_versions: Collection[str]) -> str:
     if row["recovery_peer"]:
         return (f"recovery dispatched to {row['recovery_peer']} (attempt {row['recovery_attempts']}), "
                 "awaiting its answer")

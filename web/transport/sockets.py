@@ -157,7 +157,7 @@ class RelayWebSocket(WebSocket):
         raw_read: Callable[[int], bytes] | None
         raw_write: Callable[[bytes], None] | None
         handler: Any
-        environ: dict[str, Any] | None
+        environ: dict[str, Any] | None  # the WSGI environ
 
     def prepare(self, max_message_bytes: int, tcp: Any) -> None:
         self.max_message_bytes = max_message_bytes

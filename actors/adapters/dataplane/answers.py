@@ -17,13 +17,14 @@ from relay.actors.adapters.off_hub import off_hub
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.wire import client_records as records
 from relay.wire.codec import response_for
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import MessageType
 
 M = MessageType
-Answer = Callable[..., dict[str, Any]]  # (client, request), or (plane, client, request): _NEEDS_PLANE
+Answer = Callable[..., JSONObject]  # (client, request), or (plane, client, request): _NEEDS_PLANE
 
 
-def _body_filters(body: Any) -> dict[str, Any]:
+def _body_filters(body: Any) -> JSONObject:
     return {
         "workflow_ids": body.workflow_uuids, "status": body.status, "start_time": body.start_time,
         "end_time": body.end_time, "completed_after": body.completed_after,
@@ -36,7 +37,7 @@ def _body_filters(body: Any) -> dict[str, Any]:
     }
 
 
-def _list_workflows(client: Any, request: Any) -> dict[str, Any]:
+def _list_workflows(client: Any, request: Any) -> JSONObject:
     body = request.body
     filters = _body_filters(body)
     extra = {"was_forked_from": body.was_forked_from, "has_parent": body.has_parent,
@@ -53,7 +54,7 @@ AGGREGATE_PAGE = 5_000
 MAX_AGGREGATED_WORKFLOWS = 10_000_000
 
 
-def _aggregate_filters(body: Any) -> dict[str, Any]:
+def _aggregate_filters(body: Any) -> JSONObject:
     filters = {
         "status": body.status, "name": body.name, "app_version": body.app_version, "executor_id": body.executor_id,
         "queue_name": body.queue_name, "workflow_id_prefix": body.workflow_id_prefix, "workflow_ids": body.workflow_ids,
@@ -67,7 +68,7 @@ def _aggregate_filters(body: Any) -> dict[str, Any]:
     return {k: v for k, v in filters.items() if v is not None}
 
 
-def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> dict[str, Any]:
+def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> JSONObject:
     body = request.body
     filters = _aggregate_filters(body)
     try:
@@ -78,7 +79,7 @@ def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> dict[st
         raise DataPlaneError(422, str(error)) from None
 
 
-def _every_status(client: Any, filters: dict[str, Any]) -> Iterator[Any]:
+def _every_status(client: Any, filters: JSONObject) -> Iterator[Any]:
     seen = 0
     while True:
         page = client.list_workflows(**filters, load_input=False, load_output=False, limit=AGGREGATE_PAGE,
@@ -92,40 +93,40 @@ def _every_status(client: Any, filters: dict[str, Any]) -> Iterator[Any]:
             return
 
 
-def _list_queued(client: Any, request: Any) -> dict[str, Any]:
+def _list_queued(client: Any, request: Any) -> JSONObject:
     filters = _body_filters(request.body)
     return {"output": [records.workflow(s, as_text) for s in client.list_queued_workflows(**filters)]}
 
 
-def _get_workflow(client: Any, request: Any) -> dict[str, Any]:
+def _get_workflow(client: Any, request: Any) -> JSONObject:
     found = client.list_workflows(workflow_ids=[request.workflow_id], load_input=bool(request.load_input),
                                   load_output=bool(request.load_output))
     return {"output": records.workflow(found[0], as_text) if found else None}
 
 
-def _list_steps(client: Any, request: Any) -> dict[str, Any]:
+def _list_steps(client: Any, request: Any) -> JSONObject:
     steps = client.list_workflow_steps(request.workflow_id, load_output=bool(request.load_output),
                                        limit=request.limit, offset=request.offset)
     return {"output": [records.step(s, as_text) for s in steps]}
 
 
-def _cancel(client: Any, request: Any) -> dict[str, Any]:
+def _cancel(client: Any, request: Any) -> JSONObject:
     client.cancel_workflows(request.ids, cancel_children=bool(request.cancel_children))
     return {"success": True}
 
 
-def _resume(client: Any, request: Any) -> dict[str, Any]:
+def _resume(client: Any, request: Any) -> JSONObject:
     for workflow_id in request.ids:
         client.resume_workflow(workflow_id, queue_name=request.queue_name)
     return {"success": True}
 
 
-def _delete(client: Any, request: Any) -> dict[str, Any]:
+def _delete(client: Any, request: Any) -> JSONObject:
     client.delete_workflows(request.ids, delete_children=bool(request.delete_children))
     return {"success": True}
 
 
-def _fork(client: Any, request: Any) -> dict[str, Any]:
+def _fork(client: Any, request: Any) -> JSONObject:
     from dbos import SetWorkflowID  # noqa: PLC0415 (the optional extra)
 
     body = request.body
@@ -139,7 +140,7 @@ def _fork(client: Any, request: Any) -> dict[str, Any]:
     return {"new_workflow_id": handle.get_workflow_id()}
 
 
-def _list_schedules(client: Any, request: Any) -> dict[str, Any]:
+def _list_schedules(client: Any, request: Any) -> JSONObject:
     body = request.body
     found = client.list_schedules(status=body.status, workflow_name=body.workflow_name,
                                   schedule_name_prefix=body.schedule_name_prefix,
@@ -147,7 +148,7 @@ def _list_schedules(client: Any, request: Any) -> dict[str, Any]:
     return {"output": [records.schedule(s, as_text) for s in found]}
 
 
-def _get_schedule(client: Any, request: Any) -> dict[str, Any]:
+def _get_schedule(client: Any, request: Any) -> JSONObject:
     found = client.get_schedule(request.schedule_name)
     return {"output": records.schedule(found, as_text) if found else None}
 
@@ -157,24 +158,24 @@ def _existing_schedule(client: Any, name: str) -> None:
         raise DataPlaneError(404, f"schedule '{name}' not found")
 
 
-def _pause(client: Any, request: Any) -> dict[str, Any]:
+def _pause(client: Any, request: Any) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     client.pause_schedule(request.schedule_name)
     return {"success": True}
 
 
-def _resume_schedule(client: Any, request: Any) -> dict[str, Any]:
+def _resume_schedule(client: Any, request: Any) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     client.resume_schedule(request.schedule_name)
     return {"success": True}
 
 
-def _trigger(client: Any, request: Any) -> dict[str, Any]:
+def _trigger(client: Any, request: Any) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     return {"workflow_id": client.trigger_schedule(request.schedule_name).get_workflow_id()}
 
 
-def _backfill(client: Any, request: Any) -> dict[str, Any]:
+def _backfill(client: Any, request: Any) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     start, end = _instant(request.start), _instant(request.end)
     handles = client.backfill_schedule(request.schedule_name, start, end)
@@ -185,20 +186,20 @@ def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _list_queues(client: Any, request: Any) -> dict[str, Any]:
+def _list_queues(client: Any, request: Any) -> JSONObject:
     return {"output": [records.queue(q) for q in client.list_queues(application_name=request.body.application_name)]}
 
 
-def _get_queue(client: Any, request: Any) -> dict[str, Any]:
+def _get_queue(client: Any, request: Any) -> JSONObject:
     found = client.retrieve_queue(request.name)
     return {"output": records.queue(found) if found is not None else None}
 
 
-def _list_versions(client: Any, _: Any) -> dict[str, Any]:
+def _list_versions(client: Any, _: Any) -> JSONObject:
     return {"output": [records.version(v) for v in client.list_application_versions()]}
 
 
-def _set_latest(client: Any, request: Any) -> dict[str, Any]:
+def _set_latest(client: Any, request: Any) -> JSONObject:
     if not any(v.get("version_name") == request.version_name for v in client.list_application_versions()):
         raise DataPlaneError(404, f"application version '{request.version_name}' not found")
     client.set_latest_application_version(request.version_name)
