@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, iso, to_json
+from relay.projections.projector import Handler, ViewProjection, decoded, iso, to_json
 
 
 class AlertingSchema:
@@ -76,15 +76,11 @@ class AlertingProjection(ViewProjection):
 
 
 def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["metadata"] = json.loads(row["metadata"])
-    row["deleted"] = bool(row["deleted"])
-    return row
+    return decoded(row, ("metadata",), flags=("deleted",))
 
 
 def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["metadata"] = json.loads(row["metadata"])
+    row = decoded(row, ("metadata",))
     for key in ("delivered_to", "failed", "webhook"):
         row[key] = json.loads(row[key]) if row[key] is not None else None
     row["sinks"] = json.loads(row["sinks"]) if row.get("sinks") else {}

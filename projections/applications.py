@@ -11,7 +11,7 @@ from typing import Any
 
 from relay.events.application import DEFAULT_SETTINGS
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, event_name, iso, to_json
+from relay.projections.projector import Handler, ViewProjection, decoded, event_name, iso, to_json
 
 
 class ApplicationsSchema:
@@ -136,17 +136,11 @@ class ApplicationsProjection(ViewProjection):
 
 
 def _app_row(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["settings"] = json.loads(row["settings"])
-    row["deleted"] = bool(row["deleted"])
-    return row
+    return decoded(row, ("settings",), flags=("deleted",))
 
 
 def _key_row(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["apps"] = json.loads(row["apps"])
-    row["permissions"] = json.loads(row["permissions"])
-    return row
+    return decoded(row, ("apps", "permissions"))
 
 
 # How long a reader waits for another's load of the snapshot before reading the database itself.

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, iso, recovery_row_id, to_json
+from relay.projections.projector import Handler, ViewProjection, decoded, iso, recovery_row_id, to_json
 
 _RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 
@@ -112,10 +112,7 @@ class OperationsProjection(ViewProjection):
 
 
 def _run_row(row: dict[str, Any]) -> dict[str, Any]:
-    row = dict(row)
-    row["policy"] = json.loads(row["policy"])
-    row["settings"] = json.loads(row["settings"])
-    return row
+    return decoded(row, ("policy", "settings"))
 
 
 class OperationsQueries:

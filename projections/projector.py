@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,17 @@ def recovery_row_id(sql: Any, table: str, originator: str, attempt: int, *, disp
 
 def to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def decoded(row: Mapping[str, Any], json_columns: Sequence[str] = (), flags: Sequence[str] = ()) -> dict[str, Any]:
+    """A view row as its queries return it: the ``json_columns`` (to_json text) parsed, the ``flags`` (0/1) as
+    booleans."""
+    out = dict(row)
+    for name in json_columns:
+        out[name] = json.loads(out[name])
+    for name in flags:
+        out[name] = bool(out[name])
+    return out
 
 
 class ViewProjection(Projection[Any]):
