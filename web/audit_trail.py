@@ -18,7 +18,6 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from uuid import uuid4
 
 from flask import Flask, Response, current_app, g, request
@@ -26,8 +25,8 @@ from flask import Flask, Response, current_app, g, request
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.api.openapi import operation_of
 from relay.web.api.requests_ import body_for_audit
-from relay.wire.json_types import JSONObject
 from relay.web.context import runtime
+from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.web.audit")
 

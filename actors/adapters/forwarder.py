@@ -16,15 +16,14 @@ import json
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from relay.actors.adapters.http_client import HttpAnswer, HttpClient, UnreachableError
 from relay.actors.cluster import Cluster, RemoteExecutor
 from relay.projections.applications import ApplicationsQueries
 from relay.wire import signing as forwarding
 from relay.wire.codec import decode_response
-from relay.wire.json_types import JSONObject
 from relay.wire.errors import PeerUnreachableError, ProtocolError
+from relay.wire.json_types import JSONObject
 from relay.wire.requests import RawRequest, Request, encode_request
 from relay.wire.responses import Response
 

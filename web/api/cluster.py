@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -31,8 +30,8 @@ from relay.web.api.values import view_time
 from relay.web.context import executor_calls, principal, runtime
 from relay.web.problems import ApiError, invalid, not_found
 from relay.wire import signing as forwarding
-from relay.wire.json_types import JSONObject
 from relay.wire.json_depth import nests_deeper
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import MAX_DEPTH
 from relay.wire.requests import RawRequest
 

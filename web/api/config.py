@@ -12,8 +12,6 @@ The plan reads the views (web/ reads, never writes); the instance actor records 
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, g, jsonify
 
 from relay.actors.policies.config import Config, ConfigInvalidError, KeySpec, parse_config
@@ -21,13 +19,14 @@ from relay.actors.policies.config_plan import DATA_PLANE, KEY, AppState, Plan, S
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key
+from relay.web.api.dataplane import check_bound_reference
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS, STR, _all_required, _obj, _t
 from relay.web.api.requests_ import json_body
 from relay.web.auth import require
-from relay.wire.json_types import JSONObject
 from relay.web.context import ask, authorize, runtime
 from relay.web.problems import ApiError, invalid
+from relay.wire.json_types import JSONObject
 
 bp = Blueprint("relay_config", __name__)
 

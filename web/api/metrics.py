@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, request
 from prometheus_client import exposition
@@ -25,9 +25,8 @@ from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
 from relay.web.api.values import format_time
 from relay.web.context import principal, runtime
-from relay.web.shapes.values import format_time
-from relay.wire.json_types import JSONObject
 from relay.web.problems import ApiError
+from relay.wire.json_types import JSONObject
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 from flask import g, request
 from werkzeug.exceptions import HTTPException
@@ -12,8 +11,8 @@ from werkzeug.exceptions import HTTPException
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.problems import ApiError, bad_request, invalid
 from relay.wire.codec import json_loads_with
-from relay.wire.json_types import JSONObject
 from relay.wire.json_depth import nests_deeper
+from relay.wire.json_types import JSONObject
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 # Arrays/objects a body may nest: Conductor's bodies nest a few levels; the parser recurses once per level.
