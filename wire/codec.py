@@ -123,10 +123,11 @@ def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_dep
     for key in ("type", "request_id"):
         if key not in data:
             raise ProtocolError(f"frame has no {key}")
-        if not isinstance(data[key], str):
+        value = data[key]
+        if not isinstance(value, str):
             raise ProtocolError(f"frame {key} must be a string")
-    error_message = data.get("error_message")
         envelope.append(value)
+    error_message = data.get("error_message")
     if error_message is not None and not isinstance(error_message, str):
         raise ProtocolError("field 'error_message' must be a string or null")
     msg_type, request_id = envelope
