@@ -48,8 +48,10 @@ from relay.events.alerting import (
     STRANDED_VERSION,
     UNRESPONSIVE_APPLICATION,
     WORKFLOW_FAILURE,
+    Alert,
 )
-from relay.events.errors import DomainError
+from relay.events.errors import DomainError, NotFoundError
+from relay.events.refs import alert_ref, rule_ref
 from relay.wire.catalog_requests import GetMetricsRequest
 from relay.wire.errors import CannotAskError
 from relay.wire.messages import new_request_id
@@ -87,6 +89,38 @@ class AlertingConfig:
     remote: RemoteExecutors | None = None
     sinks: tuple[SinkConfig, ...] = ()
     data_plane: Callable[[str, str], Any] = field(default=lambda org, app: None)
+
+
+def latest_alert(relay_log: RelayLog, org: str, app: str, rule_id: str, known: int = 0) -> Alert | None:
+    """The rule's latest alert. ``known``: how many the caller has seen (the view's count), where the walk along
+    the numbered alerts starts."""
+    sequence, previous = max(known, 0), None
+    if sequence:
+        previous = relay_log.get(alert_ref(org, app, rule_id, sequence))
+        if previous is None:
+            sequence = 0  # a hint ahead of the log: walk from the first
+    while (following := relay_log.get(alert_ref(org, app, rule_id, sequence + 1))) is not None:
+        previous, sequence = following, sequence + 1
+    return previous
+
+
+def fire_alert(relay_log: RelayLog, org: str, app: str, rule_id: str, slot: int, message: str,
+               metadata: dict[str, str], instance: str, at: datetime, known: int = 0) -> Alert:
+    """Record the rule's next alert, or raise a domain error (deleted rule, fired in this interval or too soon).
+    Another instance recording the same alert first makes our save conflict: we then read its alert and the
+    domain refuses ours, so exactly one of them fires."""
+    rule_at = rule_ref(org, app, rule_id)
+
+    def fire() -> list[Alert]:
+        rule = relay_log.get(rule_at)
+        if rule is None:
+            raise NotFoundError(rule_at.missing)
+        previous = latest_alert(relay_log, org, app, rule_id, known)
+        return [Alert.fire(rule, previous, slot, message, metadata, instance, at)]
+
+    [alert] = relay_log.run_together(fire)
+    assert isinstance(alert, Alert)
+    return alert
 
 
 def slot_of(at: datetime, interval_s: float) -> int:
@@ -314,10 +348,8 @@ class AlertRun:
     def _fire(self, rule: dict[str, Any], finding: Finding, now: datetime) -> Any:
         rule_id = rule["rule_id"]
         try:
-            alert = self.log.fire_alert(
-                self.org, self.app, rule_id, slot_of(now, self.interval_s), finding.message, finding.metadata,
-                self.instance_id, now, known=int(rule.get("alerts") or 0),
-            )
+            alert = fire_alert(self.log, self.org, self.app, rule_id, slot_of(now, self.interval_s), finding.message,
+                               finding.metadata, self.instance_id, now, int(rule.get("alerts") or 0))
         except DomainError as error:
             # Fired in this interval by another instance, too soon, or deleted meanwhile: not ours to send.
             log.info("rule %s of %s/%s tripped but does not fire: %s", rule_id, self.org, self.app, error)
@@ -331,8 +363,9 @@ class AlertRun:
             log.exception("delivering alert %d of rule %s failed", alert.sequence, rule_id)
             delivery = Delivery([], [{"executorId": "*", "reason": "delivery failed inside Relay"}], None)
         try:
-            self.log.record_alert_delivery(self.org, self.app, rule_id, alert.sequence, delivery.delivered_to,
-                                           delivery.failed, delivery.webhook, self.clock(), delivery.sinks)
+            delivered_at = self.clock()
+            self.log.change(alert_ref(self.org, self.app, rule_id, alert.sequence), lambda fired: fired.deliver(
+                delivery.delivered_to, delivery.failed, delivery.webhook, delivered_at, delivery.sinks))
         except Exception:
             log.exception("recording the delivery of alert %d of rule %s failed", alert.sequence, rule_id)
         return alert

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import pykka
 
@@ -23,11 +23,27 @@ from relay.actors import alerting, autoscale, retention
 from relay.actors.context import ActorContext
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
 from relay.events.alerting import AlertingRule
-from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS, App
+from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, MAX_EXECUTOR_TIMEOUT_SECS, App
+from relay.events.names import check_app_name
+from relay.events.organization import Organization
+from relay.events.refs import app_ref, org_ref, rule_ref
+from relay.projections.store.log import RelayLog
 from relay.wire.errors import PeerUnreachableError
+from relay.wire.json_types import JSONObject
 from relay.wire.requests import Request
 
+if TYPE_CHECKING:  # actors/routing.py imports this module
+    from relay.actors.routing import Route
+
 log = logging.getLogger("relay.actors.application")
+
+
+def register_app(relay_log: RelayLog, org: str, name: str, at: datetime, by: str = "relay") -> App:
+    """Register an application, its organization first when that has no record; AlreadyExistsError if the
+    application is registered and not deleted (a deleted one is registered again)."""
+    check_app_name(name)  # before the organization: a refused registration records nothing
+    relay_log.ensure(org_ref(org), lambda: Organization.create(org, at))
+    return relay_log.run(app_ref(org, name), lambda found: App.register_on(found, org, name, at, by))
 
 
 @dataclass
@@ -37,8 +53,8 @@ class LiveExecutor:
     executor_id: str
     ref: pykka.ActorRef[Any]
     application_version: str
-    language: str
-    dbos_version: str
+    language: str | None
+    dbos_version: str | None
     connected_at: float
     unsupported: set[str] = field(default_factory=set)
 
@@ -50,7 +66,7 @@ class Publication:
 
     executors: tuple[LiveExecutor, ...]
     latest_version: str | None
-    routes: dict[str, Any] = field(default_factory=dict)
+    routes: dict[str, Route] = field(default_factory=dict)
 
 
 class RoutingBoard:
@@ -167,12 +183,14 @@ class ApplicationActor(pykka.ThreadingActor):
 
     # -- lifecycle commands (from the HTTP API) ---------------------------------------------------
     def register(self, by: str = "relay") -> App:
-        return self.ctx.log.register_app(self.org, self.app, self.ctx.clock(), by)
+        return register_app(self.ctx.log, self.org, self.app, self.ctx.clock(), by)
 
-    def change_settings(self, changes: dict[str, Any], by: str = "relay") -> App:
-        changed = self.ctx.log.change_app_settings(self.org, self.app, changes, self.ctx.clock(), by)
-        if "executorTimeoutSecs" in changes:
-            self.grace_changed(changed.settings["executorTimeoutSecs"])
+    def change_settings(self, changes: JSONObject, by: str = "relay") -> App:
+        at = self.ctx.clock()
+        changed = self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.change_settings(changes, at, by))
+        grace = changed.settings["executorTimeoutSecs"]
+        if "executorTimeoutSecs" in changes and isinstance(grace, int):  # an int: check_settings refuses others
+            self.grace_changed(grace)
         return changed
 
     def grace_changed(self, grace_secs: int) -> None:
@@ -180,24 +198,34 @@ class ApplicationActor(pykka.ThreadingActor):
         that disconnected under a long value is not left waiting it out after it was lowered."""
         self.lifecycle.grace_changed(float(min(grace_secs, MAX_EXECUTOR_TIMEOUT_SECS)))
 
-    def configure_data_plane(self, config: dict[str, Any] | None, by: str = "relay") -> App:
-        return self.ctx.log.configure_data_plane(self.org, self.app, config, self.ctx.clock(), by)
+    def configure_data_plane(self, config: JSONObject | None, by: str = "relay") -> App:
+        """Set (``config``) or remove (None) the application's data plane."""
+        at = self.ctx.clock()
+        if config is None:
+            return self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.remove_data_plane(at, by))
+        return self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.configure_data_plane(config, at, by))
 
-    def set_autoscaling_policy(self, policy: dict[str, Any] | None, by: str = "relay") -> App:
-        return self.ctx.log.set_autoscaling_policy(self.org, self.app, policy, self.ctx.clock(), by)
+    def set_autoscaling_policy(self, policy: JSONObject | None, by: str = "relay") -> App:
+        """Store (``policy``) or clear (None) the application's autoscaling policy."""
+        at = self.ctx.clock()
+        if policy is None:
+            return self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.clear_autoscaling_policy(at, by))
+        return self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.set_autoscaling_policy(policy, at, by))
 
     def create_alerting_rule(
         self, rule_type: str, metadata: Any, receiving_app: str | None, min_interval_secs: Any, by: str = "relay"
     ) -> AlertingRule:
-        rule_id = str(uuid.uuid4())
-        return self.ctx.log.create_alerting_rule(self.org, self.app, rule_id, rule_type, metadata, receiving_app,
-                                                 min_interval_secs, self.ctx.clock(), by)
+        rule_id, at = str(uuid.uuid4()), self.ctx.clock()
+        return self.ctx.log.create(rule_ref(self.org, self.app, rule_id), lambda: AlertingRule.create(
+            self.org, self.app, rule_id, rule_type, metadata, receiving_app, min_interval_secs, at, by))
 
     def delete_alerting_rule(self, rule_id: str, by: str = "relay") -> AlertingRule:
-        return self.ctx.log.delete_alerting_rule(self.org, self.app, rule_id, self.ctx.clock(), by)
+        at = self.ctx.clock()
+        return self.ctx.log.change(rule_ref(self.org, self.app, rule_id), lambda rule: rule.delete(at, by))
 
     def delete(self, by: str = "relay") -> App:
-        deleted = self.ctx.log.delete_app(self.org, self.app, self.ctx.clock(), by)
+        at = self.ctx.clock()
+        deleted = self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.delete(at, by))
         self.close_executors("application deleted")  # a deleted application keeps no executors
         return deleted
 
@@ -259,7 +287,7 @@ class ApplicationActor(pykka.ThreadingActor):
         """A connection of this executor was refused after its claim: watch its record as it stands."""
         self.lifecycle.rewatch(executor_id)
 
-    def adopt(self, rows: list[dict[str, Any]], started_at: datetime, reason: str = RESTART_REASON,
+    def adopt(self, rows: list[JSONObject], started_at: datetime, reason: str = RESTART_REASON,
               down_at: datetime | None = None) -> None:
         """Take over registry rows (HEALTHY, DISCONNECTED, DEAD) after a restart or an adoption from a silent
         instance: see AppLifecycle.adopt."""
@@ -269,16 +297,16 @@ class ApplicationActor(pykka.ThreadingActor):
         """Drop every grace timer and dispatch (this instance was declared gone: its adopter runs them)."""
         self.lifecycle.stop()
 
-    def lifecycle_snapshot(self) -> dict[str, Any]:
+    def lifecycle_snapshot(self) -> JSONObject:
         return self.lifecycle.snapshot()
 
     def _grace_secs(self) -> float:
         row = self.ctx.views.applications.app(self.org, self.app)
         value = row["settings"].get("executorTimeoutSecs") if row else None
         # An older log may hold a longer value than the bound set since: it waits the bound at most.
-        return float(min(value or DEFAULT_SETTINGS["executorTimeoutSecs"], MAX_EXECUTOR_TIMEOUT_SECS))
+        return float(min(value or DEFAULT_EXECUTOR_TIMEOUT_SECS, MAX_EXECUTOR_TIMEOUT_SECS))
 
-    def _post(self, message: dict[str, Any]) -> None:
+    def _post(self, message: JSONObject) -> None:
         try:
             self.actor_ref.tell(message)
         except pykka.ActorDeadError:

@@ -2,7 +2,7 @@
 
 Exactly one survivor adopts a peer: adoption records RelayInstance.Expired on the peer's own aggregate
 together with a LeaseAdopted per executor the registry shows on the peer, in one transaction
-(`RelayLog.adopt_instance`); the event store's version check on the peer's aggregate lets only one writer
+(`adopt_instance`); the event store's version check on the peer's aggregate lets only one writer
 append them. A peer beats before it records its (re)start, and the adopter checks its silence again after
 loading the aggregates, so a peer that restarts meanwhile is never expired: a record is taken over either by
 its own restarted instance or by one adopter, never both.
@@ -27,15 +27,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, ClassVar
 
 from eventsourcing.persistence import IntegrityError
 
 from relay.actors.context import ActorContext
 from relay.actors.heartbeats import InstanceTable
-from relay.events.errors import DomainError
+from relay.events.errors import DomainError, NotFoundError
 from relay.events.executor import HEALTHY
-from relay.events.instance import EXPIRED, RUNNING, lease_key
+from relay.events.instance import EXPIRED, RUNNING, RelayInstance, lease_key
+from relay.events.refs import instance_ref
+from relay.projections.store.log import RelayLog
 
 log = logging.getLogger("relay.cluster")
 
@@ -85,6 +88,33 @@ class RemoteExecutor:
     address: str
     port: int
     unsupported: set[str] = field(default_factory=set)
+
+
+def adopt_instance(relay_log: RelayLog, peer: str, by: str, leases: list[str], at: datetime,
+                   still_silent: Callable[[], bool]) -> bool:
+    """`by` declares `peer` gone and adopts `leases` from it: RelayInstance.Expired on the peer and one
+    LeaseAdopted per lease on `by`, appended in ONE transaction (both or neither). The peer's aggregate
+    version makes it exclusive: of several survivors, one appends, the others conflict, reload, and the
+    domain refuses them (already EXPIRED). `still_silent` is asked after each load: a peer that beat
+    again (it restarted: it beats before recording Restarted) is not expired. Returns whether we did."""
+    def adopt() -> list[RelayInstance]:
+        gone, adopter = relay_log.get(instance_ref(peer)), relay_log.get(instance_ref(by))
+        if gone is None or adopter is None:
+            raise NotFoundError(instance_ref(peer if gone is None else by).missing)
+        if not still_silent():
+            return []
+        gone.expire(by, at)
+        for lease in leases:
+            adopter.adopt_lease(lease, peer, at)
+        return [gone, adopter]
+
+    return bool(relay_log.run_together(adopt))
+
+
+def _adopt_leases(instance: RelayInstance, *, rows: list[dict[str, Any]], owner: str, at: datetime) -> None:
+    """Move the leases of `rows` (executors recorded on `owner`) to `instance`."""
+    for r in rows:
+        instance.adopt_lease(lease_key(r["org"], r["app"], r["executor_id"]), owner, at)
 
 
 def _epoch(value: Any) -> float:
@@ -149,7 +179,7 @@ class Cluster:
 
     # -- adoption ---------------------------------------------------------------------------------
     def adopt(self, peer: str) -> bool:
-        aggregate = self.ctx.log.instance(peer)
+        aggregate = self.ctx.log.get(instance_ref(peer))
         if aggregate is None or aggregate.status == EXPIRED:
             self.table.remove(peer)
             return False
@@ -158,7 +188,7 @@ class Cluster:
         rows = self.ctx.views.registry.held_by(peer)
         leases = [lease_key(r["org"], r["app"], r["executor_id"]) for r in rows]
         try:
-            won = self.ctx.log.adopt_instance(peer, self.me, leases, self.ctx.clock(), lambda: self.silent(peer))
+            won = adopt_instance(self.ctx.log, peer, self.me, leases, self.ctx.clock(), lambda: self.silent(peer))
         except (DomainError, IntegrityError):
             return False  # another survivor won
         if not won:
@@ -223,10 +253,7 @@ class Cluster:
             return
         at = self.ctx.clock()
         try:
-            self.ctx.log.update_instance(
-                self.me,
-                lambda i: [i.adopt_lease(lease_key(r["org"], r["app"], r["executor_id"]), owner, at) for r in rows],
-            )
+            self.ctx.log.change(instance_ref(self.me), partial(_adopt_leases, rows=rows, owner=owner, at=at))
         except DomainError as error:
             log.warning("could not take over what %s left: %s", owner, error)
             return

@@ -41,7 +41,8 @@ from relay.actors.liveness import FrameSocket, Liveness
 from relay.actors.pykka_gevent import DrainedActor
 from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError
-from relay.events.executor import ExecutorInfo
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.refs import executor_ref
 from relay.wire.codec import decode_response
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ProtocolError
 from relay.wire.messages import MessageType
@@ -359,9 +360,8 @@ class ExecutorActor(DrainedActor):
                 log.info("disconnect of %s not recorded: it connected again meanwhile", self.who)
                 return True
             try:
-                self.ctx.log.update_executor(
-                    self.conn.org, self.conn.app, self.executor_id, lambda e: e.disconnect(reason, at)
-                )
+                self.ctx.log.change(executor_ref(self.conn.org, self.conn.app, self.executor_id),
+                                    lambda e: e.disconnect(reason, at))
             except DomainError as error:
                 log.warning("disconnect of %s not recorded: %s", self.who, error)
                 return True
@@ -428,9 +428,9 @@ class ExecutorActor(DrainedActor):
                 self._close(1013, "relay busy, reconnect later")
                 return
             try:
-                self.ctx.log.executor_connected(
-                    self.conn.org, self.conn.app, executor_id, info, self.ctx.instance_id, self.ctx.clock()
-                )
+                conn, at = self.conn, self.ctx.clock()
+                self.ctx.log.run(executor_ref(conn.org, conn.app, executor_id), lambda found: Executor.connect_again(
+                    found, conn.org, conn.app, executor_id, info, self.ctx.instance_id, at))
             except DomainError as error:
                 app.release(executor_id, self.actor_ref).get()
                 app.rewatch(executor_id)  # the claim stopped its timers: its record is as it was

@@ -15,7 +15,11 @@ from relay.actors.cluster import Cluster
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
 from relay.actors.policies.config_plan import APP, KEY, SETTINGS, Change
+from relay.actors.services.configuration import apply_config
+from relay.events.instance import RelayInstance
+from relay.events.operation import Operation
 from relay.events.organization import Organization
+from relay.events.refs import instance_ref, org_ref
 
 log = logging.getLogger("relay.actors.instance")
 
@@ -51,12 +55,14 @@ class InstanceActor(pykka.ThreadingActor):
             self.cluster.join()
             self.cluster.rejoin_handlers.insert(0, self._record_start)
         self._record_start()
-        self.ctx.log.ensure_organization(self.default_org, now)
+        self.ctx.log.ensure(org_ref(self.default_org), lambda: Organization.create(self.default_org, now))
         if self.cluster is not None:
             threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
 
     def _record_start(self) -> None:
-        self.ctx.log.instance_started(self.ctx.instance_id, self.address, self.port, self.version, self.ctx.clock())
+        me, at = self.ctx.instance_id, self.ctx.clock()
+        self.ctx.log.run(instance_ref(me), lambda found: RelayInstance.start_again(
+            found, me, self.address, self.port, self.version, at))
 
     def _heartbeat_loop(self) -> None:
         # The loop only knocks; the beat itself runs inside the actor, one at a time.
@@ -76,7 +82,7 @@ class InstanceActor(pykka.ThreadingActor):
     def on_stop(self) -> None:
         self._stopping.set()
         try:
-            self.ctx.log.update_instance(self.ctx.instance_id, lambda i: i.stop(self.ctx.clock()))
+            self.ctx.log.change(instance_ref(self.ctx.instance_id), lambda i: i.stop(self.ctx.clock()))
         except Exception:
             log.exception("could not record this instance's stop")
         if self.cluster is not None:
@@ -86,16 +92,19 @@ class InstanceActor(pykka.ThreadingActor):
                 log.warning("could not mark this instance's heartbeat stale; peers adopt it after the timeout")
 
     def ensure_organization(self, org: str) -> Organization:
-        return self.ctx.log.ensure_organization(org, self.ctx.clock())
+        at = self.ctx.clock()
+        return self.ctx.log.ensure(org_ref(org), lambda: Organization.create(org, at))
 
     def issue_key(
         self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str], by: str = "relay"
     ) -> Organization:
-        return self.ctx.log.issue_key(org, key_name, key_hash, apps, permissions, self.ctx.clock(), by)
+        at = self.ctx.clock()
+        return self.ctx.log.change(org_ref(org), lambda organization: organization.issue_key(
+            key_name, key_hash, apps, permissions, at, by), create=lambda: Organization.create(org, at))
 
     def record_operation(self, operation_id: UUID, **fields: Any) -> None:
         """The audit trail's entry for one control-plane action (events/operation.py)."""
-        self.ctx.log.record_operation(operation_id, self.ctx.clock(), **fields)
+        self.ctx.log.record(Operation.perform(operation_id, at=self.ctx.clock(), **fields))
 
     def apply_config(self, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
                      by: str = "relay") -> int:
@@ -105,8 +114,7 @@ class InstanceActor(pykka.ThreadingActor):
         single commands do: close the sockets of replaced or revoked keys and of deleted applications, and start
         the actors of the applications changed (they evaluate alerting rules and run retention). Returns how
         many aggregates changed."""
-        changed = self.ctx.log.apply_config(org, changes, key_hashes, lambda: str(uuid.uuid4()), self.ctx.clock(),
-                                            by)
+        changed = apply_config(self.ctx.log, org, changes, key_hashes, lambda: str(uuid.uuid4()), self.ctx.clock(), by)
         for change in changes:
             if change.kind == KEY and change.op != "+":
                 for ref in self.directory.connections_of_key(org, change.name):
@@ -122,7 +130,8 @@ class InstanceActor(pykka.ThreadingActor):
 
     def revoke_key(self, org: str, key_name: str, by: str = "relay") -> int:
         """Revoke a key and close every socket that connected with it; return how many were closed."""
-        self.ctx.log.revoke_key(org, key_name, self.ctx.clock(), by)
+        at = self.ctx.clock()
+        self.ctx.log.change(org_ref(org), lambda organization: organization.revoke_key(key_name, at, by))
         refs = self.directory.connections_of_key(org, key_name)
         for ref in refs:
             ref.tell({"close": "API key revoked"})

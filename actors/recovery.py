@@ -52,7 +52,9 @@ from relay.actors.recovery_dispatch import (
 from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError, IllegalTransitionError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
+from relay.events.refs import executor_ref
 from relay.projections.store.log import RelayLog
+from relay.wire.json_types import JSONObject
 from relay.wire.requests import Request
 
 log = logging.getLogger("relay.actors.recovery")
@@ -215,7 +217,7 @@ class AppLifecycle(RecoveryDispatch):
         if executor_id in {p.executor_id for p in self.peers()}:
             return
         try:
-            record = self.log.executor(self.org, self.app, executor_id)
+            record = self.log.get(executor_ref(self.org, self.app, executor_id))
         except Exception:
             # The store is unreachable: the refused connection's claim stopped this executor's timers, so
             # read it again later rather than forget it (it would never be declared dead).
@@ -234,19 +236,18 @@ class AppLifecycle(RecoveryDispatch):
         """Take charge of a DEAD record: finish it if it was recovered, else (re)dispatch its recovery.
         `interrupted`: a dispatch still pending in the record was sent by a previous run, whose answer
         can no longer arrive: record it failed first."""
-        record = self.log.executor(self.org, self.app, executor_id)
+        record = self.log.get(executor_ref(self.org, self.app, executor_id))
         if record is None or record.status != DEAD or executor_id in self._dead:
             return
         now = self.clock()
         try:
             if record.recovered:
-                self.log.update_executor(self.org, self.app, executor_id, lambda e: e.delete("recovered", now))
+                self.log.change(executor_ref(self.org, self.app, executor_id), lambda e: e.delete("recovered", now))
                 return
             if interrupted and record.recovery is not None:
                 peer = str(record.recovery["peer"])
-                record = self.log.update_executor(
-                    self.org, self.app, executor_id, lambda e: e.fail_recovery(peer, INTERRUPTED_REASON, now)
-                )
+                record = self.log.change(executor_ref(self.org, self.app, executor_id),
+                                         lambda e: e.fail_recovery(peer, INTERRUPTED_REASON, now))
         except DomainError as error:
             log.info("dead executor %s/%s/%s not taken over: %s", self.org, self.app, executor_id, error)
             return
@@ -307,7 +308,7 @@ class AppLifecycle(RecoveryDispatch):
         if previous is not None:
             previous.timer.cancel()
         token = next(self._tokens)
-        message = {MESSAGE_KEY: "grace_expired", "executor": executor_id, "token": token}
+        message: JSONObject = {MESSAGE_KEY: "grace_expired", "executor": executor_id, "token": token}
         timer = self.scheduler.call_later(max(0.0, delay), lambda: self.post(message))
         self._grace[executor_id] = _Grace(token, timer, grace, restarted_at, since, connection, reason,
                                           deadline=self.scheduler.now() + max(0.0, delay))
@@ -343,7 +344,7 @@ class AppLifecycle(RecoveryDispatch):
             e.declare_dead(watch.grace_secs, now)
 
         try:
-            record = self.log.update_executor(self.org, self.app, executor_id, declare)
+            record = self.log.change(executor_ref(self.org, self.app, executor_id), declare)
         except DomainError as error:
             log.info("executor %s/%s/%s not declared dead: %s", self.org, self.app, executor_id, error)
             return
@@ -371,7 +372,7 @@ class AppLifecycle(RecoveryDispatch):
 
     def _later(self, delay: float, kind: str, executor_id: str, token: int | None = None) -> Cancellable:
         token = next(self._tokens) if token is None else token
-        message = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
+        message: JSONObject = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
         timer = self.scheduler.call_later(delay, lambda: self.post(message))
         return _Tokened(timer, token)
 

@@ -6,15 +6,19 @@ actor, as part of AppLifecycle."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from relay.actors.clock import Clock
 from relay.actors.policies.ranking import order
 from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError
 from relay.events.executor import Executor
+from relay.events.refs import executor_ref
+from relay.projections.store.log import RelayLog
 from relay.wire.errors import PeerUnreachableError
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import MessageType
 from relay.wire.requests import ExistPendingWorkflowsRequest, RecoveryRequest, Request
 from relay.wire.responses import ExistPendingWorkflowsResponse, SuccessResponse
@@ -60,7 +64,7 @@ def describe_answer(answer: Any) -> str | None:
         return f"peer answered an error: {first_line}"[:_REASON_CHARS]
     if not isinstance(answer, SuccessResponse) or answer.type != MessageType.RECOVERY.value:
         return "peer sent an unexpected answer"
-    if answer.success is not True:
+    if getattr(answer, "success", None) is not True:
         return "peer answered success: false"
     return None
 
@@ -75,9 +79,12 @@ def read_check(answer: Any) -> tuple[bool | None, str | None]:
         text = str(answer.error_message).strip()
         return None, f"its check answered an error: {text.splitlines()[0] if text else ''}"[:_REASON_CHARS]
     if (not isinstance(answer, ExistPendingWorkflowsResponse)
-            or answer.type != MessageType.EXIST_PENDING_WORKFLOWS.value or answer.exist is None):
+            or answer.type != MessageType.EXIST_PENDING_WORKFLOWS.value):
         return None, "its check got an unexpected answer"
-    return answer.exist, None
+    exist: bool | None = getattr(answer, "exist", None)  # a field of the response class wire/responses.py makes
+    if exist is None:
+        return None, "its check got an unexpected answer"
+    return exist, None
 
 
 @dataclass
@@ -104,6 +111,29 @@ class _Dead:
 
 class RecoveryDispatch:
     """AppLifecycle's recovery half (its state is set up by AppLifecycle.__init__)."""
+
+    if TYPE_CHECKING:  # what AppLifecycle (actors/recovery.py) gives this half, for the type checker
+        org: str
+        app: str
+        log: RelayLog
+        instance_id: str
+        clock: Clock
+        recovery_timeout_s: float
+        peers: Callable[[], list[Any]]
+        latest_version: Callable[[], str | None]
+        send: Callable[[Any, Request, Callable[[Any], None]], None]
+        forget: Callable[[Any, str], None]
+        post: Callable[[JSONObject], None]
+        remote_peers: Callable[[], list[Any]] | None
+        remote_poll_s: float
+        max_per_peer: int
+        _dead: dict[str, _Dead]
+        _inflight: dict[str, int]
+        _tokens: Iterator[int]
+
+        def _later(self, delay: float, kind: str, executor_id: str, token: int | None = None) -> Cancellable: ...
+        def _current(self, executor_id: str, token: Any) -> tuple[_Dead | None, _Dispatch | None]: ...
+        def _forget_dead(self, executor_id: str) -> None: ...
 
     def _dispatch_next(self, executor_id: str, candidates: list[Any] | None = None) -> None:
         """Send the recovery of `executor_id` to its best candidate with a free slot. `candidates`: the live
@@ -140,9 +170,8 @@ class RecoveryDispatch:
             return
         now = self.clock()
         try:
-            self.log.update_executor(
-                self.org, self.app, executor_id, lambda e: e.dispatch_recovery(peer.executor_id, self.instance_id, now)
-            )
+            self.log.change(executor_ref(self.org, self.app, executor_id),
+                            lambda e: e.dispatch_recovery(peer.executor_id, self.instance_id, now))
         except DomainError as error:
             log.info("recovery of %s/%s/%s not dispatched: %s", self.org, self.app, executor_id, error)
             self._forget_dead(executor_id)
@@ -169,7 +198,7 @@ class RecoveryDispatch:
         if dead.dispatch is None:
             self._inflight[peer.executor_id] = self._inflight.get(peer.executor_id, 0) + 1
         dead.dispatch = _Dispatch(token, peer, request.request_id, deadline, checking=kind == "checked")
-        message: dict[str, Any] = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
+        message: JSONObject = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
         self.send(peer, request, lambda answer: self.post({**message, "answer": answer}))
 
     def _answer(self, executor_id: str, token: Any, answer: Any) -> None:
@@ -245,7 +274,7 @@ class RecoveryDispatch:
             e.delete(f"recovered by {peer}", now)
 
         try:
-            self.log.update_executor(self.org, self.app, executor_id, acknowledge)
+            self.log.change(executor_ref(self.org, self.app, executor_id), acknowledge)
         except DomainError as error:
             log.info("recovery of %s/%s/%s not acknowledged: %s", self.org, self.app, executor_id, error)
         except Exception:
@@ -275,9 +304,8 @@ class RecoveryDispatch:
         log.warning("recovery of %s/%s/%s on %s failed: %s", self.org, self.app, executor_id, peer.executor_id, reason)
         dead.tried.add(peer.executor_id)
         try:
-            self.log.update_executor(
-                self.org, self.app, executor_id, lambda e: e.fail_recovery(peer.executor_id, reason, now)
-            )
+            self.log.change(executor_ref(self.org, self.app, executor_id),
+                            lambda e: e.fail_recovery(peer.executor_id, reason, now))
         except DomainError as error:
             log.info("failed recovery of %s/%s/%s not recorded: %s", self.org, self.app, executor_id, error)
             self._forget_dead(executor_id)

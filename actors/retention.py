@@ -26,7 +26,8 @@ from relay.actors.alerting import slot_of
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
 from relay.events.errors import DomainError
-from relay.events.retention import FAILED, SUCCEEDED
+from relay.events.refs import retention_ref
+from relay.events.retention import FAILED, SUCCEEDED, RetentionRun
 from relay.wire.messages import MessageType
 from relay.wire.requests import RetentionBody, RetentionRequest
 
@@ -90,9 +91,10 @@ class RetentionRunner:
             return None
         executor = candidates[0]
         chosen = {name: settings.get(name) for name in SETTINGS}
+        slot = slot_of(now, self.interval_s)
         try:
-            self.log.start_retention_run(self.org, self.app, slot_of(now, self.interval_s), executor.executor_id,
-                                         policy, chosen, self.instance_id, now)
+            self.log.create(retention_ref(self.org, self.app, slot), lambda: RetentionRun.start(
+                self.org, self.app, slot, executor.executor_id, policy, chosen, self.instance_id, now))
         except DomainError as error:
             log.debug("retention of %s/%s not run here: %s", self.org, self.app, error)
             return None
@@ -105,8 +107,9 @@ class RetentionRunner:
             if answer.outcome == metrics.UNSUPPORTED:
                 self.mark_unsupported(executor.executor_id, MessageType.RETENTION.value)
         try:
-            self.log.finish_retention_run(self.org, self.app, slot_of(now, self.interval_s), outcome, reason,
-                                          self.clock())
+            finished_at = self.clock()
+            self.log.change(retention_ref(self.org, self.app, slot),
+                            lambda run: run.finish(outcome, reason, finished_at))
         except Exception:
             log.exception("recording the outcome of the retention run of %s/%s failed", self.org, self.app)
         metrics.RETENTION_RUNS.labels(self.org, self.app, outcome).inc()

@@ -33,10 +33,12 @@ from relay.actors.heartbeats import InstanceTable
 from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON, RESTART_REASON
 from relay.events.instance import RUNNING
+from relay.events.refs import instance_ref
 from relay.projections import eventsourcing_recorders, pool_reconnect
 from relay.projections.identity import Authenticator
 from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
+from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.runtime")
 
@@ -191,7 +193,7 @@ class Runtime:
         last heartbeat (killed); None on a first start, or when neither is known."""
         me = self.ctx.instance_id
         try:
-            aggregate = self.log.instance(me)
+            aggregate = self.log.get(instance_ref(me))
             if aggregate is None:
                 return None
             if aggregate.status != RUNNING and getattr(aggregate, "stopped_at", None) is not None:
@@ -211,7 +213,7 @@ class Runtime:
         `down_at`, the previous run's end, from now: the downtime does not count); DEAD ones get their
         recovery (again). Returns how many records were taken over."""
         started_at = self.ctx.clock()
-        by_app: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        by_app: dict[tuple[str, str], list[JSONObject]] = defaultdict(list)
         resumable: dict[str | None, bool] = {}
         for row in self.views.registry.unfinished():
             owner = row.get("instance")
@@ -235,7 +237,7 @@ class Runtime:
             return True
         if owner in {str(r["instance"]) for r in self.table.rows()}:
             return False
-        return self.log.instance(owner) is None  # no such instance: nobody else will take them
+        return self.log.get(instance_ref(owner)) is None  # no such instance: nobody else will take them
 
     # -- HA -----------------------------------------------------------------------------------------
     def _adopted(self, org: str, app: str, executor_ids: list[str], peer: str) -> None:

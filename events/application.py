@@ -8,15 +8,17 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from relay.events.autoscaling import check_policy
+from relay.events.autoscaling import AutoscalingPolicy, check_policy
 from relay.events.data_plane import check_data_plane
-from relay.events.errors import IllegalTransitionError, InvalidValueError
+from relay.events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError
 from relay.events.ids import app_id
 from relay.events.names import check_app_name, check_org_name
 from relay.events.versions import versioned
+from relay.wire.json_types import JSONObject
 
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "executorTimeoutSecs": 60,
+DEFAULT_EXECUTOR_TIMEOUT_SECS = 60  # the grace period of an application that sets none
+DEFAULT_SETTINGS: JSONObject = {
+    "executorTimeoutSecs": DEFAULT_EXECUTOR_TIMEOUT_SECS,
     "gcRowsThreshold": None,
     "gcTimeThresholdMs": None,
     "globalTimeoutMs": None,
@@ -31,7 +33,7 @@ MAX_EXECUTOR_TIMEOUT_SECS = 86_400
 _POSITIVE_INTS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 
 
-def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
+def check_settings(changes: JSONObject) -> JSONObject:
     """Validate a settings change; raise InvalidValueError naming the offending field."""
     for key, value in changes.items():
         if key not in DEFAULT_SETTINGS:
@@ -43,7 +45,7 @@ def check_settings(changes: dict[str, Any]) -> dict[str, Any]:
             raise InvalidValueError("setting 'executorTimeoutSecs' cannot be cleared")
         elif value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise InvalidValueError(f"setting '{key}' must be a positive integer")
-        elif key == "executorTimeoutSecs" and value > MAX_EXECUTOR_TIMEOUT_SECS:
+        elif key == "executorTimeoutSecs" and isinstance(value, int) and value > MAX_EXECUTOR_TIMEOUT_SECS:
             raise InvalidValueError(f"setting 'executorTimeoutSecs' must be at most {MAX_EXECUTOR_TIMEOUT_SECS}")
     return changes
 
@@ -66,14 +68,24 @@ class App(Aggregate):
         self.created_at = at
         self.updated_at = at
         self.deleted = False
-        self.settings: dict[str, Any] = dict(DEFAULT_SETTINGS)
-        self.data_plane: dict[str, Any] | None = None
-        self.autoscaling_policy: dict[str, Any] | None = None
+        self.settings: JSONObject = dict(DEFAULT_SETTINGS)
+        self.data_plane: JSONObject | None = None
+        self.autoscaling_policy: AutoscalingPolicy | None = None
 
     @classmethod
     def register(cls, org: str, name: str, at: datetime, by: str = "relay") -> App:
         """`by` names who asked (admin, api_key:NAME, cli): the audit log shows it."""
         return cls(org=check_org_name(org), name=check_app_name(name), at=at, by=by)
+
+    @classmethod
+    def register_on(cls, found: App | None, org: str, name: str, at: datetime, by: str = "relay") -> App:
+        """Register the application, or register again the deleted one ``found``; AlreadyExistsError if it lives."""
+        if found is None:
+            return cls.register(org, name, at, by)
+        if not found.deleted:
+            raise AlreadyExistsError(f"application '{name}' exists in '{org}'")
+        found.register_again(at, by)
+        return found
 
     def register_again(self, at: datetime, by: str = "relay") -> None:
         if not self.deleted:
@@ -88,7 +100,7 @@ class App(Aggregate):
         self.autoscaling_policy = None
         self.updated_at = at
 
-    def change_settings(self, changes: dict[str, Any], at: datetime, by: str = "relay") -> None:
+    def change_settings(self, changes: JSONObject, at: datetime, by: str = "relay") -> None:
         self._check_live("change its settings")
         check_settings(changes)
         effective = {k: v for k, v in changes.items() if self.settings.get(k) != v}
@@ -96,11 +108,11 @@ class App(Aggregate):
             self._settings_changed(changes=effective, at=at, by=by)
 
     @event("SettingsChanged")
-    def _settings_changed(self, changes: dict[str, Any], at: datetime, by: str) -> None:
+    def _settings_changed(self, changes: JSONObject, at: datetime, by: str) -> None:
         self.settings.update(changes)
         self.updated_at = at
 
-    def configure_data_plane(self, config: dict[str, Any], at: datetime, by: str = "relay") -> None:
+    def configure_data_plane(self, config: JSONObject, at: datetime, by: str = "relay") -> None:
         """Where the app's system database is (by reference, never the URL) and what Relay may do there."""
         self._check_live("configure its data plane")
         checked = check_data_plane(config)
@@ -108,7 +120,7 @@ class App(Aggregate):
             self._data_plane_configured(config=checked, at=at, by=by)
 
     @event("DataPlaneConfigured")
-    def _data_plane_configured(self, config: dict[str, Any], at: datetime, by: str) -> None:
+    def _data_plane_configured(self, config: JSONObject, at: datetime, by: str) -> None:
         self.data_plane = dict(config)
         self.updated_at = at
 
@@ -122,7 +134,7 @@ class App(Aggregate):
         self.data_plane = None
         self.updated_at = at
 
-    def set_autoscaling_policy(self, policy: dict[str, Any], at: datetime, by: str = "relay") -> None:
+    def set_autoscaling_policy(self, policy: object, at: datetime, by: str = "relay") -> None:
         """Store the queue-based autoscaling policy (events/autoscaling.py); the queue itself is checked against an
         executor by the caller, which the domain cannot ask."""
         self._check_live("set its autoscaling policy")
@@ -131,8 +143,8 @@ class App(Aggregate):
             self._autoscaling_policy_set(policy=checked, at=at, by=by)
 
     @event("AutoscalingPolicySet")
-    def _autoscaling_policy_set(self, policy: dict[str, Any], at: datetime, by: str) -> None:
-        self.autoscaling_policy = dict(policy)
+    def _autoscaling_policy_set(self, policy: AutoscalingPolicy, at: datetime, by: str) -> None:
+        self.autoscaling_policy = policy.copy()
         self.updated_at = at
 
     def clear_autoscaling_policy(self, at: datetime, by: str = "relay") -> None:

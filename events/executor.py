@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -16,6 +16,7 @@ from eventsourcing.domain import Aggregate, event
 from relay.events.errors import IllegalTransitionError, InvalidValueError
 from relay.events.ids import executor_id
 from relay.events.versions import versioned
+from relay.wire.json_types import JSONObject
 
 HEALTHY = "HEALTHY"
 DISCONNECTED = "DISCONNECTED"
@@ -25,21 +26,29 @@ DELETED = "DELETED"
 LANGUAGES = ("python", "typescript", "go", "java")
 
 
+
+class RecoveryInFlight(TypedDict):
+    """The recovery dispatched last, while it is pending."""
+
+    peer: str
+    attempt: int
+    dispatched_at: datetime
+
 @dataclass(frozen=True)
 class ExecutorInfo:
     """What an executor says about itself in its `executor_info` answer."""
 
     application_version: str
     hostname: str | None
-    language: str
-    dbos_version: str
-    metadata: dict[str, Any] | None
+    language: str | None  # optional in the answer (older SDKs leave them out)
+    dbos_version: str | None
+    metadata: JSONObject | None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONObject:
         return asdict(self)
 
 
-def check_info(info: dict[str, Any]) -> dict[str, Any]:
+def check_info(info: JSONObject) -> JSONObject:
     if not isinstance(info.get("application_version"), str):
         raise InvalidValueError("executor info needs an application_version string")
     if not isinstance(info.get("language"), str) or not info["language"]:
@@ -62,7 +71,7 @@ class Executor(Aggregate):
 
     @event("Connected")
     def __init__(
-        self, org: str, app: str, executor: str, info: dict[str, Any], instance: str, at: datetime
+        self, org: str, app: str, executor: str, info: JSONObject, instance: str, at: datetime
     ) -> None:
         self.org = org
         self.app = app
@@ -80,7 +89,17 @@ class Executor(Aggregate):
             org=org, app=app, executor=executor, info=check_info(info.as_dict()), instance=instance, at=at
         )
 
-    def _connect(self, info: dict[str, Any], instance: str, at: datetime) -> None:
+    @classmethod
+    def connect_again(
+        cls, found: Executor | None, org: str, app: str, executor: str, info: ExecutorInfo, instance: str, at: datetime
+    ) -> Executor:
+        """A connection with this executor_id: the first one, or ``found`` reconnected."""
+        if found is None:
+            return cls.connect(org, app, executor, info, instance, at)
+        found.reconnect(info, instance, at)
+        return found
+
+    def _connect(self, info: JSONObject, instance: str, at: datetime) -> None:
         self.info = dict(info)
         self.instance = instance
         self.status = HEALTHY
@@ -88,7 +107,7 @@ class Executor(Aggregate):
         self.updated_at = at
         self.disconnected_at: datetime | None = None
         self.dead_at: datetime | None = None
-        self.recovery: dict[str, Any] | None = None
+        self.recovery: RecoveryInFlight | None = None
         self.recovered = False
         self.attempts = 0
 
@@ -98,7 +117,7 @@ class Executor(Aggregate):
         self._reconnected(previous=self.status, info=check_info(info.as_dict()), instance=instance, at=at)
 
     @event("Reconnected")
-    def _reconnected(self, previous: str, info: dict[str, Any], instance: str, at: datetime) -> None:
+    def _reconnected(self, previous: str, info: JSONObject, instance: str, at: datetime) -> None:
         self._connect(info, instance, at)
 
     def disconnect(self, reason: str, at: datetime) -> None:

@@ -47,6 +47,16 @@ class RelayInstance(Aggregate):
         self.stopped_at: datetime | None = None
         self.leases: dict[str, datetime] = {}
 
+    @classmethod
+    def start_again(
+        cls, found: RelayInstance | None, instance: str, address: str, port: int, version: str, at: datetime
+    ) -> RelayInstance:
+        """This instance id started: for the first time, or ``found`` restarted."""
+        if found is None:
+            return cls(instance=instance, address=address, port=port, version=version, at=at)
+        found.restart(address, port, version, at)
+        return found
+
     def restart(self, address: str, port: int, version: str, at: datetime) -> None:
         """The same instance id started again. Leases of the previous run are released first."""
         self._restarted(previous_leases=sorted(self.leases), address=address, port=port, version=version, at=at)

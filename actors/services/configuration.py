@@ -1,8 +1,10 @@
-"""Running a configuration plan (actors/policies/config.py) on the aggregates it names: pure, like the rest of events/.
+"""Applying a configuration (`relay apply`, POST .../config/apply): the use case that records a plan
+(actors/policies/config_plan.py) on the aggregates it names, all of them or none.
 
-RelayLog.apply_config loads, calls `apply_changes`, and saves every aggregate it returns in one save. Each change's
-``before`` is checked against its aggregate, not against the view the plan was read from: when anything moved
-since (another request, an HA peer), ConcurrentChangeError is raised and nothing is to be saved.
+`apply_config` loads through the event log, runs `apply_changes` and saves every aggregate it returns in ONE save
+(one store transaction). Each change's ``before`` is checked against its aggregate, not against the view the plan
+was read from: when anything moved since (another request, an HA peer), ConcurrentChangeError is raised and
+nothing is saved.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError
 
 from relay.actors.policies.config import KeySpec, RuleSpec
 from relay.actors.policies.config_plan import APP, DATA_PLANE, KEY, RULE, SETTINGS, Change
@@ -21,9 +24,25 @@ from relay.events.application import App
 from relay.events.errors import ConcurrentChangeError
 from relay.events.ids import app_id, organization_id
 from relay.events.organization import Organization
+from relay.projections.store.log import RelayLog
 
 A = TypeVar("A", bound=Aggregate)
 Loader = Callable[[UUID, type[Any]], Any]
+
+
+def apply_config(relay_log: RelayLog, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
+                 new_rule_id: Callable[[], str], at: datetime, by: str = "relay") -> list[Aggregate]:
+    """Every change of a configuration plan, on the organization, its applications and their rules, in ONE save:
+    all of them or none. A change whose aggregate no longer holds what the plan expected raises
+    ConcurrentChangeError, as does a concurrent append that keeps conflicting."""
+    def apply() -> list[Aggregate]:
+        return apply_changes(org, changes, relay_log.load, key_hashes, iter(new_rule_id, None), at, by)
+
+    try:
+        return relay_log.run_together(apply)  # reloaded on a conflict: the plan's expectations are checked again
+    except IntegrityError:
+        raise ConcurrentChangeError("the organization kept changing while the plan was applied: nothing was applied; "
+                                    "plan again") from None
 
 
 def rule_of(aggregate: AlertingRule) -> RuleSpec:

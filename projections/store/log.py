@@ -6,27 +6,16 @@ comes from the environment it is given; the domain does not know.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, ProcessingEvent
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Notification, Recording, StoredEvent
 
-from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
-from relay.events.application import App
-from relay.events.config_apply import apply_changes
-from relay.actors.policies.config_plan import Change
-from relay.events.errors import AlreadyExistsError, ConcurrentChangeError, NotFoundError
-from relay.events.executor import Executor, ExecutorInfo
-from relay.events.ids import app_id, executor_id, instance_id, organization_id
-from relay.events.instance import RelayInstance
-from relay.events.names import check_app_name
-from relay.events.operation import Operation
-from relay.events.organization import Organization
-from relay.events.retention import RetentionRun, retention_run_id
+from relay.events.errors import AlreadyExistsError, NotFoundError
+from relay.events.refs import Ref
 from relay.events.topics import register_moved_topics
 from relay.projections.store.group_commit import GroupCommitter
 
@@ -36,8 +25,13 @@ A = TypeVar("A", bound=Aggregate)
 _SAVE_ATTEMPTS = 3
 
 
+def _unchanged(_: Aggregate) -> None:
+    """The command of `RelayLog.ensure`: nothing to change on an aggregate that exists."""
+
+
 class RelayLog(Application[UUID]):
-    """Commands that load, change and save aggregates. `position` is the highest notification id
+    """Loads, changes and saves aggregates: a command is a function given to `change`, `create`, `run` or
+    `run_together` (load, apply, save, retried on a concurrent append). `position` is the highest notification id
     this object has appended, so a reader can wait until the views have caught up with it."""
 
     name = "relay"
@@ -99,8 +93,9 @@ class RelayLog(Application[UUID]):
             for d, s, n in zip(events, stored, ids, strict=True)
         ]
 
-    # -- generic load/mutate/save with retry on a concurrent append -------------------------------
-    def _get(self, aggregate_id: UUID, kind: type[A]) -> A | None:
+    # -- the one way to load, change and save aggregates, retried on a concurrent append ----------------------------
+    def load(self, aggregate_id: UUID, kind: type[A]) -> A | None:
+        """The aggregate as the log holds it now (None when it has no event)."""
         try:
             aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
@@ -108,18 +103,67 @@ class RelayLog(Application[UUID]):
         assert isinstance(aggregate, kind)
         return aggregate
 
-    def _update(self, aggregate_id: UUID, kind: type[A], change: Callable[[A | None], A]) -> A:
+    def get(self, ref: Ref[A]) -> A | None:
+        return self.load(ref.id, ref.kind)
+
+    def run_together(self, decide: Callable[[], Sequence[Aggregate]]) -> list[Aggregate]:
+        """Save, in ONE transaction (all or none), the aggregates ``decide`` returns after loading and changing them
+        (through `load`/`get`). Another writer appending to one of them between the load and the save (an HA
+        peer) makes the save conflict: ``decide`` runs again on what the log holds then, up to _SAVE_ATTEMPTS
+        times; then IntegrityError. Domain errors from ``decide`` pass through, nothing saved."""
         for attempt in range(_SAVE_ATTEMPTS):
-            aggregate = change(self._get(aggregate_id, kind))
+            changed = list(decide())
             try:
-                recordings = self.save(aggregate)
+                recordings = self.save(*changed)
             except IntegrityError:
                 if attempt == _SAVE_ATTEMPTS - 1:
                     raise
                 continue
             self._appended([r.notification.id for r in recordings])
-            return aggregate
+            return changed
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def run(self, ref: Ref[A], decide: Callable[[A | None], A]) -> A:
+        """Load ``ref``'s aggregate (None when absent), let ``decide`` change or create it, save it."""
+        def one() -> list[A]:
+            return [decide(self.get(ref))]
+
+        [aggregate] = self.run_together(one)
+        return cast("A", aggregate)
+
+    def change(self, ref: Ref[A], command: Callable[[A], object], *, create: Callable[[], A] | None = None) -> A:
+        """Run ``command`` on ``ref``'s aggregate and save it. When there is none, ``create()`` makes it first if
+        given; else (and when it is deleted) NotFoundError."""
+        def decide(found: A | None) -> A:
+            if found is None and create is not None:
+                found = create()
+            elif found is None or ref.absent(found):
+                raise NotFoundError(ref.missing)
+            command(found)
+            return found
+
+        return self.run(ref, decide)
+
+    def ensure(self, ref: Ref[A], create: Callable[[], A]) -> A:
+        """``ref``'s aggregate, made by ``create()`` and saved when there is none."""
+        return self.change(ref, _unchanged, create=create)
+
+    def create(self, ref: Ref[A], make: Callable[[], A]) -> A:
+        """Save the new aggregate ``make()`` returns; AlreadyExistsError when ``ref``'s exists (another instance
+        made it first)."""
+        def decide(found: A | None) -> A:
+            if found is not None:
+                raise AlreadyExistsError(ref.exists)
+            return make()
+
+        return self.run(ref, decide)
+
+    def record(self, aggregate: A) -> A:
+        """Save a new aggregate whose id is drawn per use (an operation of the audit trail): nothing to load,
+        nothing to contend on."""
+        recordings = self.save(aggregate)
+        self._appended([r.notification.id for r in recordings])
+        return aggregate
 
     def _appended(self, positions: list[int]) -> None:
         if not positions:
@@ -127,341 +171,3 @@ class RelayLog(Application[UUID]):
         self.position = max(self.position, *positions)
         for listener in self.listeners:
             listener(self.position)
-
-    # -- organizations and keys -------------------------------------------------------------------
-    def organization(self, org: str) -> Organization | None:
-        return self._get(organization_id(org), Organization)
-
-    def ensure_organization(self, org: str, at: datetime) -> Organization:
-        def change(found: Organization | None) -> Organization:
-            return found if found is not None else Organization.create(org, at)
-
-        return self._update(organization_id(org), Organization, change)
-
-    def issue_key(
-        self,
-        org: str,
-        key_name: str,
-        key_hash: str,
-        apps: list[str],
-        permissions: list[str],
-        at: datetime,
-        by: str = "relay",
-    ) -> Organization:
-        def change(found: Organization | None) -> Organization:
-            organization = found if found is not None else Organization.create(org, at)
-            organization.issue_key(key_name, key_hash, apps, permissions, at, by)
-            return organization
-
-        return self._update(organization_id(org), Organization, change)
-
-    def revoke_key(self, org: str, key_name: str, at: datetime, by: str = "relay") -> Organization:
-        def change(found: Organization | None) -> Organization:
-            if found is None:
-                raise NotFoundError(f"no organization '{org}'")
-            found.revoke_key(key_name, at, by)
-            return found
-
-        return self._update(organization_id(org), Organization, change)
-
-    # -- applications -----------------------------------------------------------------------------
-    def app(self, org: str, name: str) -> App | None:
-        return self._get(app_id(org, name), App)
-
-    def register_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
-        """Register an application; AlreadyExistsError if it is registered and not deleted."""
-        check_app_name(name)  # before ensure_organization: a refused registration records nothing
-        self.ensure_organization(org, at)
-
-        def change(found: App | None) -> App:
-            if found is None:
-                return App.register(org, name, at, by)
-            if not found.deleted:
-                raise AlreadyExistsError(f"application '{name}' exists in '{org}'")
-            found.register_again(at, by)
-            return found
-
-        return self._update(app_id(org, name), App, change)
-
-    def change_app_settings(
-        self, org: str, name: str, changes: dict[str, Any], at: datetime, by: str = "relay"
-    ) -> App:
-        def change(found: App | None) -> App:
-            if found is None or found.deleted:
-                raise NotFoundError(f"no application '{name}' in '{org}'")
-            found.change_settings(changes, at, by)
-            return found
-
-        return self._update(app_id(org, name), App, change)
-
-    def configure_data_plane(
-        self, org: str, name: str, config: dict[str, Any] | None, at: datetime, by: str = "relay"
-    ) -> App:
-        """Set (``config``) or remove (None) an application's data plane."""
-        def change(found: App | None) -> App:
-            if found is None or found.deleted:
-                raise NotFoundError(f"no application '{name}' in '{org}'")
-            if config is None:
-                found.remove_data_plane(at, by)
-            else:
-                found.configure_data_plane(config, at, by)
-            return found
-
-        return self._update(app_id(org, name), App, change)
-
-    def set_autoscaling_policy(
-        self, org: str, name: str, policy: dict[str, Any] | None, at: datetime, by: str = "relay"
-    ) -> App:
-        """Store (``policy``) or clear (None) an application's autoscaling policy."""
-        def change(found: App | None) -> App:
-            if found is None or found.deleted:
-                raise NotFoundError(f"no application '{name}' in '{org}'")
-            if policy is None:
-                found.clear_autoscaling_policy(at, by)
-            else:
-                found.set_autoscaling_policy(policy, at, by)
-            return found
-
-        return self._update(app_id(org, name), App, change)
-
-    def delete_app(self, org: str, name: str, at: datetime, by: str = "relay") -> App:
-        def change(found: App | None) -> App:
-            if found is None or found.deleted:
-                raise NotFoundError(f"no application '{name}' in '{org}'")
-            found.delete(at, by)
-            return found
-
-        return self._update(app_id(org, name), App, change)
-
-    # -- executors --------------------------------------------------------------------------------
-    def executor(self, org: str, app: str, executor: str) -> Executor | None:
-        return self._get(executor_id(org, app, executor), Executor)
-
-    def executor_connected(
-        self, org: str, app: str, executor: str, info: ExecutorInfo, instance: str, at: datetime
-    ) -> Executor:
-        def change(found: Executor | None) -> Executor:
-            if found is None:
-                return Executor.connect(org, app, executor, info, instance, at)
-            found.reconnect(info, instance, at)
-            return found
-
-        return self._update(executor_id(org, app, executor), Executor, change)
-
-    def update_executor(
-        self, org: str, app: str, executor: str, command: Callable[[Executor], None]
-    ) -> Executor:
-        """Apply one Executor command (e.g. `lambda e: e.disconnect(reason, at)`) and save it."""
-
-        def change(found: Executor | None) -> Executor:
-            if found is None:
-                raise NotFoundError(f"no executor '{executor}' in '{org}/{app}'")
-            command(found)
-            return found
-
-        return self._update(executor_id(org, app, executor), Executor, change)
-
-    # -- relay instances --------------------------------------------------------------------------
-    def instance(self, instance: str) -> RelayInstance | None:
-        return self._get(instance_id(instance), RelayInstance)
-
-    def instance_started(self, instance: str, address: str, port: int, version: str, at: datetime) -> RelayInstance:
-        def change(found: RelayInstance | None) -> RelayInstance:
-            if found is None:
-                return RelayInstance(instance=instance, address=address, port=port, version=version, at=at)
-            found.restart(address, port, version, at)
-            return found
-
-        return self._update(instance_id(instance), RelayInstance, change)
-
-    def update_instance(self, instance: str, command: Callable[[RelayInstance], None]) -> RelayInstance:
-        def change(found: RelayInstance | None) -> RelayInstance:
-            if found is None:
-                raise NotFoundError(f"no relay instance '{instance}'")
-            command(found)
-            return found
-
-        return self._update(instance_id(instance), RelayInstance, change)
-
-    def adopt_instance(
-        self, peer: str, by: str, leases: list[str], at: datetime, still_silent: Callable[[], bool]
-    ) -> bool:
-        """`by` declares `peer` gone and adopts `leases` from it: RelayInstance.Expired on the peer and one
-        LeaseAdopted per lease on `by`, appended in ONE transaction (both or neither). The peer's aggregate
-        version makes it exclusive: of several survivors, one appends, the others conflict, reload, and the
-        domain refuses them (already EXPIRED). `still_silent` is asked after each load: a peer that beat
-        again (it restarted: it beats before recording Restarted) is not expired. Returns whether we did."""
-        for attempt in range(_SAVE_ATTEMPTS):
-            gone = self._get(instance_id(peer), RelayInstance)
-            adopter = self._get(instance_id(by), RelayInstance)
-            if gone is None or adopter is None:
-                raise NotFoundError(f"no relay instance '{peer if gone is None else by}'")
-            if not still_silent():
-                return False
-            gone.expire(by, at)
-            for lease in leases:
-                adopter.adopt_lease(lease, peer, at)
-            try:
-                recordings = self.save(gone, adopter)
-            except IntegrityError:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-                continue
-            self._appended([r.notification.id for r in recordings])
-            return True
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- alerting rules, alerts and retention runs (events/alerting.py, events/retention.py) --------
-    def alerting_rule(self, org: str, app: str, rule_id: str) -> AlertingRule | None:
-        return self._get(rule_aggregate_id(org, app, rule_id), AlertingRule)
-
-    def create_alerting_rule(
-        self,
-        org: str,
-        app: str,
-        rule_id: str,
-        rule_type: str,
-        metadata: Any,
-        receiving_app: str | None,
-        min_interval_secs: Any,
-        at: datetime,
-        by: str = "relay",
-    ) -> AlertingRule:
-        def change(found: AlertingRule | None) -> AlertingRule:
-            if found is not None:
-                raise AlreadyExistsError(f"an alerting rule '{rule_id}' exists in '{org}/{app}'")
-            return AlertingRule.create(org, app, rule_id, rule_type, metadata, receiving_app, min_interval_secs,
-                                       at, by)
-
-        return self._update(rule_aggregate_id(org, app, rule_id), AlertingRule, change)
-
-    def delete_alerting_rule(self, org: str, app: str, rule_id: str, at: datetime, by: str = "relay") -> AlertingRule:
-        def change(found: AlertingRule | None) -> AlertingRule:
-            if found is None or found.deleted:
-                raise NotFoundError(f"no alerting rule '{rule_id}' in '{org}/{app}'")
-            found.delete(at, by)
-            return found
-
-        return self._update(rule_aggregate_id(org, app, rule_id), AlertingRule, change)
-
-    def latest_alert(self, org: str, app: str, rule_id: str, known: int = 0) -> Alert | None:
-        """The rule's latest alert. ``known``: how many the caller has seen (the view's count), where the
-        walk along the numbered alerts starts."""
-        sequence, previous = max(known, 0), None
-        if sequence:
-            previous = self._get(alert_aggregate_id(org, app, rule_id, sequence), Alert)
-            if previous is None:
-                sequence = 0  # a hint ahead of the log: walk from the first
-        while (following := self._get(alert_aggregate_id(org, app, rule_id, sequence + 1), Alert)) is not None:
-            previous, sequence = following, sequence + 1
-        return previous
-
-    def fire_alert(
-        self,
-        org: str,
-        app: str,
-        rule_id: str,
-        slot: int,
-        message: str,
-        metadata: dict[str, str],
-        instance: str,
-        at: datetime,
-        known: int = 0,
-    ) -> Alert:
-        """Record the rule's next alert, or raise a domain error (deleted rule, fired in this interval or too
-        soon). Another instance recording the same alert first makes our save conflict: we then read its
-        alert and the domain refuses ours, so exactly one of them fires."""
-        for attempt in range(_SAVE_ATTEMPTS):
-            rule = self.alerting_rule(org, app, rule_id)
-            if rule is None:
-                raise NotFoundError(f"no alerting rule '{rule_id}' in '{org}/{app}'")
-            previous = self.latest_alert(org, app, rule_id, known)
-            alert = Alert.fire(rule, previous, slot, message, metadata, instance, at)
-            try:
-                recordings = self.save(alert)
-            except IntegrityError:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise
-                continue
-            self._appended([r.notification.id for r in recordings])
-            return alert
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def record_alert_delivery(
-        self,
-        org: str,
-        app: str,
-        rule_id: str,
-        sequence: int,
-        delivered_to: list[str],
-        failed: list[dict[str, str]],
-        webhook: dict[str, Any] | None,
-        at: datetime,
-        sinks: dict[str, dict[str, Any]] | None = None,
-    ) -> Alert:
-        def change(found: Alert | None) -> Alert:
-            if found is None:
-                raise NotFoundError(f"no alert {sequence} of rule '{rule_id}' in '{org}/{app}'")
-            found.deliver(delivered_to, failed, webhook, at, sinks)
-            return found
-
-        return self._update(alert_aggregate_id(org, app, rule_id, sequence), Alert, change)
-
-    def start_retention_run(
-        self,
-        org: str,
-        app: str,
-        slot: int,
-        executor: str,
-        policy: dict[str, int | None],
-        settings: dict[str, int | None],
-        instance: str,
-        at: datetime,
-    ) -> RetentionRun:
-        """AlreadyExistsError when this interval's run is recorded already (by another instance)."""
-
-        def change(found: RetentionRun | None) -> RetentionRun:
-            if found is not None:
-                raise AlreadyExistsError(f"the retention run of interval {slot} of '{org}/{app}' exists")
-            return RetentionRun.start(org, app, slot, executor, policy, settings, instance, at)
-
-        return self._update(retention_run_id(org, app, slot), RetentionRun, change)
-
-    def finish_retention_run(
-        self, org: str, app: str, slot: int, outcome: str, reason: str | None, at: datetime
-    ) -> RetentionRun:
-        def change(found: RetentionRun | None) -> RetentionRun:
-            if found is None:
-                raise NotFoundError(f"no retention run of interval {slot} of '{org}/{app}'")
-            found.finish(outcome, reason, at)
-            return found
-
-        return self._update(retention_run_id(org, app, slot), RetentionRun, change)
-
-    # -- declarative configuration (events/config*.py) --------------------------------------------
-    def apply_config(self, org: str, changes: tuple[Change, ...], key_hashes: dict[str, str],
-                     new_rule_id: Callable[[], str], at: datetime, by: str = "relay") -> list[Aggregate]:
-        """Every change of a configuration plan, on the organization, its applications and their rules, in ONE
-        save (one store transaction): all of them or none. A change whose aggregate no longer holds what the plan
-        expected raises ConcurrentChangeError, as does a concurrent append that keeps conflicting."""
-        for attempt in range(_SAVE_ATTEMPTS):
-            ids = iter(new_rule_id, None)
-            changed = apply_changes(org, changes, self._get, key_hashes, ids, at, by)
-            try:
-                recordings = self.save(*changed)
-            except IntegrityError:
-                if attempt == _SAVE_ATTEMPTS - 1:
-                    raise ConcurrentChangeError("the organization kept changing while the plan was applied: "
-                                                "nothing was applied; plan again") from None
-                continue  # reloaded next time round: the plan's expectations are checked again
-            self._appended([r.notification.id for r in recordings])
-            return changed
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- operations (the audit trail of control-plane actions) ------------------------------------
-    def record_operation(self, operation_id: UUID, at: datetime, **fields: Any) -> Operation:
-        """A new aggregate per action (ids are drawn per request): nothing to load, nothing to contend on."""
-        recorded = Operation.perform(operation_id, at=at, **fields)
-        recordings = self.save(recorded)
-        self._appended([r.notification.id for r in recordings])
-        return recorded

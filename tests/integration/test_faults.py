@@ -36,6 +36,7 @@ import pytest
 import requests
 import websocket
 
+from relay.events.refs import executor_ref
 from tests.integration.fake_executor import (
     FakeExecutor,
     HandshakeRefusedError,
@@ -692,6 +693,7 @@ class FlakyLog:
     def __new__(cls) -> Any:
         from eventsourcing.persistence import OperationalError
 
+        from relay.events.executor import Executor
         from relay.projections.store.log import RelayLog
 
         class _Flaky(RelayLog):
@@ -703,17 +705,10 @@ class FlakyLog:
                     self.refused += 1
                     raise OperationalError("connection refused")
 
-            def update_executor(self, *args: Any, **kwargs: Any) -> Any:
-                self._check()
-                return super().update_executor(*args, **kwargs)
-
-            def executor_connected(self, *args: Any, **kwargs: Any) -> Any:
-                self._check()
-                return super().executor_connected(*args, **kwargs)
-
-            def executor(self, *args: Any, **kwargs: Any) -> Any:
-                self._check()
-                return super().executor(*args, **kwargs)
+            def load(self, aggregate_id: Any, kind: Any) -> Any:
+                if kind is Executor:  # every executor command and read loads it first
+                    self._check()
+                return super().load(aggregate_id, kind)
 
         return _Flaky()
 
@@ -789,7 +784,7 @@ def _run(world: Any, seconds: float, *refs: Any) -> None:
 
 
 def _names(ctx: Any, executor_id: str) -> list[str]:
-    record = ctx.log.executor("acme", "shop", executor_id)
+    record = ctx.log.get(executor_ref("acme", "shop", executor_id))
     return [type(e).__name__ for e in ctx.log.events.get(record.id)] if record else []
 
 
@@ -821,7 +816,7 @@ def test_a_disconnect_the_store_refuses_is_recorded_once_it_is_back(world: Any) 
     ctx.log.down = False
     _run(world, 17, dying, peer)  # the next attempt (16 s after the last) records it
     assert not dying.is_alive()
-    record = ctx.log.executor("acme", "shop", "dying")
+    record = ctx.log.get(executor_ref("acme", "shop", "dying"))
     assert record.disconnected_at == closed_at  # recorded as when it happened, not when the store came back
     # Its grace period (20 s) counted from then, so it was over at once: dead, and its recovery with the peer.
     assert record.status == "DEAD"
@@ -846,7 +841,7 @@ def test_a_connection_the_store_cannot_record_is_closed_and_its_record_still_wat
     # Its timers were stopped by the refused connection's claim; the record is read again and watched as it
     # stands: DISCONNECTED, so declared dead at the end of its grace, and recovered.
     _run(world, 10, peer)
-    assert ctx.log.executor("acme", "shop", "comeback").status == "DEAD"
+    assert ctx.log.get(executor_ref("acme", "shop", "comeback")).status == "DEAD"
     _answer_recovery(world, peer, peer_socket, "comeback")
     _run(world, 1, peer)
     assert _names(ctx, "comeback") == ["Connected", "Disconnected", "DeclaredDead", "RecoveryDispatched",

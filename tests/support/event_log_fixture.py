@@ -16,6 +16,16 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from relay.actors.alerting import fire_alert
+from relay.actors.application import register_app
+from relay.actors.cluster import adopt_instance
+from relay.events.alerting import AlertingRule
+from relay.events.executor import Executor
+from relay.events.instance import RelayInstance
+from relay.events.organization import Organization
+from relay.events.refs import alert_ref, app_ref, executor_ref, instance_ref, org_ref, retention_ref, rule_ref
+from relay.events.retention import RetentionRun
+
 T0 = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
 KEY_HASH = "ab" * 32
 
@@ -29,53 +39,73 @@ def record(relay_log: object) -> None:
     from relay.events.executor import ExecutorInfo
 
     log = relay_log
-    log.ensure_organization("acme", _at(0))
-    log.issue_key("acme", "ci", KEY_HASH, ["shop"], ["application.read"], _at(1), by="admin")
-    log.issue_key("acme", "old", "cd" * 32, [], [], _at(2), by="admin")
-    log.revoke_key("acme", "old", _at(3), by="admin")
-    log.register_app("acme", "shop", _at(4), by="admin")
-    log.change_app_settings("acme", "shop", {"executorTimeoutSecs": 30, "gcRowsThreshold": 1000}, _at(5), by="admin")
-    log.register_app("acme", "gone", _at(6))
-    log.delete_app("acme", "gone", _at(7))
-    log.register_app("acme", "gone", _at(8))  # registered again after deletion
+    log.ensure(org_ref("acme"), lambda: Organization.create("acme", _at(0)))
+    log.change(org_ref("acme"),
+               lambda organization: organization.issue_key(
+                   "ci", KEY_HASH, ["shop"], ["application.read"], _at(1), "admin"),
+               create=lambda: Organization.create("acme", _at(1)))
+    log.change(org_ref("acme"),
+               lambda organization: organization.issue_key(
+                   "old", "cd" * 32, [], [], _at(2), "admin"), create=lambda: Organization.create("acme", _at(2)))
+    log.change(org_ref("acme"), lambda organization: organization.revoke_key("old", _at(3), "admin"))
+    register_app(log, "acme", "shop", _at(4), "admin")
+    log.change(app_ref("acme", "shop"),
+               lambda application: application.change_settings(
+                   {"executorTimeoutSecs": 30, "gcRowsThreshold": 1000}, _at(5), "admin"))
+    register_app(log, "acme", "gone", _at(6))
+    log.change(app_ref("acme", "gone"), lambda application: application.delete(_at(7)))
+    register_app(log, "acme", "gone", _at(8))  # registered again after deletion
 
-    log.instance_started("relay-a", "127.0.0.1", 8080, "0.1.0", _at(9))
-    log.instance_started("relay-b", "127.0.0.1", 8081, "0.1.0", _at(9))
-    log.update_instance("relay-a", lambda i: i.take_lease("acme/shop/ex-1", _at(10)))
-    log.update_instance("relay-a", lambda i: i.take_lease("acme/shop/ex-2", _at(10)))
-    log.update_instance("relay-a", lambda i: i.release_lease("acme/shop/ex-2", _at(11)))
+    log.run(instance_ref("relay-a"),
+            lambda found: RelayInstance.start_again(found, "relay-a", "127.0.0.1", 8080, "0.1.0", _at(9)))
+    log.run(instance_ref("relay-b"),
+            lambda found: RelayInstance.start_again(found, "relay-b", "127.0.0.1", 8081, "0.1.0", _at(9)))
+    log.change(instance_ref("relay-a"), lambda i: i.take_lease("acme/shop/ex-1", _at(10)))
+    log.change(instance_ref("relay-a"), lambda i: i.take_lease("acme/shop/ex-2", _at(10)))
+    log.change(instance_ref("relay-a"), lambda i: i.release_lease("acme/shop/ex-2", _at(11)))
 
     v1 = ExecutorInfo("v1", "host-1", "python", "3.2.0", {"region": "eu"})
     v2 = ExecutorInfo("v1", "host-2", "typescript", "5.2.11", None)
-    log.executor_connected("acme", "shop", "ex-1", v1, "relay-a", _at(12))
-    log.executor_connected("acme", "shop", "ex-2", v2, "relay-a", _at(12))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.disconnect("socket closed", _at(13)))
-    log.executor_connected("acme", "shop", "ex-1", v1, "relay-a", _at(14))  # reconnected in the grace period
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.disconnect("pong missed", _at(15)))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.declare_dead(30, _at(45)))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.dispatch_recovery("ex-2", "relay-a", _at(46)))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.fail_recovery("ex-2", "peer disconnected", _at(47)))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.dispatch_recovery("ex-2", "relay-a", _at(48)))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.acknowledge_recovery("ex-2", _at(49)))
-    log.update_executor("acme", "shop", "ex-1", lambda e: e.delete("recovered", _at(49)))
+    log.run(executor_ref("acme", "shop", "ex-1"),
+            lambda found: Executor.connect_again(found, "acme", "shop", "ex-1", v1, "relay-a", _at(12)))
+    log.run(executor_ref("acme", "shop", "ex-2"),
+            lambda found: Executor.connect_again(found, "acme", "shop", "ex-2", v2, "relay-a", _at(12)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.disconnect("socket closed", _at(13)))
+    log.run(executor_ref("acme", "shop", "ex-1"),
+            lambda found: Executor.connect_again(
+                found, "acme", "shop", "ex-1", v1, "relay-a", _at(14)))  # reconnected in the grace period
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.disconnect("pong missed", _at(15)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.declare_dead(30, _at(45)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.dispatch_recovery("ex-2", "relay-a", _at(46)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.fail_recovery("ex-2", "peer disconnected", _at(47)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.dispatch_recovery("ex-2", "relay-a", _at(48)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.acknowledge_recovery("ex-2", _at(49)))
+    log.change(executor_ref("acme", "shop", "ex-1"), lambda e: e.delete("recovered", _at(49)))
 
-    log.instance_started("relay-b", "127.0.0.1", 8081, "0.1.0", _at(50))  # restarted
-    log.update_instance("relay-b", lambda i: i.take_lease("acme/gone/ex-9", _at(51)))
-    log.adopt_instance("relay-b", "relay-a", ["acme/gone/ex-9"], _at(90), lambda: True)
-    log.update_instance("relay-a", lambda i: i.stop(_at(95)))
+    log.run(instance_ref("relay-b"),
+            lambda found: RelayInstance.start_again(found, "relay-b", "127.0.0.1", 8081, "0.1.0", _at(50)))  # restarted
+    log.change(instance_ref("relay-b"), lambda i: i.take_lease("acme/gone/ex-9", _at(51)))
+    adopt_instance(log, "relay-b", "relay-a", ["acme/gone/ex-9"], _at(90), lambda: True)
+    log.change(instance_ref("relay-a"), lambda i: i.stop(_at(95)))
 
-    log.create_alerting_rule("acme", "shop", "fail", "WorkflowFailure", {}, None, 60, _at(100), by="admin")
-    log.create_alerting_rule("acme", "shop", "slow", "SlowQueue", {"queueName": "q", "thresholdSecs": 5},
-                             "gone", None, _at(100), by="admin")
-    alert = log.fire_alert("acme", "shop", "fail", 10, "2 workflows failed", {"count": "2"}, "relay-a", _at(101))
-    log.record_alert_delivery("acme", "shop", "fail", alert.sequence, ["ex-2"],
-                              [{"executorId": "ex-3", "reason": "timeout"}],
-                              {"outcome": "delivered", "status": 200}, _at(102))
-    log.delete_alerting_rule("acme", "shop", "slow", _at(103), by="admin")
+    log.create(rule_ref("acme", "shop", "fail"), lambda: AlertingRule.create("acme", "shop", "fail", "WorkflowFailure",
+                                                                             {}, None, 60, _at(100), "admin"))
+    log.create(rule_ref("acme", "shop", "slow"),
+               lambda: AlertingRule.create(
+                   "acme", "shop", "slow", "SlowQueue", {"queueName": "q", "thresholdSecs": 5}, "gone", None, _at(100),
+                   "admin"))
+    alert = fire_alert(log, "acme", "shop", "fail", 10, "2 workflows failed", {"count": "2"}, "relay-a", _at(101))
+    log.change(alert_ref("acme", "shop", "fail", alert.sequence),
+               lambda alert_: alert_.deliver(
+                   ["ex-2"], [{"executorId": "ex-3", "reason": "timeout"}], {"outcome": "delivered",
+                                                                             "status": 200}, _at(102)))
+    log.change(rule_ref("acme", "shop", "slow"), lambda rule: rule.delete(_at(103), "admin"))
 
-    log.start_retention_run("acme", "shop", 7, "ex-2", {"gc_rows_threshold": 1000},
-                            {"gcRowsThreshold": 1000}, "relay-a", _at(110))
-    log.finish_retention_run("acme", "shop", 7, "succeeded", None, _at(111))
+    log.create(retention_ref("acme", "shop", 7),
+               lambda: RetentionRun.start(
+                   "acme", "shop", 7, "ex-2", {"gc_rows_threshold": 1000}, {"gcRowsThreshold": 1000}, "relay-a",
+                   _at(110)))
+    log.change(retention_ref("acme", "shop", 7), lambda run: run.finish("succeeded", None, _at(111)))
 
 
 def export(events_sqlite: Path, out: Path) -> int:

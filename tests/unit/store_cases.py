@@ -18,7 +18,13 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from relay.events.executor import ExecutorInfo
+from relay.actors.alerting import fire_alert
+from relay.actors.application import register_app
+from relay.events.alerting import AlertingRule
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.instance import RelayInstance
+from relay.events.organization import Organization
+from relay.events.refs import alert_ref, app_ref, executor_ref, instance_ref, org_ref, rule_ref
 from relay.projections.backend import StoreConfig, ViewStore
 from relay.projections.store.log import RelayLog
 
@@ -116,37 +122,52 @@ HISTORY_EVENTS = (
 
 def history(relay_log: RelayLog) -> None:
     """A day in the life of one organization: apps, keys, executors dying and being recovered."""
-    relay_log.instance_started("relay-a", "10.0.0.1", 8080, "0.1.0", at(0))
-    relay_log.register_app("acme", "shop", at(1))
-    relay_log.register_app("acme", "billing", at(2))
-    relay_log.issue_key(
-        "acme", "ci", HASH_CI, ["shop"], ["websocket.connect", "application.read"], at(3), by="admin"
-    )
-    relay_log.issue_key("acme", "deploy", HASH_DEPLOY, [], ["application.write"], at(4))
-    relay_log.change_app_settings("acme", "shop", {"executorTimeoutSecs": 5}, at(5))
-    relay_log.executor_connected("acme", "shop", "exec-1", INFO_1, "relay-a", at(10))
-    relay_log.executor_connected("acme", "shop", "exec-2", INFO_2, "relay-a", at(11))
-    relay_log.executor_connected("acme", "billing", "bill-1", INFO_1, "relay-a", at(12))
-    relay_log.update_executor("acme", "shop", "exec-1", lambda e: e.disconnect("socket closed", at(20)))
-    relay_log.update_executor("acme", "shop", "exec-1", lambda e: e.declare_dead(5, at(25)))
-    relay_log.update_executor("acme", "shop", "exec-1", lambda e: e.dispatch_recovery("exec-2", "relay-a", at(25)))
-    relay_log.update_executor("acme", "shop", "exec-2", lambda e: e.disconnect("pong missed", at(26)))
-    relay_log.update_executor(
-        "acme", "shop", "exec-1", lambda e: e.fail_recovery("exec-2", "peer disconnected", at(26))
-    )
-    relay_log.executor_connected("acme", "shop", "exec-3", INFO_3, "relay-a", at(27))
-    relay_log.update_executor("acme", "shop", "exec-1", lambda e: e.dispatch_recovery("exec-3", "relay-a", at(27)))
-    relay_log.update_executor("acme", "shop", "exec-1", lambda e: e.acknowledge_recovery("exec-3", at(28)))
-    relay_log.update_executor("acme", "shop", "exec-1", lambda e: e.delete("recovered", at(28)))
-    relay_log.executor_connected("acme", "shop", "exec-2", INFO_2B, "relay-a", at(29))
-    relay_log.revoke_key("acme", "ci", at(30), by="admin")
-    relay_log.delete_app("acme", "billing", at(31))
-    relay_log.create_alerting_rule("acme", "shop", "failures", "WorkflowFailure", {}, None, None, at(32), by="admin")
-    relay_log.create_alerting_rule("acme", "shop", "slow", "SlowQueue", {"queueName": "q"}, None, None, at(33))
-    relay_log.fire_alert("acme", "shop", "failures", 1, "1 workflow failed", {"count": "1"}, "relay-a", at(34))
-    relay_log.record_alert_delivery("acme", "shop", "failures", 1, ["exec-2"], [], None, at(35))
-    relay_log.delete_alerting_rule("acme", "shop", "slow", at(36))
-    relay_log.fire_alert("acme", "shop", "failures", 2, "2 workflows failed", {"count": "2"}, "relay-a", at(37))
+    relay_log.run(instance_ref("relay-a"),
+                  lambda found: RelayInstance.start_again(found, "relay-a", "10.0.0.1", 8080, "0.1.0", at(0)))
+    register_app(relay_log, "acme", "shop", at(1))
+    register_app(relay_log, "acme", "billing", at(2))
+    relay_log.change(org_ref("acme"),
+                     lambda organization: organization.issue_key(
+                         "ci", HASH_CI, ["shop"], ["websocket.connect", "application.read"], at(3), "admin"),
+                     create=lambda: Organization.create("acme", at(3)))
+    relay_log.change(org_ref("acme"),
+                     lambda organization: organization.issue_key(
+                         "deploy", HASH_DEPLOY, [], ["application.write"], at(4)),
+                     create=lambda: Organization.create("acme", at(4)))
+    relay_log.change(app_ref("acme", "shop"),
+                     lambda application: application.change_settings({"executorTimeoutSecs": 5}, at(5)))
+    relay_log.run(executor_ref("acme", "shop", "exec-1"),
+                  lambda found: Executor.connect_again(found, "acme", "shop", "exec-1", INFO_1, "relay-a", at(10)))
+    relay_log.run(executor_ref("acme", "shop", "exec-2"),
+                  lambda found: Executor.connect_again(found, "acme", "shop", "exec-2", INFO_2, "relay-a", at(11)))
+    relay_log.run(executor_ref("acme", "billing", "bill-1"),
+                  lambda found: Executor.connect_again(found, "acme", "billing", "bill-1", INFO_1, "relay-a", at(12)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.disconnect("socket closed", at(20)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.declare_dead(5, at(25)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.dispatch_recovery("exec-2", "relay-a", at(25)))
+    relay_log.change(executor_ref("acme", "shop", "exec-2"), lambda e: e.disconnect("pong missed", at(26)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"),
+                     lambda e: e.fail_recovery("exec-2", "peer disconnected", at(26)))
+    relay_log.run(executor_ref("acme", "shop", "exec-3"),
+                  lambda found: Executor.connect_again(found, "acme", "shop", "exec-3", INFO_3, "relay-a", at(27)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.dispatch_recovery("exec-3", "relay-a", at(27)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.acknowledge_recovery("exec-3", at(28)))
+    relay_log.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.delete("recovered", at(28)))
+    relay_log.run(executor_ref("acme", "shop", "exec-2"),
+                  lambda found: Executor.connect_again(found, "acme", "shop", "exec-2", INFO_2B, "relay-a", at(29)))
+    relay_log.change(org_ref("acme"), lambda organization: organization.revoke_key("ci", at(30), "admin"))
+    relay_log.change(app_ref("acme", "billing"), lambda application: application.delete(at(31)))
+    relay_log.create(rule_ref("acme", "shop", "failures"),
+                     lambda: AlertingRule.create(
+                         "acme", "shop", "failures", "WorkflowFailure", {}, None, None, at(32), "admin"))
+    relay_log.create(rule_ref("acme", "shop", "slow"),
+                     lambda: AlertingRule.create(
+                         "acme", "shop", "slow", "SlowQueue", {"queueName": "q"}, None, None, at(33)))
+    fire_alert(relay_log, "acme", "shop", "failures", 1, "1 workflow failed", {"count": "1"}, "relay-a", at(34))
+    relay_log.change(alert_ref("acme", "shop", "failures", 1),
+                     lambda alert: alert.deliver(["exec-2"], [], None, at(35)))
+    relay_log.change(rule_ref("acme", "shop", "slow"), lambda rule: rule.delete(at(36)))
+    fire_alert(relay_log, "acme", "shop", "failures", 2, "2 workflows failed", {"count": "2"}, "relay-a", at(37))
 
 
 def more_history(relay_log: RelayLog, count: int, start: float = 100) -> None:
@@ -156,13 +177,17 @@ def more_history(relay_log: RelayLog, count: int, start: float = 100) -> None:
         when = at(start + i)
         step = i % 4
         if step == 0:
-            relay_log.change_app_settings("acme", "shop", {"executorTimeoutSecs": 10 + i}, when)
+            relay_log.change(app_ref("acme", "shop"),
+                             lambda application, n=i, w=when: application.change_settings(
+                                 {"executorTimeoutSecs": 10 + n}, w))
         elif step == 1:
-            relay_log.update_executor("acme", "shop", "exec-3", lambda e, w=when: e.disconnect("socket closed", w))
+            relay_log.change(executor_ref("acme", "shop", "exec-3"), lambda e, w=when: e.disconnect("socket closed", w))
         elif step == 2:
-            relay_log.update_instance("relay-a", lambda inst, n=i, w=when: inst.take_lease(f"acme/shop/x-{n}", w))
+            relay_log.change(instance_ref("relay-a"), lambda inst, n=i, w=when: inst.take_lease(f"acme/shop/x-{n}", w))
         else:
-            relay_log.executor_connected("acme", "shop", "exec-3", INFO_3, "relay-a", when)
+            relay_log.run(executor_ref("acme", "shop", "exec-3"),
+                          lambda found, w=when: Executor.connect_again(
+                              found, "acme", "shop", "exec-3", INFO_3, "relay-a", w))
 
 
 # -- reading views and scratch locations -----------------------------------------------------------
@@ -216,7 +241,7 @@ class Race:
         times: int = 1,
     ) -> None:
         self.reads = 0
-        original = relay_log._get
+        original = relay_log.load
 
         def racing_get(aggregate_id: UUID, wanted: type) -> object:
             found = original(aggregate_id, wanted)
@@ -226,4 +251,4 @@ class Race:
                     rival_write(self.reads)
             return found
 
-        monkeypatch.setattr(relay_log, "_get", racing_get)
+        monkeypatch.setattr(relay_log, "load", racing_get)

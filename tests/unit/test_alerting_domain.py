@@ -7,11 +7,14 @@ import json
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID
 
 import pytest
 from eventsourcing.application import Application
 
+from relay.actors import alerting
+from relay.actors.alerting import fire_alert, latest_alert
 from relay.events.alerting import (
     Alert,
     AlertAlreadyFiredError,
@@ -21,6 +24,7 @@ from relay.events.alerting import (
     check_rule_metadata,
 )
 from relay.events.errors import AlreadyExistsError, IllegalTransitionError, InvalidValueError, NotFoundError
+from relay.events.refs import alert_ref, retention_ref, rule_ref
 from relay.events.retention import FAILED, SUCCEEDED, RetentionRun
 from relay.projections.store.log import RelayLog
 
@@ -277,8 +281,10 @@ def pair(tmp_path) -> Iterator[tuple[RelayLog, RelayLog]]:
 
 
 def create(log: RelayLog, min_interval: int | None = None) -> AlertingRule:
-    return log.create_alerting_rule("acme", "shop", "r1", "WorkflowFailure", {"threshold": 3}, "pager", min_interval,
-                                    T0, "admin")
+    return log.create(rule_ref("acme", "shop", "r1"),
+                      lambda: AlertingRule.create(
+                          "acme", "shop", "r1", "WorkflowFailure", {"threshold": 3}, "pager", min_interval, T0,
+                          "admin"))
 
 
 def test_rules_are_created_and_deleted_through_the_log(pair: tuple[RelayLog, RelayLog]) -> None:
@@ -286,24 +292,24 @@ def test_rules_are_created_and_deleted_through_the_log(pair: tuple[RelayLog, Rel
     create(a)
     with pytest.raises(AlreadyExistsError):
         create(b)
-    assert b.alerting_rule("acme", "shop", "r1").metadata["threshold"] == 3  # type: ignore[union-attr]
-    b.delete_alerting_rule("acme", "shop", "r1", at(1))
+    assert b.get(rule_ref("acme", "shop", "r1")).metadata["threshold"] == 3  # type: ignore[union-attr]
+    b.change(rule_ref("acme", "shop", "r1"), lambda rule: rule.delete(at(1)))
     with pytest.raises(NotFoundError):
-        a.delete_alerting_rule("acme", "shop", "r1", at(2))
+        a.change(rule_ref("acme", "shop", "r1"), lambda rule: rule.delete(at(2)))
     with pytest.raises(NotFoundError):
-        a.fire_alert("acme", "shop", "nope", 1, "m", {}, "relay-1", at(3))
+        fire_alert(a, "acme", "shop", "nope", 1, "m", {}, "relay-1", at(3))
     with pytest.raises(IllegalTransitionError, match="deleted"):
-        a.fire_alert("acme", "shop", "r1", 1, "m", {}, "relay-1", at(3))
+        fire_alert(a, "acme", "shop", "r1", 1, "m", {}, "relay-1", at(3))
 
 
 def test_two_instances_firing_the_same_interval_fire_once(pair: tuple[RelayLog, RelayLog]) -> None:
     a, b = pair
     create(a)
-    alert = a.fire_alert("acme", "shop", "r1", 5, "m", dict(META), "relay-a", at(0))
+    alert = fire_alert(a, "acme", "shop", "r1", 5, "m", dict(META), "relay-a", at(0))
     assert alert.sequence == 1
     with pytest.raises(AlertAlreadyFiredError):
-        b.fire_alert("acme", "shop", "r1", 5, "m", dict(META), "relay-b", at(0.5))
-    assert b.fire_alert("acme", "shop", "r1", 6, "m", dict(META), "relay-b", at(30)).sequence == 2
+        fire_alert(b, "acme", "shop", "r1", 5, "m", dict(META), "relay-b", at(0.5))
+    assert fire_alert(b, "acme", "shop", "r1", 6, "m", dict(META), "relay-b", at(30)).sequence == 2
 
 
 def test_an_instance_that_read_before_the_other_saved_loses_the_race(
@@ -313,48 +319,51 @@ def test_an_instance_that_read_before_the_other_saved_loses_the_race(
     (same aggregate, version taken); b reads again, finds a's, and the domain refuses to fire twice."""
     a, b = pair
     create(a)
-    real = b.latest_alert
     reads: list[int] = []
 
-    def stale_first(*args: object, **kwargs: object) -> Alert | None:
-        reads.append(1)
-        if len(reads) == 1:
-            a.fire_alert("acme", "shop", "r1", 5, "m", dict(META), "relay-a", at(0))
-            return None
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def stale_first(relay_log: RelayLog, *args: Any, **kwargs: Any) -> Alert | None:
+        if relay_log is b:
+            reads.append(1)
+            if len(reads) == 1:
+                fire_alert(a, "acme", "shop", "r1", 5, "m", dict(META), "relay-a", at(0))
+                return None
+        return latest_alert(relay_log, *args, **kwargs)
 
-    monkeypatch.setattr(b, "latest_alert", stale_first)
+    monkeypatch.setattr(alerting, "latest_alert", stale_first)
     with pytest.raises(AlertAlreadyFiredError):
-        b.fire_alert("acme", "shop", "r1", 5, "m", dict(META), "relay-b", at(0))
+        fire_alert(b, "acme", "shop", "r1", 5, "m", dict(META), "relay-b", at(0))
     assert len(reads) == 2
-    assert a.latest_alert("acme", "shop", "r1").instance == "relay-a"  # type: ignore[union-attr]
+    assert latest_alert(a, "acme", "shop", "r1").instance == "relay-a"  # type: ignore[union-attr]
 
 
 def test_min_interval_holds_across_instances_and_the_hint_may_lag(pair: tuple[RelayLog, RelayLog]) -> None:
     a, b = pair
     create(a, min_interval=120)
-    a.fire_alert("acme", "shop", "r1", 1, "m", dict(META), "relay-a", at(0))
+    fire_alert(a, "acme", "shop", "r1", 1, "m", dict(META), "relay-a", at(0))
     with pytest.raises(AlertTooSoonError):
-        b.fire_alert("acme", "shop", "r1", 2, "m", dict(META), "relay-b", at(60), known=0)
-    second = b.fire_alert("acme", "shop", "r1", 5, "m", dict(META), "relay-b", at(120), known=0)
-    third = a.fire_alert("acme", "shop", "r1", 9, "m", dict(META), "relay-a", at(240), known=7)  # hint ahead
+        fire_alert(b, "acme", "shop", "r1", 2, "m", dict(META), "relay-b", at(60), 0)
+    second = fire_alert(b, "acme", "shop", "r1", 5, "m", dict(META), "relay-b", at(120), 0)
+    third = fire_alert(a, "acme", "shop", "r1", 9, "m", dict(META), "relay-a", at(240), 7)  # hint ahead
     assert (second.sequence, third.sequence) == (2, 3)
-    assert a.latest_alert("acme", "shop", "r1", known=1).sequence == 3  # type: ignore[union-attr]
-    delivered = b.record_alert_delivery("acme", "shop", "r1", 3, ["exec-1"], [], None, at(241))
+    assert latest_alert(a, "acme", "shop", "r1", 1).sequence == 3  # type: ignore[union-attr]
+    delivered = b.change(alert_ref("acme", "shop", "r1", 3), lambda alert: alert.deliver(["exec-1"], [], None, at(241)))
     assert delivered.delivered
     with pytest.raises(IllegalTransitionError):
-        a.record_alert_delivery("acme", "shop", "r1", 3, ["exec-1"], [], None, at(242))
+        a.change(alert_ref("acme", "shop", "r1", 3), lambda alert: alert.deliver(["exec-1"], [], None, at(242)))
     with pytest.raises(NotFoundError):
-        a.record_alert_delivery("acme", "shop", "r1", 4, [], [], None, at(242))
+        a.change(alert_ref("acme", "shop", "r1", 4), lambda alert: alert.deliver([], [], None, at(242)))
 
 
 def test_one_retention_run_per_interval_across_instances(pair: tuple[RelayLog, RelayLog]) -> None:
     a, b = pair
-    a.start_retention_run("acme", "shop", 3, "exec-1", POLICY, {"gcTimeThresholdMs": 5}, "relay-a", T0)
+    a.create(retention_ref("acme", "shop", 3), lambda: RetentionRun.start("acme", "shop", 3, "exec-1", POLICY,
+                                                                          {"gcTimeThresholdMs": 5}, "relay-a", T0))
     with pytest.raises(AlreadyExistsError):
-        b.start_retention_run("acme", "shop", 3, "exec-2", POLICY, {}, "relay-b", T0)
-    finished = b.finish_retention_run("acme", "shop", 3, FAILED, "executor did not answer in time", at(1))
+        b.create(retention_ref("acme", "shop", 3), lambda: RetentionRun.start("acme", "shop", 3, "exec-2", POLICY, {},
+                                                                              "relay-b", T0))
+    finished = b.change(retention_ref("acme", "shop", 3),
+                        lambda run: run.finish(FAILED, "executor did not answer in time", at(1)))
     assert (finished.outcome, finished.reason, finished.executor) == (FAILED, "executor did not answer in time",
                                                                       "exec-1")
     with pytest.raises(NotFoundError):
-        a.finish_retention_run("acme", "shop", 4, SUCCEEDED, None, at(1))
+        a.change(retention_ref("acme", "shop", 4), lambda run: run.finish(SUCCEEDED, None, at(1)))

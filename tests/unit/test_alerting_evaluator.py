@@ -20,11 +20,13 @@ from typing import Any
 import pykka
 import pytest
 
-from relay.actors.alerting import AlertRun, LiveSources, evaluate, slot_of
+from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert, latest_alert, slot_of
 from relay.actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig, alert_payload, send_webhook
 from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler
+from relay.events.alerting import AlertingRule
+from relay.events.refs import rule_ref
 from relay.projections.store.log import RelayLog
 from relay.wire.errors import CannotAskError, ExecutorGoneError
 from relay.wire.requests import encode_request
@@ -223,7 +225,8 @@ def test_a_tripped_rule_fires_once_per_interval_and_records_its_delivery(logs: t
     log, _ = logs
     clock = ManualScheduler()
     clock.advance(30 - clock.wall().timestamp() % 30)  # the start of an interval
-    log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", FAILURE["metadata"], "pager", None, clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "WorkflowFailure",
+                                                                     FAILURE["metadata"], "pager", None, clock.wall()))
     sent = Recorder()
     [first] = run_once(log, clock, FAILURE, sent)
     assert (first.sequence, first.slot, first.receiving_app) == (1, slot_of(clock.wall(), 30), "pager")
@@ -233,14 +236,15 @@ def test_a_tripped_rule_fires_once_per_interval_and_records_its_delivery(logs: t
     assert [a.sequence for a in run_once(log, clock, FAILURE, sent)] == [2]  # the next one
     assert run_once(log, clock, FAILURE, sent, failures=1) == []  # under the threshold
     assert [a.sequence for a in sent.alerts] == [1, 2]
-    latest = log.latest_alert(ORG, APP, "r1")
+    latest = latest_alert(log, ORG, APP, "r1")
     assert latest is not None and latest.delivered
 
 
 def test_min_interval_secs_suppresses_until_it_has_passed(logs: tuple[RelayLog, RelayLog]) -> None:
     log, _ = logs
     clock = ManualScheduler()
-    log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", FAILURE["metadata"], None, 300, clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "WorkflowFailure",
+                                                                     FAILURE["metadata"], None, 300, clock.wall()))
     sent = Recorder()
     row = dict(FAILURE, min_interval_secs=300)
     assert len(run_once(log, clock, row, sent)) == 1
@@ -258,7 +262,8 @@ def test_min_interval_secs_suppresses_until_it_has_passed(logs: tuple[RelayLog, 
 def test_two_instances_evaluating_at_once_send_once(logs: tuple[RelayLog, RelayLog]) -> None:
     a, b = logs
     clock = ManualScheduler()
-    a.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", FAILURE["metadata"], None, None, clock.wall())
+    a.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "WorkflowFailure",
+                                                                   FAILURE["metadata"], None, None, clock.wall()))
     sent_a, sent_b = Recorder(), Recorder()
     fired = run_once(a, clock, FAILURE, sent_a, instance="relay-a") + run_once(b, clock, FAILURE, sent_b,
                                                                                  instance="relay-b")
@@ -268,8 +273,9 @@ def test_two_instances_evaluating_at_once_send_once(logs: tuple[RelayLog, RelayL
 def test_deleted_rules_and_rules_that_cannot_be_evaluated_do_not_fire(logs: tuple[RelayLog, RelayLog]) -> None:
     log, _ = logs
     clock = ManualScheduler()
-    log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", FAILURE["metadata"], None, None, clock.wall())
-    log.delete_alerting_rule(ORG, APP, "r1", clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "WorkflowFailure",
+                                                                     FAILURE["metadata"], None, None, clock.wall()))
+    log.change(rule_ref(ORG, APP, "r1"), lambda rule: rule.delete(clock.wall()))
     sent = Recorder()
     assert run_once(log, clock, FAILURE, sent) == []  # the view has not seen the deletion yet: the domain has
     assert run_once(log, clock, dict(FAILURE, deleted=True), sent) == []
@@ -284,8 +290,9 @@ def test_deleted_rules_and_rules_that_cannot_be_evaluated_do_not_fire(logs: tupl
 def test_alerts_go_to_every_executor_of_the_receiving_app() -> None:
     clock = ManualScheduler()
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-    log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", {}, "pager", None, clock.wall())
-    alert = log.fire_alert(ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "WorkflowFailure", {}, "pager",
+                                                                     None, clock.wall()))
+    alert = fire_alert(log, ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
     refusing = SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
     transport = Transport({("p2", "alert"): refusing, ("p3", "alert"): "hang"})
     deliver = Deliverer(transport=transport, peers=lambda org, app: [Exec("p1"), Exec("p2"), Exec("p3")]
@@ -323,8 +330,9 @@ class Elsewhere:
 def test_alerts_reach_the_receiving_apps_executors_on_other_instances() -> None:
     clock = ManualScheduler()
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-    log.create_alerting_rule(ORG, APP, "r1", "WorkflowFailure", {}, "pager", None, clock.wall())
-    alert = log.fire_alert(ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "WorkflowFailure", {}, "pager",
+                                                                     None, clock.wall()))
+    alert = fire_alert(log, ORG, APP, "r1", 1, "3 workflows failed", {"workflow_name": "*"}, "relay-a", clock.wall())
     ok = SuccessResponse(type="alert", request_id="x", success=True)
     refused = SuccessResponse(type="alert", request_id="x", success=False, error_message="handler raised")
     elsewhere = Elsewhere({"here": ok, "r1": ok, "r2": refused, "r3": OSError("peer instance unreachable")})
@@ -374,8 +382,9 @@ def test_the_webhook_is_retried_with_backoff_and_signed_without_sending_the_secr
 def test_the_webhook_payload_names_what_fired() -> None:
     clock = ManualScheduler()
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-    log.create_alerting_rule(ORG, APP, "r1", "SlowQueue", {}, None, None, clock.wall())
-    alert = log.fire_alert(ORG, APP, "r1", 1, "stuck", {"queue_name": "*"}, "relay-a", clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "SlowQueue", {}, None, None,
+                                                                     clock.wall()))
+    alert = fire_alert(log, ORG, APP, "r1", 1, "stuck", {"queue_name": "*"}, "relay-a", clock.wall())
     payload = alert_payload(alert)
     assert payload == {"alertId": str(alert.id), "org": ORG, "app": APP, "ruleId": "r1", "ruleType": "SlowQueue",
                        "sequence": 1, "receivingApp": APP, "message": "stuck", "metadata": {"queue_name": "*"},

@@ -32,11 +32,13 @@ from relay.actors.adapters.sinks import (
     send_sink,
     slack_message,
 )
-from relay.actors.alerting import AlertRun, LiveSources, evaluate
+from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.delivery import Deliverer, Delivery, alert_payload
 from relay.actors.scheduler import ManualScheduler
-from relay.events.executor import ExecutorInfo
+from relay.events.alerting import AlertingRule
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.refs import executor_ref, rule_ref
 from relay.projections.backend import StoreConfig
 from relay.projections.store.log import RelayLog
 from relay.projections.views import Views
@@ -114,7 +116,8 @@ def test_recovery_flapping_fires_once_per_interval_with_no_executor_connected() 
     clock = ManualScheduler()
     clock.advance(30 - clock.wall().timestamp() % 30)
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-    log.create_alerting_rule(ORG, APP, "r1", "RecoveryFlapping", {"threshold": 2}, None, None, clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "RecoveryFlapping",
+                                                                     {"threshold": 2}, None, None, clock.wall()))
     registry = Registry(deaths=[("ex-1", clock.wall()), ("ex-2", clock.wall())])
     sent: list[Any] = []
 
@@ -221,9 +224,9 @@ def test_stranded_version_without_a_database_or_an_executor_is_not_evaluated() -
 def fired(message: str = "3 workflows <failed> & more", metadata: dict[str, str] | None = None) -> Any:
     clock = ManualScheduler()
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
-    log.create_alerting_rule(ORG, APP, "r1", "UnresponsiveApplication", {}, "pager", None, clock.wall())
-    return log.fire_alert(ORG, APP, "r1", 1, message, metadata or {"application_name": APP}, "relay-a",
-                          clock.wall())
+    log.create(rule_ref(ORG, APP, "r1"), lambda: AlertingRule.create(ORG, APP, "r1", "UnresponsiveApplication", {},
+                                                                     "pager", None, clock.wall()))
+    return fire_alert(log, ORG, APP, "r1", 1, message, metadata or {"application_name": APP}, "relay-a", clock.wall())
 
 
 def test_the_slack_message_is_text_and_blocks_within_slacks_limits() -> None:
@@ -318,10 +321,12 @@ def test_an_executor_id_that_dies_and_is_recovered_twice_keeps_both_recoveries(t
     log = RelayLog(env=config.event_store_env())
     t0 = ManualScheduler().wall()
     info = ExecutorInfo("v1", "host", "python", "3.2.0", None)
-    log.executor_connected(ORG, APP, "peer", info, "relay-a", t0)
+    log.run(executor_ref(ORG, APP, "peer"),
+            lambda found: Executor.connect_again(found, ORG, APP, "peer", info, "relay-a", t0))
     for death in range(2):
         base = t0 + timedelta(seconds=100 * death)
-        log.executor_connected(ORG, APP, "vm-1", info, "relay-a", base)
+        log.run(executor_ref(ORG, APP, "vm-1"),
+                lambda found, at=base: Executor.connect_again(found, ORG, APP, "vm-1", info, "relay-a", at))
         steps = [lambda e, b=base: e.disconnect("gone", b + timedelta(seconds=1)),
                  lambda e, b=base: e.declare_dead(1, b + timedelta(seconds=2)),
                  lambda e, b=base: e.dispatch_recovery("peer", "relay-a", b + timedelta(seconds=3)),
@@ -330,7 +335,7 @@ def test_an_executor_id_that_dies_and_is_recovered_twice_keeps_both_recoveries(t
                  lambda e, b=base: e.acknowledge_recovery("peer", b + timedelta(seconds=6)),
                  lambda e, b=base: e.delete("recovered", b + timedelta(seconds=7))]
         for step in steps:
-            log.update_executor(ORG, APP, "vm-1", step)
+            log.change(executor_ref(ORG, APP, "vm-1"), step)
     views = Views(config, log)
     try:
         views.catch_up()

@@ -7,11 +7,13 @@ import pytest
 from prometheus_client import generate_latest
 
 from relay.actors import metrics
+from relay.actors.application import register_app
 from relay.actors.autoscale import Recommendations, gather, versions_newest_first
 from relay.actors.policies.autoscaling import backlog_by_version, queue_problem, recommend
 from relay.events.application import App
 from relay.events.autoscaling import PolicyError, check_policy
 from relay.events.errors import IllegalTransitionError
+from relay.events.refs import app_ref
 from relay.projections import replay
 from relay.projections.backend import StoreConfig
 from relay.projections.store.log import RelayLog
@@ -141,13 +143,16 @@ def test_the_aggregate_refuses_a_bad_policy() -> None:
 
 
 def _policy_history(relay_log: RelayLog) -> None:
-    relay_log.register_app("acme", "shop", at(1))
-    relay_log.register_app("acme", "billing", at(2))
-    relay_log.set_autoscaling_policy("acme", "shop", {"queue": "work"}, at(3), by="admin")
-    relay_log.set_autoscaling_policy("acme", "billing", {"queue": "bills"}, at(4))
-    relay_log.set_autoscaling_policy(
-        "acme", "shop", {"queue": "work", "rollout": {"maxOldApplicationVersions": 2}}, at(5), by="admin")
-    relay_log.set_autoscaling_policy("acme", "billing", None, at(6))
+    register_app(relay_log, "acme", "shop", at(1))
+    register_app(relay_log, "acme", "billing", at(2))
+    relay_log.change(app_ref("acme", "shop"),
+                     lambda application: application.set_autoscaling_policy({"queue": "work"}, at(3), "admin"))
+    relay_log.change(app_ref("acme", "billing"),
+                     lambda application: application.set_autoscaling_policy({"queue": "bills"}, at(4)))
+    relay_log.change(app_ref("acme", "shop"),
+                     lambda application: application.set_autoscaling_policy(
+                         {"queue": "work", "rollout": {"maxOldApplicationVersions": 2}}, at(5), "admin"))
+    relay_log.change(app_ref("acme", "billing"), lambda application: application.clear_autoscaling_policy(at(6)))
 
 
 def test_the_applications_view_holds_the_policy_and_a_replay_rebuilds_it(

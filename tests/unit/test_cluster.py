@@ -4,11 +4,13 @@ from datetime import UTC, datetime
 
 import pytest
 
+from relay.actors.application import register_app
 from relay.actors.cluster import Cluster, stale_instances
 from relay.actors.context import ActorContext
 from relay.actors.heartbeats import InstanceTable
-from relay.events.executor import ExecutorInfo
-from relay.events.instance import EXPIRED
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.instance import EXPIRED, RelayInstance
+from relay.events.refs import executor_ref, instance_ref
 from relay.projections.backend import StoreConfig
 from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
@@ -38,7 +40,8 @@ def cluster_of_three(tmp_path):
         ctx = ActorContext(log=log, views=views, runner=runner, instance_id=name, clock=lambda: AT)
         table = InstanceTable(config)
         cluster = Cluster(ctx, table, "127.0.0.1", 1, timeout_s=10, wall=wall)
-        log.instance_started(name, "127.0.0.1", 1, "0.1.0", AT)
+        log.run(instance_ref(name),
+                lambda found, me=name: RelayInstance.start_again(found, me, "127.0.0.1", 1, "0.1.0", AT))
         cluster.join()
         made.append((cluster, ctx, table, runner, views, log))
     yield wall, [m[0] for m in made]
@@ -60,9 +63,10 @@ def test_stale_instances_are_those_silent_longer_than_the_timeout():
 
 def test_exactly_one_survivor_adopts_a_silent_peer_and_its_executors(cluster_of_three):
     wall, (a, b, c) = cluster_of_three
-    a.ctx.log.register_app("local", "shop", AT)
+    register_app(a.ctx.log, "local", "shop", AT)
     for executor in ("e1", "e2"):
-        a.ctx.log.executor_connected("local", "shop", executor, INFO, "relay-a", AT)
+        a.ctx.log.run(executor_ref("local", "shop", executor),
+                      lambda found, e=executor: Executor.connect_again(found, "local", "shop", e, INFO, "relay-a", AT))
     adopted: list = []
     b.handlers.append(lambda *args: adopted.append(("b", *args)))
     c.handlers.append(lambda *args: adopted.append(("c", *args)))
@@ -76,10 +80,10 @@ def test_exactly_one_survivor_adopts_a_silent_peer_and_its_executors(cluster_of_
     assert len(adopted) == 1
     winner, org, app, executors, gone = adopted[0]
     assert (org, app, sorted(executors), gone) == ("local", "shop", ["e1", "e2"], "relay-a")
-    assert b.ctx.log.instance("relay-a").status == EXPIRED
-    assert b.ctx.log.instance("relay-a").leases == {}
+    assert b.ctx.log.get(instance_ref("relay-a")).status == EXPIRED
+    assert b.ctx.log.get(instance_ref("relay-a")).leases == {}
     survivor = b if winner == "b" else c
-    assert set(survivor.ctx.log.instance(survivor.me).leases) == {"local/shop/e1", "local/shop/e2"}
+    assert set(survivor.ctx.log.get(instance_ref(survivor.me)).leases) == {"local/shop/e1", "local/shop/e2"}
     survivor.ctx.runner.wait_for(survivor.ctx.log.position, timeout=5)
     held = survivor.ctx.views.registry.held_by(survivor.me)
     assert sorted(r["executor_id"] for r in held) == ["e1", "e2"]
@@ -95,4 +99,4 @@ def test_a_clean_stop_is_adopted_at_the_next_beat(cluster_of_three):
     _wall, (a, b, _c) = cluster_of_three
     a.leave()
     assert b.beat() == ["relay-a"]
-    assert b.ctx.log.instance("relay-a").status == EXPIRED
+    assert b.ctx.log.get(instance_ref("relay-a")).status == EXPIRED

@@ -16,9 +16,9 @@ from eventsourcing.domain import Aggregate
 from relay.actors.alerting import LiveSources, evaluate
 from relay.actors.policies.config import ConfigInvalidError, KeySpec, RuleSpec, parse_config
 from relay.actors.policies.config_plan import AppState, State, plan
+from relay.actors.services.configuration import apply_changes
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS, App
-from relay.events.config_apply import apply_changes
 from relay.events.errors import ConcurrentChangeError
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS, Organization
 from relay.wire.errors import CannotAskError
@@ -222,7 +222,7 @@ def test_the_basis_moves_with_the_state() -> None:
 
 # -- running a plan on aggregates --------------------------------------------------------------------------------
 class Store:
-    """Aggregates by id, as RelayLog._get finds them."""
+    """Aggregates by id, as RelayLog.load finds them."""
 
     def __init__(self, *aggregates: Aggregate) -> None:
         self.found = {a.id: a for a in aggregates}

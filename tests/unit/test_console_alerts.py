@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 
+from relay.actors.alerting import fire_alert
+from relay.actors.application import register_app
 from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
+from relay.events.alerting import AlertingRule
+from relay.events.organization import Organization
+from relay.events.refs import alert_ref, org_ref, retention_ref, rule_ref
+from relay.events.retention import RetentionRun
 from relay.projections.identity import hash_key
 from relay.web.wsgi import create_app
 from tests.unit.store_cases import at
-from relay.events.alerting import AlertingRule
-from relay.events.organization import Organization
-from relay.events.retention import RetentionRun
-from relay.events.refs import alert_ref, org_ref, retention_ref, rule_ref
-from relay.actors.alerting import fire_alert
-from relay.actors.application import register_app
 
 ADMIN = "console-alerts-admin-token"
 HOOK_URL = "https://hookuser:hunter2-pass@hooks.example.test/relay"
@@ -50,12 +50,22 @@ def served(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
         log.ensure(org_ref("acme"), lambda: Organization.create("acme", at(0)))
         for name in ("shop", "pager", "empty"):
             register_app(log, "acme", name, at(1))
-        log.change(org_ref("acme"), lambda organization: organization.issue_key("other", hash_key(OTHER_KEY), ["empty"], ["application.read"], at(2)), create=lambda: Organization.create("acme", at(2)))
-        log.create(rule_ref("acme", "shop", "rule-fail"), lambda: AlertingRule.create("acme", "shop", "rule-fail", "WorkflowFailure", {"workflowName": "checkout", "threshold": 2}, None, 600, at(3)))
-        log.create(rule_ref("acme", "shop", "rule-dead"), lambda: AlertingRule.create("acme", "shop", "rule-dead", "UnresponsiveApplication", {}, "pager", None, at(4)))
-        log.create(rule_ref("acme", "shop", "rule-gone"), lambda: AlertingRule.create("acme", "shop", "rule-gone", "SlowQueue", {}, None, None, at(4)))
+        log.change(org_ref("acme"),
+                   lambda organization: organization.issue_key(
+                       "other", hash_key(OTHER_KEY), ["empty"], ["application.read"], at(2)),
+                   create=lambda: Organization.create("acme", at(2)))
+        log.create(rule_ref("acme", "shop", "rule-fail"),
+                   lambda: AlertingRule.create(
+                       "acme", "shop", "rule-fail", "WorkflowFailure", {"workflowName": "checkout", "threshold": 2},
+                       None, 600, at(3)))
+        log.create(rule_ref("acme", "shop", "rule-dead"),
+                   lambda: AlertingRule.create(
+                       "acme", "shop", "rule-dead", "UnresponsiveApplication", {}, "pager", None, at(4)))
+        log.create(rule_ref("acme", "shop", "rule-gone"),
+                   lambda: AlertingRule.create("acme", "shop", "rule-gone", "SlowQueue", {}, None, None, at(4)))
         log.change(rule_ref("acme", "shop", "rule-gone"), lambda rule_: rule_.delete(at(5)))
-        fire_alert(log, "acme", "shop", "rule-fail", 1, "3 workflows named 'checkout' failed", {"workflow_name": "checkout", "failed_workflow_count": "3"}, "relay-a", at(10))
+        fire_alert(log, "acme", "shop", "rule-fail", 1, "3 workflows named 'checkout' failed",
+                   {"workflow_name": "checkout", "failed_workflow_count": "3"}, "relay-a", at(10))
         log.change(alert_ref("acme", "shop", "rule-fail", 1), lambda alert: alert.deliver(["exec-1"], [], {
             "outcome": "delivered", "attempts": 2, "status": 200, "error": None}, at(11), {
             "slack": {"outcome": "delivered", "attempts": 1, "status": 200, "error": None},
@@ -64,9 +74,14 @@ def served(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
         log.change(alert_ref("acme", "shop", "rule-dead", 1), lambda alert: alert.deliver([], [
             {"executorId": "*", "reason": "no executor of 'pager' is connected"}], {
             "outcome": "failed", "attempts": 3, "status": 503, "error": "HTTP 503"}, at(21)))
-        fire_alert(log, "acme", "shop", "rule-fail", 3, "2 workflows named 'checkout' failed", {}, "relay-a", at(2000))  # not delivered yet
-        log.create(retention_ref("acme", "shop", 7), lambda: RetentionRun.start("acme", "shop", 7, "exec-1", {"gc_rows_threshold": 100, "gc_cutoff_epoch_ms": None}, {"gcRowsThreshold": 100}, "relay-a", at(30)))
-        log.change(retention_ref("acme", "shop", 7), lambda run: run.finish("failed", "executor exec-1 did not answer", at(31)))
+        fire_alert(log, "acme", "shop", "rule-fail", 3, "2 workflows named 'checkout' failed", {}, "relay-a",
+                   at(2000))  # not delivered yet
+        log.create(retention_ref("acme", "shop", 7),
+                   lambda: RetentionRun.start(
+                       "acme", "shop", 7, "exec-1", {"gc_rows_threshold": 100, "gc_cutoff_epoch_ms": None},
+                       {"gcRowsThreshold": 100}, "relay-a", at(30)))
+        log.change(retention_ref("acme", "shop", 7),
+                   lambda run: run.finish("failed", "executor exec-1 did not answer", at(31)))
         app = create_app(rt)
         rt.views.catch_up()
         client = app.test_client()

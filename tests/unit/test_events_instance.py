@@ -11,6 +11,7 @@ import pytest
 from relay.events.errors import IllegalTransitionError, NotFoundError
 from relay.events.ids import instance_id
 from relay.events.instance import RUNNING, STOPPED, RelayInstance, lease_key
+from relay.events.refs import instance_ref
 from relay.projections.store.log import RelayLog
 
 T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -405,11 +406,11 @@ def test_two_peers_racing_to_expire_an_instance_conflict_in_the_store(tmp_path):
 
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.sqlite")}
     a, b = RelayLog(env=env), RelayLog(env=env)
-    a.instance_started("i-1", "127.0.0.1", 1, "0.1.0", T0)
-    first, second = a.instance("i-1"), b.instance("i-1")
+    a.run(instance_ref("i-1"), lambda found: RelayInstance.start_again(found, "i-1", "127.0.0.1", 1, "0.1.0", T0))
+    first, second = a.get(instance_ref("i-1")), b.get(instance_ref("i-1"))
     first.expire(by="i-2", at=T1)
     second.expire(by="i-3", at=T1)
     a.save(first)
     with pytest.raises(IntegrityError):
         b.save(second)
-    assert a.instance("i-1").status == "EXPIRED"
+    assert a.get(instance_ref("i-1")).status == "EXPIRED"

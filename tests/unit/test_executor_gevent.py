@@ -24,6 +24,7 @@ from relay.actors.executor import Connection, ExecutorActor, ask_request
 from relay.actors import pykka_gevent
 pykka_gevent.install()  # as relay serve does at start-up
 from relay.actors.scheduler import ManualScheduler
+from relay.events.refs import executor_ref
 from relay.projections.store.log import RelayLog
 
 class Socket:
@@ -79,7 +80,7 @@ for _ in range(100):  # then ends (DRAIN_LINGER_S): an idle connection holds no 
 out["idle_greenlets_added"] = alive_greenlets() - before
 out["admitted"] = sorted(admitted)
 out["live"] = sorted(e.executor_id for e in directory.application_proxy("local", "app").live_executors().get())
-out["status"] = ctx.log.executor("local", "app", "e0").status
+out["status"] = ctx.log.get(executor_ref("local", "app", "e0")).status
 
 ref, socket = actors[0]
 futures = [ask_request(ref, GetWorkflowRequest(workflow_id=f"wf{n}")) for n in range(5)]
@@ -98,7 +99,7 @@ try:
     out["after_stop"] = "answered"
 except pykka.ActorDeadError:
     out["after_stop"] = "ActorDeadError"
-out["disconnected"] = ctx.log.executor("local", "app", "e0").status
+out["disconnected"] = ctx.log.get(executor_ref("local", "app", "e0")).status
 pykka.ActorRegistry.stop_all()
 print(json.dumps(out))
 '''

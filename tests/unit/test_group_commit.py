@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from eventsourcing.persistence import IntegrityError, OperationalError
 
-from relay.events.executor import ExecutorInfo
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.refs import executor_ref
 from relay.projections.store.group_commit import GroupCommitter
 from relay.projections.store.log import RelayLog
 
@@ -166,7 +167,8 @@ def test_relay_log_appends_concurrent_connects_once_each(tmp_path: Path) -> None
 
     def connect(n: int) -> None:
         try:
-            executor = relay_log.executor_connected("org", "app", f"e{n}", info, "i1", T0)
+            executor = relay_log.run(executor_ref("org", "app", f"e{n}"),
+                                     lambda found: Executor.connect_again(found, "org", "app", f"e{n}", info, "i1", T0))
             positions[f"e{n}"] = executor.version
         except BaseException as error:
             errors.append(error)
@@ -188,12 +190,13 @@ def test_relay_log_appends_concurrent_connects_once_each(tmp_path: Path) -> None
     for thread in threads:
         thread.start()
     for n in range(0, 20, 2):
-        peer.executor_connected("org", "app", f"e{n}", info, "i2", T0)
+        peer.run(executor_ref("org", "app", f"e{n}"),
+                 lambda found, e=f"e{n}": Executor.connect_again(found, "org", "app", e, info, "i2", T0))
     for thread in threads:
         thread.join(30)
     assert not errors
     for n in range(20):
-        executor = peer.executor("org", "app", f"e{n}")
+        executor = peer.get(executor_ref("org", "app", f"e{n}"))
         assert executor is not None
         assert executor.version == (3 if n % 2 == 0 else 2)
 
@@ -220,11 +223,12 @@ def test_offloaded_appends_use_a_pool_of_their_own(tmp_path: Path) -> None:
     relay_log = RelayLog(env=env, offload=offload)
     try:
         info = ExecutorInfo(application_version="v1", hostname="h", language="python", dbos_version="2", metadata={})
-        relay_log.executor_connected("org", "app", "e1", info, "i1", T0)
+        relay_log.run(executor_ref("org", "app", "e1"),
+                      lambda found: Executor.connect_again(found, "org", "app", "e1", info, "i1", T0))
         assert ran == [1]
         assert relay_log._writes is not relay_log.recorder
         assert relay_log._writes.datastore is not relay_log.recorder.datastore  # type: ignore[attr-defined]
-        executor = relay_log.executor("org", "app", "e1")
+        executor = relay_log.get(executor_ref("org", "app", "e1"))
         assert executor is not None and executor.version == 1
     finally:
         relay_log.close()

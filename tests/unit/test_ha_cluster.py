@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from relay.actors.cluster import Cluster, responsible
+from relay.actors.cluster import Cluster, adopt_instance, responsible
 from relay.actors.context import ActorContext
 from relay.actors.heartbeats import InstanceTable
-from relay.events.executor import ExecutorInfo
-from relay.events.instance import EXPIRED, RUNNING, lease_key
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.instance import EXPIRED, RUNNING, RelayInstance, lease_key
+from relay.events.refs import executor_ref, instance_ref
 from relay.projections.backend import StoreConfig
 from relay.projections.store.log import RelayLog
 from relay.projections.views import ProjectionRunner, Views
@@ -48,7 +49,8 @@ def trio(tmp_path):
         ctx = ActorContext(log=log, views=views, runner=runner, instance_id=name, clock=lambda: AT)
         cluster = Cluster(ctx, InstanceTable(config), "127.0.0.1", port, timeout_s=10, wall=wall)
         cluster.join()
-        log.instance_started(name, "127.0.0.1", port, "0.1.0", AT)
+        log.run(instance_ref(name),
+                lambda found, me=name, p=port: RelayInstance.start_again(found, me, "127.0.0.1", p, "0.1.0", AT))
         made[name] = cluster
     yield wall, made
     for cluster in made.values():
@@ -68,7 +70,7 @@ def settle(cluster: Cluster) -> None:
 
 
 def names_of(log: RelayLog, instance: str) -> list[str]:
-    record = log.instance(instance)
+    record = log.get(instance_ref(instance))
     return [type(e).__name__ for e in log.events.get(record.id)]
 
 
@@ -76,7 +78,8 @@ def test_adoption_appends_expired_and_every_lease_in_one_transaction(trio) -> No
     wall, c = trio
     a, b = c["relay-a"], c["relay-b"]
     for executor in ("e1", "e2", "e3"):
-        a.ctx.log.executor_connected("local", "shop", executor, INFO, "relay-a", AT)
+        a.ctx.log.run(executor_ref("local", "shop", executor),
+                      lambda found, e=executor: Executor.connect_again(found, "local", "shop", e, INFO, "relay-a", AT))
     settle(b)
     positions = []
     b.ctx.log.listeners.append(positions.append)
@@ -87,13 +90,15 @@ def test_adoption_appends_expired_and_every_lease_in_one_transaction(trio) -> No
     recorded = b.ctx.log.recorder.select_notifications(start=1, limit=1000)
     tail = [n.topic.rsplit(".", 1)[-1] for n in recorded[-4:]]
     assert tail == ["Expired", "LeaseAdopted", "LeaseAdopted", "LeaseAdopted"]
-    assert set(b.ctx.log.instance("relay-b").leases) == {lease_key("local", "shop", e) for e in ("e1", "e2", "e3")}
+    assert set(b.ctx.log.get(instance_ref("relay-b")).leases) == {lease_key("local", "shop", e) for e in ("e1", "e2",
+                                                                                                          "e3")}
 
 
 def test_a_peer_that_restarts_while_being_adopted_is_not_expired(trio) -> None:
     wall, c = trio
     a, b = c["relay-a"], c["relay-b"]
-    a.ctx.log.executor_connected("local", "shop", "e1", INFO, "relay-a", AT)
+    a.ctx.log.run(executor_ref("local", "shop", "e1"),
+                  lambda found: Executor.connect_again(found, "local", "shop", "e1", INFO, "relay-a", AT))
     settle(b)
     wall.now += 11
     beat(wall, b)
@@ -107,15 +112,16 @@ def test_a_peer_that_restarts_while_being_adopted_is_not_expired(trio) -> None:
         checks.append(answer)
         if len(checks) == 1:
             a.join()
-            a.ctx.log.instance_started("relay-a", "127.0.0.1", a.port, "0.1.0", AT)
+            a.ctx.log.run(instance_ref("relay-a"),
+                          lambda found: RelayInstance.start_again(found, "relay-a", "127.0.0.1", a.port, "0.1.0", AT))
         return answer
 
     b.silent = racing_restart
     assert b.adopt("relay-a") is False
     assert checks == [True, False]
-    assert a.ctx.log.instance("relay-a").status == RUNNING
+    assert a.ctx.log.get(instance_ref("relay-a")).status == RUNNING
     assert "Expired" not in names_of(b.ctx.log, "relay-a")
-    assert b.ctx.log.instance("relay-b").leases == {}
+    assert b.ctx.log.get(instance_ref("relay-b")).leases == {}
     settle(b)
     assert [r["instance"] for r in b.ctx.views.registry.executors("local", "shop")] == ["relay-a"]
 
@@ -124,12 +130,14 @@ def test_an_instance_declared_gone_while_alive_rejoins(trio) -> None:
     wall, c = trio
     a, b = c["relay-a"], c["relay-b"]
     rejoined = []
-    a.rejoin_handlers.append(lambda: rejoined.append(a.ctx.log.instance("relay-a").status))
-    a.rejoin_handlers.insert(0, lambda: a.ctx.log.instance_started("relay-a", "127.0.0.1", a.port, "0.1.0", AT))
+    a.rejoin_handlers.append(lambda: rejoined.append(a.ctx.log.get(instance_ref("relay-a")).status))
+    a.rejoin_handlers.insert(0, lambda: a.ctx.log.run(instance_ref("relay-a"),
+                                                      lambda found: RelayInstance.start_again(
+                                                          found, "relay-a", "127.0.0.1", a.port, "0.1.0", AT)))
     wall.now += 11  # a stalls: b adopts it
     beat(wall, b, c["relay-c"])
     assert b.beat() == ["relay-a"]
-    assert a.ctx.log.instance("relay-a").status == EXPIRED
+    assert a.ctx.log.get(instance_ref("relay-a")).status == EXPIRED
     a.beat()  # a wakes up: it finds itself expired, records its restart and calls the handlers
     assert rejoined == [RUNNING]
     assert names_of(a.ctx.log, "relay-a")[-2:] == ["Expired", "Restarted"]
@@ -141,13 +149,14 @@ def test_rows_left_on_an_expired_instance_go_to_exactly_one_instance(trio) -> No
     wall, c = trio
     a, b, cc = c["relay-a"], c["relay-b"], c["relay-c"]
     for executor in ("e1", "e2"):
-        a.ctx.log.executor_connected("local", "shop", executor, INFO, "relay-a", AT)
+        a.ctx.log.run(executor_ref("local", "shop", executor),
+                      lambda found, e=executor: Executor.connect_again(found, "local", "shop", e, INFO, "relay-a", AT))
     settle(b)
     taken = []
     for cluster in (a, b, cc):
         cluster.handlers.append(lambda org, app, ids, peer, who=cluster.me: taken.append((who, sorted(ids), peer)))
     # b expires a, then dies before adopting anything (as if its view had missed a's executors).
-    assert b.ctx.log.adopt_instance("relay-a", "relay-b", [], AT, lambda: True)
+    assert adopt_instance(b.ctx.log, "relay-a", "relay-b", [], AT, lambda: True)
     b.table.remove("relay-a")
     wall.now += 11  # b is silent now too; c beats
     beat(wall, cc)
@@ -162,7 +171,8 @@ def test_rows_left_on_an_expired_instance_go_to_exactly_one_instance(trio) -> No
 
     # b comes back (restarted): it was expired after a, so a's leftovers were c's, not its own.
     b.join()
-    b.ctx.log.instance_started("relay-b", "127.0.0.1", b.port, "0.1.0", AT)
+    b.ctx.log.run(instance_ref("relay-b"),
+                  lambda found: RelayInstance.start_again(found, "relay-b", "127.0.0.1", b.port, "0.1.0", AT))
     b.beat()
     assert len(taken) == 1
 
@@ -187,27 +197,35 @@ def test_rows_on_an_instance_that_never_beat_are_adopted(trio) -> None:
     wall, c = trio
     b = c["relay-b"]
     # An instance of an older Relay: started, connected an executor, never had a heartbeat row.
-    b.ctx.log.instance_started("relay-old", "127.0.0.1", 1, "0.0.9", AT)
-    b.ctx.log.executor_connected("local", "shop", "e9", INFO, "relay-old", AT)
+    b.ctx.log.run(instance_ref("relay-old"),
+                  lambda found: RelayInstance.start_again(found, "relay-old", "127.0.0.1", 1, "0.0.9", AT))
+    b.ctx.log.run(executor_ref("local", "shop", "e9"),
+                  lambda found: Executor.connect_again(found, "local", "shop", "e9", INFO, "relay-old", AT))
     settle(b)
     taken = []
     b.handlers.append(lambda org, app, ids, peer: taken.append((ids, peer)))
     beat(wall, b)
     b.beat()
     assert taken == [(["e9"], "relay-old")]
-    assert b.ctx.log.instance("relay-old").status == EXPIRED
+    assert b.ctx.log.get(instance_ref("relay-old")).status == EXPIRED
 
 
 def test_remote_executors_are_the_healthy_ones_on_live_running_peers(trio) -> None:
     wall, c = trio
     a, b, cc = c["relay-a"], c["relay-b"], c["relay-c"]
     log = a.ctx.log
-    log.executor_connected("local", "shop", "on-b", INFO, "relay-b", AT)
-    log.executor_connected("local", "shop", "on-c", ExecutorInfo("v2", "h", "python", "3.2.0", None), "relay-c", AT)
-    log.executor_connected("local", "shop", "mine", INFO, "relay-a", AT)
-    log.executor_connected("local", "shop", "gone", INFO, "relay-b", AT)
-    log.update_executor("local", "shop", "gone", lambda e: e.disconnect("socket closed", AT))
-    log.executor_connected("local", "other", "elsewhere", INFO, "relay-b", AT)
+    log.run(executor_ref("local", "shop", "on-b"),
+            lambda found: Executor.connect_again(found, "local", "shop", "on-b", INFO, "relay-b", AT))
+    log.run(executor_ref("local", "shop", "on-c"),
+            lambda found: Executor.connect_again(
+                found, "local", "shop", "on-c", ExecutorInfo("v2", "h", "python", "3.2.0", None), "relay-c", AT))
+    log.run(executor_ref("local", "shop", "mine"),
+            lambda found: Executor.connect_again(found, "local", "shop", "mine", INFO, "relay-a", AT))
+    log.run(executor_ref("local", "shop", "gone"),
+            lambda found: Executor.connect_again(found, "local", "shop", "gone", INFO, "relay-b", AT))
+    log.change(executor_ref("local", "shop", "gone"), lambda e: e.disconnect("socket closed", AT))
+    log.run(executor_ref("local", "other", "elsewhere"),
+            lambda found: Executor.connect_again(found, "local", "other", "elsewhere", INFO, "relay-b", AT))
     settle(a)
     remote = {e.executor_id: e for e in a.remote_executors("local", "shop")}
     assert sorted(remote) == ["on-b", "on-c"]
@@ -221,7 +239,7 @@ def test_remote_executors_are_the_healthy_ones_on_live_running_peers(trio) -> No
     wall.now += 11
     beat(wall, a, b)
     assert [e.executor_id for e in a.remote_executors("local", "shop")] == ["on-b"]
-    b.ctx.log.update_instance("relay-b", lambda i: i.stop(AT))
+    b.ctx.log.change(instance_ref("relay-b"), lambda i: i.stop(AT))
     assert a.status_of("relay-b", cached=False) == "STOPPED"
     assert a.remote_executors("local", "shop") == []
     assert cc.remote_executors("local", "nope") == []

@@ -19,7 +19,8 @@ import pytest
 
 from relay.actors.recovery import ADOPTED_REASON, AppLifecycle, rank_peers
 from relay.actors.scheduler import ManualScheduler
-from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
+from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, Executor, ExecutorInfo
+from relay.events.refs import executor_ref
 from relay.projections.store.log import RelayLog
 from relay.wire.errors import PeerUnreachableError
 from relay.wire.requests import RecoveryRequest
@@ -93,11 +94,13 @@ class Harness:
         self.drain()
 
     def connect(self, executor: str, instance: str = "relay-1", version: str = "v1") -> None:
-        self.log.executor_connected(ORG, APP, executor, info(version), instance, self.clock.wall())
+        self.log.run(executor_ref(ORG, APP, executor),
+                     lambda found: Executor.connect_again(
+                         found, ORG, APP, executor, info(version), instance, self.clock.wall()))
 
     def disconnect(self, executor: str, *, watch: bool = True) -> None:
         at = self.clock.wall()
-        self.log.update_executor(ORG, APP, executor, lambda e: e.disconnect("socket closed", at))
+        self.log.change(executor_ref(ORG, APP, executor), lambda e: e.disconnect("socket closed", at))
         if watch:
             self.lifecycle.disconnected(executor, at)
 
@@ -109,7 +112,7 @@ class Harness:
         assert self.record(executor).status == DEAD
 
     def record(self, executor: str) -> Any:
-        return self.log.executor(ORG, APP, executor)
+        return self.log.get(executor_ref(ORG, APP, executor))
 
     def events(self, executor: str) -> list[tuple[str, dict[str, Any]]]:
         record = self.record(executor)

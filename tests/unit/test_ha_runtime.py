@@ -11,7 +11,9 @@ import pytest
 
 from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
-from relay.events.executor import ExecutorInfo
+from relay.events.executor import Executor, ExecutorInfo
+from relay.events.instance import RelayInstance
+from relay.events.refs import executor_ref, instance_ref
 from relay.web.wsgi import create_app
 from tests.support.ports import wait_until
 
@@ -51,8 +53,10 @@ def test_a_single_instance_sees_itself(rt: Runtime) -> None:
 
 def test_records_of_an_instance_that_never_beat_are_adopted_and_watched(rt: Runtime) -> None:
     # An instance of an older Relay recorded an executor and vanished (no heartbeat row ever).
-    rt.log.instance_started("relay-old", "127.0.0.1", 1, "0.0.9", AT)
-    rt.log.executor_connected("local", "shop", "e9", INFO, "relay-old", AT)
+    rt.log.run(instance_ref("relay-old"),
+               lambda found: RelayInstance.start_again(found, "relay-old", "127.0.0.1", 1, "0.0.9", AT))
+    rt.log.run(executor_ref("local", "shop", "e9"),
+               lambda found: Executor.connect_again(found, "local", "shop", "e9", INFO, "relay-old", AT))
     client = create_app(rt).test_client()
     shown = wait_until(lambda: (i := instances(client)).get("relay-old", {}).get("status") == "EXPIRED" and i, 10)
     assert shown["relay-old"]["heartbeatAgeSecs"] is None and shown["relay-old"]["leases"] == []
@@ -62,11 +66,14 @@ def test_records_of_an_instance_that_never_beat_are_adopted_and_watched(rt: Runt
 
 
 def test_a_restart_resumes_its_own_records_not_a_live_peers(rt: Runtime) -> None:
-    rt.log.executor_connected("local", "shop", "mine", INFO, "relay-unit", AT)
-    rt.log.instance_started("relay-peer", "127.0.0.1", 2, "0.1.0", AT)
+    rt.log.run(executor_ref("local", "shop", "mine"),
+               lambda found: Executor.connect_again(found, "local", "shop", "mine", INFO, "relay-unit", AT))
+    rt.log.run(instance_ref("relay-peer"),
+               lambda found: RelayInstance.start_again(found, "relay-peer", "127.0.0.1", 2, "0.1.0", AT))
     # A live peer (its beat an hour ahead, so it stays fresh for this test whatever the machine's load).
     rt.table.beat("relay-peer", "127.0.0.1", 2, rt.cluster.wall() + 3600, started=True)
-    rt.log.executor_connected("local", "shop", "theirs", INFO, "relay-peer", AT)
+    rt.log.run(executor_ref("local", "shop", "theirs"),
+               lambda found: Executor.connect_again(found, "local", "shop", "theirs", INFO, "relay-peer", AT))
     rt.wait_for_views()
     assert rt.resume_lifecycles() == 1
     snapshot = rt.directory.application("local", "shop").proxy().lifecycle_snapshot().get(timeout=5)

@@ -13,10 +13,13 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from relay.actors import metrics
+from relay.actors.application import register_app
 from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import Runtime
 from relay.actors.services.errors import ExecutorFailedError, TimedOutError
 from relay.actors.services.executor_calls import timed_send
+from relay.events.organization import Organization
+from relay.events.refs import org_ref
 from relay.projections.identity import hash_key
 from relay.web.transport.websocket import HandshakeGate, check_handshake
 from relay.web.wsgi import create_app
@@ -32,15 +35,24 @@ OTHER_KEY = "dbos_other_org_key_0123456789abcdef"
 
 
 @pytest.fixture
-def relay(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
+def served(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
     rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN))
     try:
         history(rt.log)  # acme: shop (3 executors, one recovered) and billing (deleted); instance relay-a
-        rt.log.issue_key("acme", "shop-metrics", hash_key(SHOP_KEY), ["shop"], ["metric.read"], at(40))
-        rt.log.issue_key("acme", "plain", hash_key(PLAIN_KEY), [], ["application.read"], at(41))
-        rt.log.issue_key("other", "theirs", hash_key(OTHER_KEY), [], ["metric.read"], at(42))
+        rt.log.change(org_ref("acme"),
+                      lambda organization: organization.issue_key(
+                          "shop-metrics", hash_key(SHOP_KEY), ["shop"], ["metric.read"], at(40)),
+                      create=lambda: Organization.create("acme", at(40)))
+        rt.log.change(org_ref("acme"),
+                      lambda organization: organization.issue_key(
+                          "plain", hash_key(PLAIN_KEY), [], ["application.read"], at(41)),
+                      create=lambda: Organization.create("acme", at(41)))
+        rt.log.change(org_ref("other"),
+                      lambda organization: organization.issue_key(
+                          "theirs", hash_key(OTHER_KEY), [], ["metric.read"], at(42)),
+                      create=lambda: Organization.create("other", at(42)))
         app = create_app(rt)
-        rt.log.register_app("acme", "after", at(50))  # an append after the metrics were installed
+        register_app(rt.log, "acme", "after", at(50))  # an append after the metrics were installed
         rt.views.catch_up()
         yield rt, app.test_client()
     finally:
@@ -58,8 +70,8 @@ def value(scraped: dict[tuple[str, tuple], float], name: str, **labels: str) -> 
     return sum(v for (n, ls), v in scraped.items() if n == name and set(labels.items()) <= set(ls))
 
 
-def test_the_scrape_reads_the_views(relay: tuple[Runtime, FlaskClient]) -> None:
-    _, client = relay
+def test_the_scrape_reads_the_views(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
     scraped = scrape(client)
     assert value(scraped, "relay_executors", org="acme", app="shop", status="HEALTHY") == 2
     assert value(scraped, "relay_executors", org="acme", app="shop", status="HEALTHY", app_version="1.1.0") == 1
@@ -74,8 +86,8 @@ def test_the_scrape_reads_the_views(relay: tuple[Runtime, FlaskClient]) -> None:
     assert value(scraped, "process_cpu_seconds_total") > 0
 
 
-def test_who_may_read_which_series(relay: tuple[Runtime, FlaskClient]) -> None:
-    _, client = relay
+def test_who_may_read_which_series(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
     assert client.get("/metrics").status_code == 401
     assert client.get("/v1/metrics", headers={"Authorization": f"Bearer {PLAIN_KEY}"}).status_code == 403
     mine = scrape(client, SHOP_KEY, "/v1/metrics")
@@ -88,8 +100,8 @@ def test_who_may_read_which_series(relay: tuple[Runtime, FlaskClient]) -> None:
     assert {dict(ls).get("org") for (_, ls) in theirs} - {None} == set()
 
 
-def test_openmetrics_is_served_to_those_who_ask_for_it(relay: tuple[Runtime, FlaskClient]) -> None:
-    _, client = relay
+def test_openmetrics_is_served_to_those_who_ask_for_it(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
     response = client.get("/metrics", headers={"Authorization": f"Bearer {ADMIN}",
                                                "Accept": "application/openmetrics-text; version=1.0.0"})
     assert response.content_type.startswith("application/openmetrics-text")
@@ -98,8 +110,8 @@ def test_openmetrics_is_served_to_those_who_ask_for_it(relay: tuple[Runtime, Fla
     assert plain.content_type.startswith("text/plain")
 
 
-def test_app_metrics_include_relays_recovery_counts(relay: tuple[Runtime, FlaskClient]) -> None:
-    rt, client = relay
+def test_app_metrics_include_relays_recovery_counts(served: tuple[Runtime, FlaskClient]) -> None:
+    rt, client = served
     auth = {"Authorization": f"Bearer {SHOP_KEY}"}
     window = {"startTime": at(0).isoformat(), "endTime": at(60).isoformat()}
     response = client.get("/v2/orgs/acme/apps/shop/metrics", query_string=window, headers=auth)
@@ -169,8 +181,9 @@ def test_refused_handshakes_are_counted_by_status_and_reason_never_by_applicatio
     assert gate.enter() is not None  # the one place is taken: the next handshake is refused busy
     before = refused(status="503", reason="busy")
     environ = {"PATH_INFO": "/websocket/any-name-at-all/dbos_not_a_key_0123456789", "REMOTE_ADDR": "127.0.0.1"}
-    check_handshake(None, environ, gate=gate)  # type: ignore[arg-type] - refused before the runtime is asked
-    assert environ["relay.ws_refusal"][0] == 503
+    handshake = check_handshake(None, environ,
+                                gate=gate)  # type: ignore[arg-type] - refused before the runtime is asked
+    assert handshake is not None and handshake.refusal is not None and handshake.refusal.status == 503
     assert refused(status="503", reason="busy") == before + 1
     labelled = {s.labels.get("app") for family in metrics.REGISTRY.collect() for s in family.samples
                 if s.name == "relay_executor_handshakes_refused_total"}

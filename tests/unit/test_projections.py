@@ -14,8 +14,11 @@ from typing import Any
 
 import pytest
 
+from relay.actors.application import register_app
 from relay.events.application import DEFAULT_SETTINGS
+from relay.events.executor import Executor
 from relay.events.ids import app_id, executor_id, organization_id
+from relay.events.refs import executor_ref
 from relay.projections import replay
 from relay.projections.alerting import AlertingProjection
 from relay.projections.applications import ApplicationsProjection
@@ -568,19 +571,20 @@ def test_the_runner_applies_appends_and_wait_for_returns_when_they_are_visible(s
     runner = ProjectionRunner(views, poll_interval=0.05)
     runner.start()
     try:
-        relay_log.register_app("acme", "shop", at(0))
+        register_app(relay_log, "acme", "shop", at(0))
         assert runner.wait_for(relay_log.position, timeout=10)
         assert views.position() >= relay_log.position
         assert views.applications.app("acme", "shop")["created_at"] == at(0).isoformat()
 
-        relay_log.executor_connected("acme", "shop", "exec-1", INFO_1, "relay-a", at(1))
+        relay_log.run(executor_ref("acme", "shop", "exec-1"),
+                      lambda found: Executor.connect_again(found, "acme", "shop", "exec-1", INFO_1, "relay-a", at(1)))
         assert runner.wait_for(relay_log.position, timeout=10)
         assert views.registry.executor("acme", "shop", "exec-1")["status"] == "HEALTHY"
         assert [e["event"] for e in views.audit.entries()][-1] == "Executor.Connected"
 
         # An append by another process reaches this runner too (it is not a listener of that log).
         with open_log(store_config) as other_process:
-            other_process.update_executor("acme", "shop", "exec-1", lambda e: e.disconnect("socket closed", at(2)))
+            other_process.change(executor_ref("acme", "shop", "exec-1"), lambda e: e.disconnect("socket closed", at(2)))
             assert runner.wait_for(other_process.position, timeout=10)
         assert views.registry.executor("acme", "shop", "exec-1")["status"] == "DISCONNECTED"
 

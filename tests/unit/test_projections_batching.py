@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from relay.actors.application import register_app
+from relay.events.executor import Executor
+from relay.events.refs import app_ref, executor_ref, org_ref
 from relay.projections import backend
 from relay.projections.applications import ApplicationsQueries
 from relay.projections.backend import StoreConfig, ViewStore
@@ -107,9 +110,12 @@ def test_an_executors_run_of_events_is_one_row_write(store_config, relay_log, vi
     """Connected then Disconnected/Reconnected pairs in one batch: the registry row ends as if each event
     had been applied alone (the fold is exact), written once."""
     for k in range(3):
-        relay_log.executor_connected("acme", "shop", f"exec-{k}", INFO_1, "relay-a", at(k))
-        relay_log.update_executor("acme", "shop", f"exec-{k}", lambda e, k=k: e.disconnect("gone", at(10 + k)))
-    relay_log.executor_connected("acme", "shop", "exec-0", INFO_1, "relay-b", at(20))
+        relay_log.run(executor_ref("acme", "shop", f"exec-{k}"),
+                      lambda found, n=k: Executor.connect_again(
+                          found, "acme", "shop", f"exec-{n}", INFO_1, "relay-a", at(n)))
+        relay_log.change(executor_ref("acme", "shop", f"exec-{k}"), lambda e, k=k: e.disconnect("gone", at(10 + k)))
+    relay_log.run(executor_ref("acme", "shop", "exec-0"),
+                  lambda found: Executor.connect_again(found, "acme", "shop", "exec-0", INFO_1, "relay-b", at(20)))
     statements: list[tuple[str, int]] = []
     real_send = backend.Sql._send
 
@@ -194,10 +200,10 @@ def test_keys_and_apps_are_answered_from_memory_and_a_revoke_counts_at_once(rela
     assert apps.app("acme", "shop")["settings"]["executorTimeoutSecs"] == 5  # answers are copies
 
     assert apps.key_by_hash(HASH_CI) is None  # revoked in the history: not in memory, and the database agrees
-    relay_log.revoke_key("acme", "deploy", at(40))
+    relay_log.change(org_ref("acme"), lambda organization: organization.revoke_key("deploy", at(40)))
     assert runner.wait_for(relay_log.position, timeout=10)  # what the API does before answering
     assert apps.key_by_hash(HASH_DEPLOY) is None
-    relay_log.delete_app("acme", "shop", at(41))
+    relay_log.change(app_ref("acme", "shop"), lambda application: application.delete(at(41)))
     assert runner.wait_for(relay_log.position, timeout=10)
     assert apps.app("acme", "shop") is None
 
@@ -212,10 +218,10 @@ def test_a_change_made_by_another_instance_is_seen(store_config, relay_log, view
     with open_log(store_config) as other_log:
         other = Views(store_config, other_log)
         try:
-            other_log.register_app("acme", "fresh", at(50))
+            register_app(other_log, "acme", "fresh", at(50))
             other.catch_up()  # the other instance's views are this instance's too: the rows are there now
             assert views.applications.app("acme", "fresh")["name"] == "fresh"  # a miss: read from the database
-            other_log.revoke_key("acme", "deploy", at(51))
+            other_log.change(org_ref("acme"), lambda organization: organization.revoke_key("deploy", at(51)))
             other.catch_up()
             assert runner.wait_for(other_log.position, timeout=10)
             assert views.applications.key_by_hash(HASH_DEPLOY) is None
@@ -238,7 +244,7 @@ def test_without_a_runner_every_answer_reads_the_view(relay_log, views, monkeypa
 def test_sqlite_stores_commit_with_synchronous_normal_in_wal_mode(tmp_data_dir):
     config = StoreConfig(data_dir=tmp_data_dir)
     with open_log(config) as relay_log:
-        relay_log.register_app("acme", "shop", at(0))
+        register_app(relay_log, "acme", "shop", at(0))
         with relay_log.factory.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
             cursor.execute("PRAGMA synchronous")
             assert cursor.fetchall()[0][0] == 1  # NORMAL

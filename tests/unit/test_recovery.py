@@ -19,7 +19,6 @@ from typing import Any
 
 import pykka
 import pytest
-from tests.support.ports import wait_until
 
 from relay.actors.application import ApplicationActor
 from relay.actors.context import ActorContext, Limits
@@ -35,11 +34,13 @@ from relay.actors.recovery import (
     rank_peers,
 )
 from relay.actors.scheduler import ManualScheduler
-from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, ExecutorInfo
+from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, Executor, ExecutorInfo
+from relay.events.refs import executor_ref
 from relay.projections.store.log import RelayLog
 from relay.wire.errors import ExecutorGoneError
 from relay.wire.requests import ExistPendingWorkflowsRequest, RecoveryRequest
 from relay.wire.responses import ExistPendingWorkflowsResponse, SuccessResponse
+from tests.support.ports import wait_until
 
 ORG, APP = "acme", "shop"
 GRACE = 60.0
@@ -164,11 +165,13 @@ class Harness:
         self.answer(len(self.sent) - 1, exist(False))
 
     def connect(self, executor: str, version: str = "v1") -> None:
-        self.log.executor_connected(ORG, APP, executor, info(version), "relay-1", self.clock.wall())
+        self.log.run(executor_ref(ORG, APP, executor),
+                     lambda found: Executor.connect_again(
+                         found, ORG, APP, executor, info(version), "relay-1", self.clock.wall()))
 
     def disconnect(self, executor: str) -> None:
         at = self.clock.wall()
-        self.log.update_executor(ORG, APP, executor, lambda e: e.disconnect("socket closed", at))
+        self.log.change(executor_ref(ORG, APP, executor), lambda e: e.disconnect("socket closed", at))
         self.lifecycle.disconnected(executor, at)
 
     def join(self, executor: str, version: str = "v1") -> None:
@@ -180,7 +183,7 @@ class Harness:
 
     # -- reading the record
     def record(self, executor: str) -> Any:
-        return self.log.executor(ORG, APP, executor)
+        return self.log.get(executor_ref(ORG, APP, executor))
 
     def events(self, executor: str) -> list[tuple[str, dict[str, Any]]]:
         record = self.record(executor)
@@ -464,7 +467,7 @@ def test_restart_healthy_record_that_reconnected_elsewhere_is_left_alone(h: Harn
 
 def test_restart_disconnected_records_keep_the_rest_of_their_grace(h: Harness) -> None:
     h.connect("a")
-    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", h.clock.wall()))
+    h.log.change(executor_ref(ORG, APP, "a"), lambda e: e.disconnect("socket closed", h.clock.wall()))
     h.advance(GRACE - 5)  # most of it went by while Relay was down
     h.lifecycle.adopt([row(h, "a")], h.clock.wall())
     assert h.clock.pending() == [5]
@@ -476,7 +479,7 @@ def test_restart_disconnected_records_do_not_count_the_downtime(h: Harness) -> N
     """A restart says when the previous run ended: the time Relay was down (nobody could reconnect) does not
     count against the grace period, however long it was."""
     h.connect("a")
-    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", h.clock.wall()))
+    h.log.change(executor_ref(ORG, APP, "a"), lambda e: e.disconnect("socket closed", h.clock.wall()))
     h.advance(10)  # 10 s of its grace went by while Relay still ran
     down_at = h.clock.wall()
     h.advance(GRACE * 5)  # Relay was down for five grace periods
@@ -493,7 +496,7 @@ def test_restart_disconnected_records_do_not_count_the_downtime(h: Harness) -> N
 def test_restart_disconnected_record_that_never_returns_is_dead_after_the_rest_of_its_grace(h: Harness) -> None:
     h.connect("a")
     disconnected = h.clock.wall()
-    h.log.update_executor(ORG, APP, "a", lambda e: e.disconnect("socket closed", disconnected))
+    h.log.change(executor_ref(ORG, APP, "a"), lambda e: e.disconnect("socket closed", disconnected))
     h.advance(GRACE - 5)
     down_at = h.clock.wall()
     h.advance(3600)
@@ -509,7 +512,7 @@ def test_restart_disconnected_record_that_never_returns_is_dead_after_the_rest_o
 def test_restart_dispatched_but_unacknowledged_is_dispatched_again(h: Harness) -> None:
     h.connect("a")
     at = h.clock.wall()
-    h.log.update_executor(ORG, APP, "a", lambda e: (e.disconnect("socket closed", at), e.declare_dead(GRACE, at),
+    h.log.change(executor_ref(ORG, APP, "a"), lambda e: (e.disconnect("socket closed", at), e.declare_dead(GRACE, at),
                                                     e.dispatch_recovery("gone-peer", "relay-0", at)))
     h.lifecycle.adopt([row(h, "a")], h.clock.wall())
     failed = [p for name, p in h.events("a") if name == "RecoveryFailed"]
@@ -523,7 +526,7 @@ def test_restart_dispatched_but_unacknowledged_is_dispatched_again(h: Harness) -
 def test_restart_dead_record_with_a_peer_online_is_dispatched_at_once(h: Harness) -> None:
     h.join("b")
     h.connect("a")
-    h.log.update_executor(ORG, APP, "a", lambda e: (e.disconnect("x", h.clock.wall()),
+    h.log.change(executor_ref(ORG, APP, "a"), lambda e: (e.disconnect("x", h.clock.wall()),
                                                     e.declare_dead(GRACE, h.clock.wall())))
     h.lifecycle.adopt([row(h, "a"), row(h, "b")], h.clock.wall())  # b is live: not watched
     assert [s[0] for s in h.sent] == ["b"]
@@ -646,18 +649,18 @@ def test_from_a_missed_pong_to_a_recovered_record_through_the_actors(world: Any)
     assert a_socket.closed == (1001, "pong timeout")
     a.proxy().on_closed("socket closed").get(timeout=5)  # what the receive loop does once it wakes
     settle(directory, b)
-    record = ctx.log.executor(ORG, APP, "a")
+    record = ctx.log.get(executor_ref(ORG, APP, "a"))
     assert (record.status, list(ctx.log.events.get(record.id))[-1].reason) == (DISCONNECTED, "pong timeout")
 
     run_for(20, clock, directory, b)  # the app's grace period
-    assert ctx.log.executor(ORG, APP, "a").status == DEAD
+    assert ctx.log.get(executor_ref(ORG, APP, "a")).status == DEAD
     # The dispatch goes app actor → b's actor → socket: wait for it to reach the socket (no fixed sleep).
     recovery = wait_until(lambda: next((f for f in b_socket.sent if f["type"] == "recovery"), None), timeout=5,
                           message=f"no recovery sent to b: {b_socket.sent}")
     assert recovery["executor_ids"] == ["a"]
     b.proxy().on_frame(json.dumps({"type": "recovery", "request_id": recovery["request_id"], "success": True})).get()
     settle(directory, b)
-    assert ctx.log.executor(ORG, APP, "a").status == DEAD  # until confirmed
+    assert ctx.log.get(executor_ref(ORG, APP, "a")).status == DEAD  # until confirmed
     check = wait_until(lambda: next((f for f in b_socket.sent if f["type"] == "exist_pending_workflows"), None),
                        timeout=5, message=f"no exist_pending_workflows check sent to b: {b_socket.sent}")
     assert check == {"type": "exist_pending_workflows", "request_id": check["request_id"], "executor_id": "a",
@@ -665,7 +668,7 @@ def test_from_a_missed_pong_to_a_recovered_record_through_the_actors(world: Any)
     b.proxy().on_frame(json.dumps({"type": "exist_pending_workflows", "request_id": check["request_id"],
                                    "exist": False})).get()
     settle(directory, b)
-    wait_until(lambda: ctx.log.executor(ORG, APP, "a").status == DELETED, timeout=5, message="a not deleted")
+    wait_until(lambda: ctx.log.get(executor_ref(ORG, APP, "a")).status == DELETED, timeout=5, message="a not deleted")
     assert directory.application(ORG, APP).proxy().lifecycle_snapshot().get() == {"grace": [], "dead": {}}
     assert b_socket.closed is None
 
