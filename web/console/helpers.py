@@ -199,6 +199,6 @@ def now_iso() -> str:
 @bp.app_template_global()
 def page_url(page: int) -> str:
     """This page's URL with its filters and another page number."""
-    args = request.args.to_dict(flat=False)
+    args: dict[str, Any] = request.args.to_dict(flat=False)
     args["page"] = [str(page)]
     return url_for(str(request.endpoint), **(request.view_args or {}), **args)
