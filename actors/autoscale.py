@@ -48,7 +48,7 @@ def _timestamp(record: Mapping[str, Any]) -> int:
 
 
 def versions_newest_first(records: list[Any]) -> list[str]:
-    """list_application_versions records as names, the latest first (as web/api/wire_to_api.py orders them)."""
+    """list_application_versions records as names, the latest first (as web/shapes/wire_to_api.py orders them)."""
     named = [r for r in records or [] if isinstance(r, Mapping) and isinstance(r.get("version_name"), str)]
     return [str(r["version_name"]) for r in sorted(named, key=_timestamp, reverse=True)]
 

@@ -3,12 +3,13 @@ web/problems.py's table)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pykka
 from flask import current_app, g, request
 
+from relay.actors.adapters.dataplane.reference import check_reference
 from relay.actors.services.commands import COMMAND_TIMEOUT_S, run_command
 from relay.actors.services.executor_calls import ExecutorCalls
 from relay.actors.services.workflows import WorkflowActions
@@ -96,3 +97,22 @@ def authorize_app(permission: str, org: str, app: str) -> None:
     authorize(permission, org, app)
     if not runtime().views.applications.app_exists(org, app):
         require_app(org, app)  # its 404
+
+
+def check_bound_reference(config: Mapping[str, Any], org: str, app: str) -> None:
+    """InvalidValueError when the reference is not one the operator bound to this application, or names a file
+    Relay never reads (a device, a FIFO, a large file): checked before anything is recorded."""
+    settings = runtime().settings
+    check_reference(config["systemDatabaseUrlFrom"], org, app, settings.data_plane_references,
+                    private=(settings.data_dir,))
+
+
+def refuse_beyond_scope(who: Principal, org: str, name: str) -> None:
+    """A key limited to some applications revokes only keys within them (issue 34: an alpha key revoked bravo's
+    executor key). Another key is answered as if it did not exist, as its list leaves it out."""
+    if not who.app_scoped:
+        return
+    row = next((r for r in runtime().views.applications.keys(org) if r["name"] == name and r["revoked_at"] is None),
+               None)
+    if row is not None and not who.covers(row["apps"]):
+        raise not_found(f"no active API key named '{name}' in '{org}'")

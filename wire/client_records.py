@@ -1,6 +1,6 @@
 """Records of the DBOS SDK's public client (``DBOSClient``: ``WorkflowStatus``, ``StepInfo``, queues, schedules,
 versions) as the wire records an executor sends for the same request, so that an answer from an application's
-system database (issue 15) goes through the one translation to the v2 API (web/api/wire_to_api.py) that executors'
+system database (issue 15) goes through the one translation to the v2 API (web/shapes/wire_to_api.py) that executors'
 answers go through. Pure: values arrive loaded, `text` turns each into the text an executor would send."""
 
 from __future__ import annotations

@@ -113,17 +113,18 @@ def summarize_error(message: str) -> str:
     return message if len(message) <= MAX_DETAIL_CHARS else message[: MAX_DETAIL_CHARS - 1] + "…"
 
 
-def _who(executor: LiveExecutor) -> str:
+def _who(executor: LiveExecutor | RemoteExecutor) -> str:
     """An executor as errors name it: its SDK and release first, so the operator knows whose answer it was."""
     language, release = executor.language or "unknown-language", executor.dbos_version or "unknown-version"
     return f"{language} {release} executor '{executor.executor_id}'"
 
 
-def _malformed(executor: LiveExecutor, message_type: str, error: MalformedAnswerError) -> ExecutorFailedError:
+def _malformed(executor: LiveExecutor | RemoteExecutor, message_type: str,
+               error: MalformedAnswerError) -> ExecutorFailedError:
     return ExecutorFailedError(f"{_who(executor)} answered '{message_type}' with a malformed frame: {error}")
 
 
-def _failed(executor: LiveExecutor, message_type: str, error_message: str) -> ServiceError:
+def _failed(executor: LiveExecutor | RemoteExecutor, message_type: str, error_message: str) -> ServiceError:
     """An executor's error answer: the caller's mistake when its text says so, the executor's fault otherwise."""
     summary = summarize_error(error_message)
     detail = f"{_who(executor)} answered '{message_type}' with an error: {summary}"
@@ -296,7 +297,7 @@ class ExecutorCalls:
             return self.from_database(plane, request)  # the connected executors lack the type; the database has it
         raise _unanswered(app, message_type, refusal, busy, gone, lacking)
 
-    def _send_past_races(self, org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
+    def _send_past_races(self, org: str, app: str, executor: LiveExecutor | RemoteExecutor, request: Request) -> Any:
         """_send_all, asked again (read-only types only) while the executor answers that it lost a send race."""
         response = self._send_all(org, app, executor, request)
         if request.type not in SEND_RACE_RETRYABLE:
@@ -310,7 +311,7 @@ class ExecutorCalls:
             response = self._send_all(org, app, executor, request)
         return response
 
-    def _send_all(self, org: str, app: str, executor: LiveExecutor, request: Request) -> Any:
+    def _send_all(self, org: str, app: str, executor: LiveExecutor | RemoteExecutor, request: Request) -> Any:
         """One logical request to one executor. Releases without ``workflow_ids`` support for this type act on
         the first id only (Go read it for delete before cancel/resume), so a request for several workflows goes
         to them as one request per workflow."""
@@ -330,13 +331,13 @@ class ExecutorCalls:
             return response
         return self._send_one(org, app, executor, request)
 
-    def _send_one(self, org: str, app: str, executor: LiveExecutor, request: Any) -> Any:
+    def _send_one(self, org: str, app: str, executor: LiveExecutor | RemoteExecutor, request: Any) -> Any:
         """Send with a fresh request id (a retry must not reuse one) and wait up to the request timeout;
         counted and timed by type and outcome."""
         attempt = dataclasses.replace(request, request_id=new_request_id())
         return timed_send(lambda: self._send_untimed(org, app, executor, attempt), org, app, str(request.type))
 
-    def _send_untimed(self, org: str, app: str, executor: LiveExecutor, attempt: Any) -> Any:
+    def _send_untimed(self, org: str, app: str, executor: LiveExecutor | RemoteExecutor, attempt: Any) -> Any:
         timeout = self.rt.settings.limits.request_timeout_s
         if isinstance(executor, RemoteExecutor):
             return self._forward_one(org, app, executor, attempt, timeout)
@@ -378,7 +379,7 @@ class ExecutorCalls:
             raise ForwardRefusedError(
                 f"instance {executor.instance} refused the forwarded request: {error.detail}") from None
 
-    def _mark_unsupported(self, org: str, app: str, executor: LiveExecutor, message_type: str) -> None:
+    def _mark_unsupported(self, org: str, app: str, executor: LiveExecutor | RemoteExecutor, message_type: str) -> None:
         if isinstance(executor, RemoteExecutor):
             return  # its own instance marks it
         log.info(
@@ -396,7 +397,8 @@ class ExecutorCalls:
         """Send one request to the named executor (here, or on another instance) and return its response,
         whatever it says (the raw endpoint)."""
         executors, _latest = self.snapshot(org, app)
-        executor: LiveExecutor | None = next((e for e in executors if e.executor_id == executor_id), None)
+        executor: LiveExecutor | RemoteExecutor | None = next(
+            (e for e in executors if e.executor_id == executor_id), None)
         if executor is None:  # HA: connected to another instance, reached through it
             executor = self.remote_executor(org, app, executor_id)
         if executor is None:

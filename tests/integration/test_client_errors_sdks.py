@@ -4,7 +4,7 @@ SDK: Python ``dbos`` 3.2.0, TypeScript 5.2.11, Go v1.6.0 and Java 1.1.0-m6, each
 
 - A query parameter the operation does not declare (``GET .../workflows/{id}?loadOutput=true``) is ignored.
 - ``POST .../workflows/{id}/fork`` to a ``newWorkflowId`` that already exists is a 409 (every SDK answers it
-  with its database's unique violation; web/api/executor_errors.py).
+  with its database's unique violation; actors/services/executor_errors.py).
 - The four bulk actions follow one rule (docs/adr/0002-bulk-actions-all-or-nothing.md): an unknown id makes the
   whole request a 404 naming the missing ids, nothing is done, and the audit log records it as refused.
 - Every workflow names its application (Java 1.1 sends none: Relay fills it in).

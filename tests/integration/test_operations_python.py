@@ -564,7 +564,7 @@ def test_errors_and_bad_input(world: World) -> None:
 
 def test_client_errors_answered_by_the_executor_are_4xx(world: World) -> None:
     """What the SDK reports as the caller's mistake is a 4xx with its message, not a 502
-    (web/api/executor_errors.py)."""
+    (actors/services/executor_errors.py)."""
     w = world
     settled(w)
     # One workflow: its existence is checked first (a GET), so the SDK is never asked.

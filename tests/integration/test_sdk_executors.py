@@ -330,8 +330,8 @@ def _export_of(payload: bytes) -> dict[str, str]:
 
 
 def test_client_errors_are_4xx(app: SdkApp) -> None:
-    """What each SDK reports as the caller's mistake is a 4xx with its message (web/api/executor_errors.py); the texts
-    differ per SDK, the answers do not."""
+    """What each SDK reports as the caller's mistake is a 4xx with its message (actors/services/executor_errors.py);
+    the texts differ per SDK, the answers do not."""
     greet = app.start("greet", "x", workflow_id=f"{app.sdk.key}-greet-4xx")
     app.wait_status(greet, "SUCCESS")
     # Bulk actions naming unknown ids: test_client_errors_sdks covers all four for every SDK.

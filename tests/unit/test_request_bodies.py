@@ -38,8 +38,8 @@ def test_json_numbers_pass_unchanged(client) -> None:  # type: ignore[no-untyped
 
 
 def test_each_request_body_is_documented_from_the_declaration_that_checks_it() -> None:
-    from relay.web.api import api_to_wire
     from relay.web.api.openapi_schemas import COMPONENTS
+    from relay.web.shapes import api_to_wire
 
     pairs = {
         "WorkflowSearchBody": api_to_wire.SEARCH_BODY, "WorkflowAggregatesBody": api_to_wire.WORKFLOW_AGGREGATES_BODY,

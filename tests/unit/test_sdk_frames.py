@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from relay.actors.services.executor_calls import ExecutorCalls
-from relay.web.api import api_to_wire, wire_to_api
+from relay.web.shapes import api_to_wire, wire_to_api
 from relay.wire.codec import decode_response, is_unknown_type_error
 from relay.wire.messages import MessageType
 from relay.wire.requests import CancelRequest, DeleteRequest, ResumeRequest

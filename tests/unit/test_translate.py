@@ -1,4 +1,5 @@
-"""web/api/wire_to_api.py, api_to_wire.py and values.py: wire records → v2 schemas, and v2 inputs → protocol requests.
+"""web/shapes/wire_to_api.py, api_to_wire.py and values.py: wire records → v2 schemas, and v2 inputs →
+protocol requests.
 
 Records are made by the real SDK's own classes (dbos 3.2.0, ``dbos._conductor.protocol``) and sent through
 JSON as the SDK sends them; every translation is checked against the schema of Conductor's reference
@@ -15,9 +16,9 @@ from typing import Any
 import dbos._conductor.protocol as sdk
 import pytest
 
-from relay.web.api import api_to_wire, wire_to_api
-from relay.web.api.values import parse_time, time_from_wire
 from relay.web.problems import ApiError
+from relay.web.shapes import api_to_wire, wire_to_api
+from relay.web.shapes.values import parse_time, time_from_wire
 from relay.wire.codec import decode_response
 from relay.wire.requests import encode_request
 from tests.support.openapi_ref import check, reference
@@ -463,8 +464,8 @@ def test_raw_requests_and_responses() -> None:
 
 
 def test_record_shapes_are_declared_once_for_translation_and_the_document() -> None:
-    from relay.web.api import wire_to_api
     from relay.web.api.openapi_schemas import COMPONENTS
+    from relay.web.shapes import wire_to_api
 
     for name, shape in {"Workflow": wire_to_api.WORKFLOW, "Step": wire_to_api.STEP, "Queue": wire_to_api.QUEUE,
                         "Schedule": wire_to_api.SCHEDULE, "Event": wire_to_api.EVENT,
@@ -478,7 +479,7 @@ def test_epoch_milliseconds_read_fast_as_the_general_path_reads_them() -> None:
     """time_from_wire formats plain epoch milliseconds (ints, digit strings) without datetime: the same text."""
     import random
 
-    from relay.web.api import values as api_values
+    from relay.web.shapes import values as api_values
 
     def general(ms: int) -> str:
         return api_values.format_time(datetime.fromtimestamp(float(ms) / 1000, UTC))

@@ -28,8 +28,8 @@ from relay.events.ids import app_id
 from relay.web.api.openapi import operation, query
 from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
 from relay.web.api.requests_ import int_arg, json_body, page_limit_arg
-from relay.web.api.values import page_description, view_time
 from relay.web.context import authorize, require_app, runtime
+from relay.web.shapes.values import page_description, view_time
 
 bp = Blueprint("alerting", __name__)
 

@@ -10,13 +10,13 @@ from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS as _DEFAULT_PERMISSIONS
 from relay.events.organization import PERMISSIONS
-from relay.projections.identity import Principal, hash_key, new_api_key
+from relay.projections.identity import hash_key, new_api_key
 from relay.web.api import views_to_api
 from relay.web.api.openapi import operation
 from relay.web.api.requests_ import json_body
-from relay.web.api.values import format_time
-from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.context import ask, authorize, refuse_beyond_scope, require_app, runtime
 from relay.web.problems import ApiError, invalid, not_found
+from relay.web.shapes.values import format_time
 
 bp = Blueprint("v2_apps", __name__)
 
@@ -185,14 +185,3 @@ def delete_token(org: str, name: str) -> Response:
     assert instance is not None
     ask(lambda: instance.proxy().revoke_key(org, name, who.display))
     return Response(status=204)
-
-
-def refuse_beyond_scope(who: Principal, org: str, name: str) -> None:
-    """A key limited to some applications revokes only keys within them (issue 34: an alpha key revoked bravo's
-    executor key). Another key is answered as if it did not exist, as its list leaves it out."""
-    if not who.app_scoped:
-        return
-    row = next((r for r in runtime().views.applications.keys(org) if r["name"] == name and r["revoked_at"] is None),
-               None)
-    if row is not None and not who.covers(row["apps"]):
-        raise not_found(f"no active API key named '{name}' in '{org}'")

@@ -14,9 +14,9 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.web.api.openapi import operation, query
 from relay.web.api.requests_ import int_arg, page_limit_arg
-from relay.web.api.values import page_description, view_time
 from relay.web.context import authorize, runtime
 from relay.web.problems import invalid
+from relay.web.shapes.values import page_description, view_time
 
 bp = Blueprint("v2_audit", __name__)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request
 
 from relay.actors.services.errors import NoExecutorError
-from relay.web.api import api_to_wire, wire_to_api
 from relay.web.api.metrics import recovery_metrics
 from relay.web.api.openapi import operation, query
 from relay.web.api.requests_ import json_body
 from relay.web.context import authorize_app, executor_calls, require_app, workflow_actions
+from relay.web.shapes import api_to_wire, wire_to_api
 
 bp = Blueprint("v2_catalog", __name__)
 

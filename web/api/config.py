@@ -19,12 +19,11 @@ from relay.actors.policies.config_plan import DATA_PLANE, KEY, AppState, Plan, S
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key
-from relay.web.api.dataplane import check_bound_reference
 from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS, STR, _all_required, _obj, _t
 from relay.web.api.requests_ import json_body
 from relay.web.auth import require
-from relay.web.context import ask, authorize, runtime
+from relay.web.context import ask, authorize, check_bound_reference, runtime
 from relay.web.problems import ApiError, invalid
 from relay.wire.json_types import JSONObject
 

@@ -8,13 +8,12 @@ import gevent
 from flask import Blueprint, Response, jsonify
 
 from relay.actors.adapters.dataplane.client import State
-from relay.actors.adapters.dataplane.reference import check_reference
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
 from relay.web.api.requests_ import json_body
-from relay.web.context import ask, authorize, require_app, runtime
+from relay.web.context import ask, authorize, check_bound_reference, require_app, runtime
 from relay.web.problems import ApiError, invalid, not_found
 
 bp = Blueprint("relay_data_plane", __name__)
@@ -32,14 +31,6 @@ def authorize_configuring(org: str, app: str) -> Principal:
         raise ApiError(403, "a key limited to some applications cannot configure a data plane: use the admin token "
                             "or a key of the organization not limited to applications")
     return who
-
-
-def check_bound_reference(config: dict, org: str, app: str) -> None:
-    """InvalidValueError when the reference is not one the operator bound to this application, or names a file
-    Relay never reads (a device, a FIFO, a large file): checked before anything is recorded."""
-    settings = runtime().settings
-    check_reference(config["systemDatabaseUrlFrom"], org, app, settings.data_plane_references,
-                    private=(settings.data_dir,))
 
 
 def _view(org: str, app: str) -> dict:

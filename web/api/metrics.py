@@ -23,9 +23,9 @@ from prometheus_client.openmetrics import exposition as openmetrics
 from relay.actors import metrics
 from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
-from relay.web.api.values import format_time
 from relay.web.context import principal, runtime
 from relay.web.problems import ApiError
+from relay.web.shapes.values import format_time
 from relay.wire.json_types import JSONObject
 
 if TYPE_CHECKING:

@@ -1,16 +1,17 @@
 """The JSON Schemas of what Relay's HTTP API accepts and returns, as named components of /openapi.json.
 
-The Conductor v2 shapes say what web/api/wire_to_api.py, api_to_wire.py and views_to_api.py produce and read; their names, fields,
+The Conductor v2 shapes say what web/shapes/wire_to_api.py, api_to_wire.py and web/api/views_to_api.py produce
+and read; their names, fields,
 types and formats are those of Conductor's reference document (tests/unit/test_openapi_conformance.py holds
 them to it). Relay-only shapes follow. The request bodies are not written here: each is built from the one
-declaration web/api/api_to_wire.py validates and translates it with (`body_schema`).
+declaration web/shapes/api_to_wire.py validates and translates it with (`body_schema`).
 """
 
 from __future__ import annotations
 
-from relay.web.api import api_to_wire as bodies
-from relay.web.api import wire_to_api as records
-from relay.web.api.json_schema import (
+from relay.web.shapes import api_to_wire as bodies
+from relay.web.shapes import wire_to_api as records
+from relay.web.shapes.json_schema import (
     ANY_OBJECT,
     BOOL,
     INT32,
@@ -26,10 +27,10 @@ from relay.web.api.json_schema import (
     body_schema,
     ref,
 )
-from relay.web.api.json_schema import all_required as _all_required
-from relay.web.api.json_schema import null as _null
-from relay.web.api.json_schema import obj as _obj
-from relay.web.api.json_schema import t as _t
+from relay.web.shapes.json_schema import all_required as _all_required
+from relay.web.shapes.json_schema import null as _null
+from relay.web.shapes.json_schema import obj as _obj
+from relay.web.shapes.json_schema import t as _t
 
 COMPONENTS: dict[str, Schema] = {
     # -- problems

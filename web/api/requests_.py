@@ -103,7 +103,7 @@ def int_arg(name: str, default: int, *, minimum: int = 0, maximum: int = 10_000)
 
 def page_limit_arg(default: int, maximum: int, name: str = "limit") -> int:
     """A list's page size: ``default`` when unset, at least 1, and above ``maximum`` served as ``maximum``
-    (clamped, like the workflow lists: web/api/values.py)."""
+    (clamped, like the workflow lists: web/shapes/values.py)."""
     return min(int_arg(name, default, minimum=1, maximum=2**63 - 1), maximum)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from relay.web.api.values import view_time
+from relay.web.shapes.values import view_time
 
 # GET /v2/orgs/{org}: the reference's Organization, for a self-hosted Relay. Conductor's fields describe a DBOS
 # Cloud subscription; Relay has none: it limits neither applications nor keys, keeps its event log (the audit

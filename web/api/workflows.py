@@ -1,8 +1,8 @@
 """Conductor API v2: workflows and steps, served by the application's executors over their WebSockets.
 
-Each view checks the caller and every input first (web/api/api_to_wire.py), then runs the use case
+Each view checks the caller and every input first (web/shapes/api_to_wire.py), then runs the use case
 (actors/services/workflows.py: the existence checks, the bulk actions' all-or-nothing rule, the executor call),
-then translates its answer (web/api/wire_to_api.py). Domain errors become problem details in web/problems.py.
+then translates its answer (web/shapes/wire_to_api.py). Domain errors become problem details in web/problems.py.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.web.api import api_to_wire, wire_to_api
 from relay.web.api.json_lists import listed_json
 from relay.web.api.openapi import operation, query
 from relay.web.api.requests_ import json_body
-from relay.web.api.values import PAGE_DESCRIPTION
 from relay.web.context import authorize_app, workflow_actions
+from relay.web.shapes import api_to_wire, wire_to_api
+from relay.web.shapes.values import PAGE_DESCRIPTION
 
 bp = Blueprint("v2_workflows", __name__)
 

@@ -2,7 +2,7 @@
 
 Served by Relay's Flask app at `/`. Login with an API key or the admin token; a signed session cookie
 carries the token's hash (never the token); every POST carries a CSRF token. Pages read Relay's views
-and, for what executors serve (workflows, queues, schedules, versions), `web.executor_calls`.
+and, for what executors serve (workflows, queues, schedules, versions), the services of actors/services.
 """
 
 from __future__ import annotations

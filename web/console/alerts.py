@@ -9,15 +9,17 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, url_for
 
-from relay.events.alerting import RULE_TYPES, metadata_fields
 from relay.actors.services.alerting_rules import AlertingRules
+from relay.actors.services.errors import ServiceError
+from relay.events.alerting import RULE_TYPES, metadata_fields
+from relay.events.errors import DomainError
 from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
 from relay.web.context import runtime
+from relay.web.problems import ApiError, api_error
 
-from relay.web.problems import ApiError, DomainFailure, api_error
 _CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")
 RETENTION_RUNS_SHOWN = 10
@@ -149,7 +151,7 @@ def create_rule(org: str, app: str) -> Response:
     except ValueError as error:
         audit_trail.note("createAlertingRule", [], failed=str(error))
         flash(f"Rule not created: {error}", "error")
-    except (*DomainFailure, ApiError) as error:
+    except (ServiceError, DomainError, ApiError) as error:
         problem = api_error(error)
         audit_trail.note("createAlertingRule", [], failed=problem.detail, status=problem.status)
         flash(f"Rule not created: {problem.detail}", "error")
@@ -169,7 +171,7 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response | str:
                             "listed.", "Delete rule", danger=True, back=back, keep="Keep the rule")
     try:
         AlertingRules(runtime()).delete(org, app, rule_id, who.display)
-    except (*DomainFailure, ApiError) as error:
+    except (ServiceError, DomainError, ApiError) as error:
         problem = api_error(error)
         audit_trail.note("deleteAlertingRule", [rule_id], failed=problem.detail, status=problem.status)
         flash(f"Rule not deleted: {problem.detail}", "error")

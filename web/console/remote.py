@@ -1,6 +1,6 @@
 """What the console asks an application's executors: the same use cases as the HTTP API
 (actors/services/workflows.py), with requests built and answers shaped as the API builds and shapes them
-(web/api/api_to_wire.py, wire_to_api.py), so pages show exactly what the API returns.
+(web/shapes/api_to_wire.py, wire_to_api.py), so pages show exactly what the API returns.
 
 A use case that fails raises a domain error; here it becomes an `ExecutorProblem` (its kind, status and detail
 from web/problems.py's one table), which pages show as a clear state rather than a crash.
@@ -12,10 +12,12 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
+from relay.actors.services.errors import ServiceError
 from relay.actors.services.workflows import WorkflowActions
-from relay.web.api import api_to_wire, wire_to_api
+from relay.events.errors import DomainError
 from relay.web.context import workflow_actions
-from relay.web.problems import ApiError, DomainFailure, api_error, mapping_of
+from relay.web.problems import ApiError, api_error, mapping_of
+from relay.web.shapes import api_to_wire, wire_to_api
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -38,7 +40,7 @@ def _problems(function: Callable[P, T]) -> Callable[P, T]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         try:
             return function(*args, **kwargs)
-        except (*DomainFailure, ApiError) as error:  # ApiError: input the request builders refused
+        except (ServiceError, DomainError, ApiError) as error:  # ApiError: input the request builders refused
             raise ExecutorProblem(error) from None
 
     return wrapper

@@ -19,16 +19,14 @@ from relay.events.organization import PERMISSIONS
 from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.projections.instances import InstanceState
 from relay.web import audit_trail
-from relay.web.api.applications import refuse_beyond_scope
-from relay.web.api.dataplane import check_bound_reference
-from relay.web.api.values import view_time
 from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
 from relay.web.console.recovery_state import recovery_wait
-from relay.web.context import ask, runtime
-
+from relay.web.context import ask, check_bound_reference, refuse_beyond_scope, runtime
 from relay.web.problems import ApiError
+from relay.web.shapes.values import view_time
+
 # What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
 DEFAULT_KEY_PERMISSIONS = ("application.read", "application.write", "metric.read", "websocket.connect")
 RETENTION_SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")

@@ -2,7 +2,7 @@
 and the response an executor would have sent, so that everything after (translation, 404s, audit) is the same
 whichever path answered. What the public client cannot do (events, notifications and streams by listing,
 export, import, metrics, fork-from-failure, recovery, retention, alerts to handlers) is not here: it needs a
-connected executor, and web/executor_calls.py says so."""
+connected executor, and actors/services/executor_calls.py says so."""
 
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from relay.web.api.json_schema import ANY_OBJECT, BOOL, INT32, INT64, NSTRS, STR, STRS, TIME, Schema
-from relay.web.api.values import (
+from relay.web.problems import invalid
+from relay.web.shapes.json_schema import ANY_OBJECT, BOOL, INT32, INT64, NSTRS, STR, STRS, TIME, Schema
+from relay.web.shapes.values import (
     DEFAULT_LIMIT,
     INT32_MAX,
     INT64_MAX,
@@ -22,7 +23,6 @@ from relay.web.api.values import (
     _wire_time,
     parse_time,
 )
-from relay.web.problems import invalid
 from relay.wire.catalog_requests import (
     BackfillScheduleRequest,
     GetMetricsRequest,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from relay.web.api.json_schema import BOOL, INT32, NSTR, NTIME, STR, STRS, TIME, Schema, all_required, null, t
-from relay.web.api.values import (
+from relay.web.shapes.json_schema import BOOL, INT32, NSTR, NTIME, STR, STRS, TIME, Schema, all_required, null, t
+from relay.web.shapes.values import (
     INT32_MAX,
     _float,
     _str,

@@ -1,5 +1,5 @@
 """JSON Schema building blocks of /openapi.json (web/api/openapi_schemas.py) and of the request bodies
-web/api/api_to_wire.py declares."""
+web/shapes/api_to_wire.py declares."""
 
 from __future__ import annotations
 
@@ -55,5 +55,5 @@ def all_required(properties: dict[str, Schema]) -> Schema:
 
 
 def body_schema(spec: Mapping[str, Any], required: Sequence[str] = ()) -> Schema:
-    """The schema of a request body declared as web/api/api_to_wire.py's Spec: each field's own schema, closed."""
+    """The schema of a request body declared as web/shapes/api_to_wire.py's Spec: each field's own schema, closed."""
     return obj({name: declared.schema for name, declared in spec.items()}, list(required) or None)
