@@ -105,30 +105,19 @@ def send_webhook(
                              backoff_s=config.backoff_s, post=post, sleep=sleep)
 
 
+@dataclass(kw_only=True, eq=False)
 class Deliverer:
     """Sends a fired alert to the receiving application's executors, here and on other instances, to the
     webhook and to the other sinks (Slack, PagerDuty)."""
 
-    def __init__(
-        self,
-        *,
-        transport: Transport,
-        peers: Callable[[str, str], list[Any]],
-        timeout_s: float,
-        webhook: WebhookConfig | None,
-        send_hook: Callable[[WebhookConfig, JSONObject], JSONObject] = send_webhook,
-        remote: RemoteExecutors | None = None,
-        sinks: tuple[SinkConfig, ...] = (),
-        send_to_sink: Callable[[SinkConfig, JSONObject], JSONObject] = send_sink,
-    ) -> None:
-        self.transport = transport
-        self.peers = peers
-        self.timeout_s = timeout_s
-        self.webhook = webhook
-        self.send_hook = send_hook
-        self.remote = remote
-        self.sinks = sinks
-        self.send_to_sink = send_to_sink
+    transport: Transport
+    peers: Callable[[str, str], list[Any]]
+    timeout_s: float
+    webhook: WebhookConfig | None
+    send_hook: Callable[[WebhookConfig, JSONObject], JSONObject] = send_webhook
+    remote: RemoteExecutors | None = None
+    sinks: tuple[SinkConfig, ...] = ()
+    send_to_sink: Callable[[SinkConfig, JSONObject], JSONObject] = send_sink
 
     def __call__(self, alert: Any) -> Delivery:
         org, receiver = alert.org, alert.receiving_app

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from relay.actors.executor_requests import ActorTransport, Transport
@@ -21,6 +22,7 @@ def spawn(work: Callable[[], None]) -> None:
     threading.Thread(target=work, name="relay-periodic", daemon=True).start()
 
 
+@dataclass(kw_only=True, eq=False)
 class PeriodicWork:
     """A job an actor runs every ``interval()`` seconds, one run at a time, off the actor's thread.
 
@@ -28,28 +30,17 @@ class PeriodicWork:
     it read from the actor's state, or None; ``spawn`` runs it elsewhere; its result comes back as
     ``{key: "done"}`` and goes to ``finish`` (inside the actor), which arms the next tick."""
 
-    def __init__(
-        self,
-        key: str,
-        *,
-        scheduler: Scheduler,
-        post: Callable[[dict[str, Any]], None],
-        interval: Callable[[], float | None],
-        prepare: Callable[[], Callable[[], Any] | None],
-        finish: Callable[[Any], None] = lambda _: None,
-        run: Callable[[Callable[[], None]], None] = spawn,
-    ) -> None:
-        self.key = key
-        self.scheduler = scheduler
-        self.post = post
-        self.interval = interval
-        self.prepare = prepare
-        self.finish = finish
-        self.run = run
-        self._timer: Cancellable | None = None
-        self._token = 0
-        self._busy = False
-        self._stopped = False
+    key: str = field(kw_only=False)
+    scheduler: Scheduler
+    post: Callable[[dict[str, Any]], None]
+    interval: Callable[[], float | None]
+    prepare: Callable[[], Callable[[], Any] | None]
+    finish: Callable[[Any], None] = lambda _: None
+    run: Callable[[Callable[[], None]], None] = spawn
+    _timer: Cancellable | None = field(default=None, init=False)
+    _token: int = field(default=0, init=False)
+    _busy: bool = field(default=False, init=False)
+    _stopped: bool = field(default=False, init=False)
 
     def start(self) -> None:
         """Arm the first tick (no-op while armed, running, stopped, or without an interval)."""
