@@ -17,7 +17,7 @@ from eventsourcing.persistence import IntegrityError, Notification, Recording, S
 from relay.events.errors import AlreadyExistsError, NotFoundError
 from relay.events.refs import Ref
 from relay.events.topics import register_moved_topics
-from relay.projections.store.group_commit import GroupCommitter
+from relay.projections.store.group_commit import GroupCommitter, run_here
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -52,7 +52,7 @@ class RelayLog(Application[UUID]):
         self._writer_factory = type(self.factory)(self.env) if offload is not None else None
         self._writes = self._writer_factory.application_recorder() if self._writer_factory else self.recorder
         self.committer: GroupCommitter[list[StoredEvent], list[int]] = GroupCommitter(
-            self._insert, **({"offload": offload} if offload is not None else {}), observe=self._observe_save)
+            self._insert, offload if offload is not None else run_here, observe=self._observe_save)
 
     def close(self) -> None:
         if self._writer_factory is not None:
@@ -97,7 +97,7 @@ class RelayLog(Application[UUID]):
     def load(self, aggregate_id: UUID, kind: type[A]) -> A | None:
         """The aggregate as the log holds it now (None when it has no event)."""
         try:
-            aggregate = self.repository.get(aggregate_id)
+            aggregate: Aggregate = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
         assert isinstance(aggregate, kind)
