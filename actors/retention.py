@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -54,30 +55,19 @@ def retention_policy(settings: dict[str, Any], now: datetime) -> dict[str, int |
     }
 
 
+@dataclass(kw_only=True, eq=False)
 class RetentionRunner:
     """One retention run of an application at ``now`` (synchronous: the worker's, or a test's)."""
 
-    def __init__(
-        self,
-        org: str,
-        app: str,
-        *,
-        log: RelayLog,
-        instance_id: str,
-        interval_s: float,
-        transport: Transport,
-        timeout_s: float,
-        mark_unsupported: Callable[[str, str], None],
-        clock: Callable[[], datetime],
-    ) -> None:
-        self.org, self.app = org, app
-        self.log = log
-        self.instance_id = instance_id
-        self.interval_s = interval_s
-        self.transport = transport
-        self.timeout_s = timeout_s
-        self.mark_unsupported = mark_unsupported
-        self.clock = clock
+    org: str = field(kw_only=False)
+    app: str = field(kw_only=False)
+    log: RelayLog
+    instance_id: str
+    interval_s: float
+    transport: Transport
+    timeout_s: float
+    mark_unsupported: Callable[[str, str], None]
+    clock: Callable[[], datetime]
 
     def run(self, settings: dict[str, Any], live: list[Any], latest: str | None) -> str | None:
         """Send this interval's run to the best executor here; return its outcome, or None when there was
