@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -99,11 +99,60 @@ def _wire_fields(obj: Any, always: frozenset[str], skip: frozenset[str] = frozen
     return out
 
 
+# A body's field checks, declared as (check, field names) in the order they run; each check returns the value
+# the field keeps (normalised).
+FieldCheck = Callable[[str, Any], Any]
+
+
+def listed(name: str, value: Any) -> list[str] | None:
+    return string_list(value, name)
+
+
+def one_or_listed(name: str, value: Any) -> str | list[str] | None:
+    return string_or_list(value, name)
+
+
+def optional_text(name: str, value: Any) -> Any:
+    _check(name, value, str, optional=True)
+    return value
+
+
+def flag(name: str, value: Any) -> Any:
+    _check(name, value, bool)
+    return value
+
+
+def optional_flag(name: str, value: Any) -> Any:
+    _check(name, value, bool, optional=True)
+    return value
+
+
+def optional_mapping(name: str, value: Any) -> Any:
+    _check(name, value, Mapping, optional=True)
+    return value
+
+
+def count(name: str, value: Any) -> Any:
+    _check_count(name, value)
+    return value
+
+
+def positive_count(name: str, value: Any) -> Any:
+    _check_count(name, value, minimum=1)
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class _Body:
-    """A request's ``body`` object."""
+    """A request's ``body`` object. ``CHECKS``: its fields' checks (see FieldCheck), run after construction."""
 
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
+    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = ()
+
+    def __post_init__(self) -> None:
+        for check, names in self.CHECKS:
+            for name in names:
+                _set(self, name, check(name, getattr(self, name)))
 
     def wire(self) -> JSONObject:
         return _wire_fields(self, self.ALWAYS)

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from relay.wire.fields import (
+    FieldCheck,
     _Body,
     _check,
     _check_count,
     _check_id,
     _set,
+    count,
+    flag,
+    listed,
+    one_or_listed,
+    optional_flag,
+    optional_mapping,
+    optional_text,
+    positive_count,
     string_list,
-    string_or_list,
 )
 from relay.wire.json_types import JSONObject
 from relay.wire.messages import (
@@ -92,19 +99,12 @@ class ListWorkflowsBody(_Body):
     load_output: bool = False
     queues_only: bool = False
 
-    def __post_init__(self) -> None:
-        _set(self, "workflow_uuids", string_list(self.workflow_uuids, "workflow_uuids"))
-        for name in self.STRING_OR_LIST:
-            _set(self, name, string_or_list(getattr(self, name), name))
-        for name in self.TIMES:
-            _check(name, getattr(self, name), str, optional=True)
-        for name in ("was_forked_from", "has_parent"):
-            _check(name, getattr(self, name), bool, optional=True)
-        for name in ("sort_desc", "load_input", "load_output", "queues_only"):
-            _check(name, getattr(self, name), bool)
-        _check("attributes", self.attributes, Mapping, optional=True)
-        _check_count("limit", self.limit)
-        _check_count("offset", self.offset)
+    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = (
+        (listed, ("workflow_uuids",)), (one_or_listed, STRING_OR_LIST), (optional_text, TIMES),
+        (optional_flag, ("was_forked_from", "has_parent")),
+        (flag, ("sort_desc", "load_input", "load_output", "queues_only")),
+        (optional_mapping, ("attributes",)), (count, ("limit", "offset")),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,17 +244,10 @@ class GetWorkflowAggregatesBody(_Body):
     has_parent: bool | None = None
     attributes: JSONObject | None = None
 
-    def __post_init__(self) -> None:
-        for name in self.LISTS:
-            _set(self, name, string_list(getattr(self, name), name))
-        for name in self.TIMES:
-            _check(name, getattr(self, name), str, optional=True)
-        for name in self.FLAGS:
-            _check(name, getattr(self, name), bool)
-        for name in ("was_forked_from", "has_parent"):
-            _check(name, getattr(self, name), bool, optional=True)
-        _check("attributes", self.attributes, Mapping, optional=True)
-        _check_count("time_bucket_size_ms", self.time_bucket_size_ms, minimum=1)
+    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = (
+        (listed, LISTS), (optional_text, TIMES), (flag, FLAGS), (optional_flag, ("was_forked_from", "has_parent")),
+        (optional_mapping, ("attributes",)), (positive_count, ("time_bucket_size_ms",)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,14 +278,10 @@ class GetStepAggregatesBody(_Body):
     completed_after: str | None = None
     completed_before: str | None = None
 
-    def __post_init__(self) -> None:
-        for name in self.LISTS:
-            _set(self, name, string_list(getattr(self, name), name))
-        for name in self.FLAGS:
-            _check(name, getattr(self, name), bool)
-        for name in ("completed_after", "completed_before"):
-            _check(name, getattr(self, name), str, optional=True)
-        _check_count("time_bucket_size_ms", self.time_bucket_size_ms, minimum=1)
+    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = (
+        (listed, LISTS), (flag, FLAGS), (optional_text, ("completed_after", "completed_before")),
+        (positive_count, ("time_bucket_size_ms",)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
