@@ -7,10 +7,35 @@ number), by web/api/alerting.py, the console and the metrics scrape.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, decoded, iso, to_json
+from relay.projections.projector import AggregateEvent, Handler, ViewProjection, decoded, iso, to_json
+
+
+class _RuleCreated(AggregateEvent, Protocol):
+    org: str
+    app: str
+    rule_id: str
+    rule_type: str
+    metadata: Mapping[str, object]
+    receiving_app: str | None
+    min_interval_secs: int | None
+
+
+class _AlertFired(_RuleCreated, Protocol):
+    sequence: int
+    slot: int
+    message: str
+    instance: str
+
+
+class _AlertDelivered(AggregateEvent, Protocol):
+    delivered_to: list[str]
+    failed: list[dict[str, str]]
+    webhook: Mapping[str, object] | None
+    sinks: Mapping[str, object] | None
 
 
 class AlertingSchema:
@@ -44,17 +69,17 @@ class AlertingProjection(ViewProjection):
             "Alert.Delivered": self.alert_delivered,
         }
 
-    def rule_created(self, sql: Sql, e: Any, _: int) -> None:
+    def rule_created(self, sql: Sql, e: _RuleCreated, _: int) -> None:
         sql.insert("relay_alerting_rules", {
             "id": str(e.originator_id), "org": e.org, "app": e.app, "rule_id": e.rule_id, "rule_type": e.rule_type,
             "metadata": to_json(e.metadata), "receiving_app": e.receiving_app,
             "min_interval_secs": e.min_interval_secs, "created_at": iso(e.at),
         })
 
-    def rule_deleted(self, sql: Sql, e: Any, _: int) -> None:
+    def rule_deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.update("relay_alerting_rules", {"id": str(e.originator_id)}, {"deleted": 1, "deleted_at": iso(e.at)})
 
-    def alert_fired(self, sql: Sql, e: Any, _: int) -> None:
+    def alert_fired(self, sql: Sql, e: _AlertFired, _: int) -> None:
         sql.insert("relay_alerting_alerts", {
             "id": str(e.originator_id), "org": e.org, "app": e.app, "rule_id": e.rule_id, "sequence": e.sequence,
             "rule_type": e.rule_type, "slot": e.slot, "message": e.message, "metadata": to_json(e.metadata),
@@ -66,7 +91,7 @@ class AlertingProjection(ViewProjection):
             (iso(e.at), e.sequence, e.org, e.app, e.rule_id, e.sequence),
         )
 
-    def alert_delivered(self, sql: Sql, e: Any, _: int) -> None:
+    def alert_delivered(self, sql: Sql, e: _AlertDelivered, _: int) -> None:
         sql.update("relay_alerting_alerts", {"id": str(e.originator_id)}, {
             "delivered_at": iso(e.at), "delivered_to": to_json(e.delivered_to), "failed": to_json(e.failed),
             "webhook": to_json(e.webhook) if e.webhook is not None else None,

@@ -5,14 +5,43 @@ from __future__ import annotations
 import copy
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from relay.events.application import DEFAULT_SETTINGS
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, decoded, event_name, iso, to_json
+from relay.projections.projector import AggregateEvent, Handler, ViewProjection, decoded, event_name, iso, to_json
 
+
+class _Named(AggregateEvent, Protocol):
+    name: str  # Organization.Created
+
+
+class _KeyRevoked(AggregateEvent, Protocol):
+    key_name: str
+
+
+class _KeyIssued(_KeyRevoked, Protocol):
+    key_hash: str
+    apps: list[str]
+    permissions: list[str]
+
+
+class _AppRegistered(_Named, Protocol):
+    org: str
+
+
+class _SettingsChanged(AggregateEvent, Protocol):
+    changes: Mapping[str, object]
+
+
+class _DataPlaneConfigured(AggregateEvent, Protocol):
+    config: Mapping[str, object]
+
+
+class _PolicySet(AggregateEvent, Protocol):
+    policy: Mapping[str, object]
 
 class ApplicationsSchema:
     name = "applications"
@@ -61,18 +90,18 @@ class ApplicationsProjection(ViewProjection):
             "App.Deleted": self.app_deleted,
         }
 
-    def org_created(self, sql: Sql, e: Any, _: int) -> None:
+    def org_created(self, sql: Sql, e: _Named, _: int) -> None:
         sql.write(
             "INSERT INTO {s}relay_orgs (id, name, created_at) VALUES (?, ?, ?)",
             (str(e.originator_id), e.name, iso(e.at)),
         )
 
-    def _org_name(self, sql: Sql, e: Any) -> str:
+    def _org_name(self, sql: Sql, e: AggregateEvent) -> str:
         row = sql.one("SELECT name FROM {s}relay_orgs WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "key event for an organization the view never saw"
         return str(row["name"])
 
-    def key_issued(self, sql: Sql, e: Any, _: int) -> None:
+    def key_issued(self, sql: Sql, e: _KeyIssued, _: int) -> None:
         sql.write(
             "INSERT INTO {s}relay_api_keys (org, name, key_hash, apps, permissions, issued_at, revoked_at) "
             "VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT (org, name) DO UPDATE SET key_hash = excluded.key_hash, "
@@ -81,13 +110,13 @@ class ApplicationsProjection(ViewProjection):
             (self._org_name(sql, e), e.key_name, e.key_hash, to_json(e.apps), to_json(e.permissions), iso(e.at)),
         )
 
-    def key_revoked(self, sql: Sql, e: Any, _: int) -> None:
+    def key_revoked(self, sql: Sql, e: _KeyRevoked, _: int) -> None:
         sql.write(
             "UPDATE {s}relay_api_keys SET revoked_at = ? WHERE org = ? AND name = ?",
             (iso(e.at), self._org_name(sql, e), e.key_name),
         )
 
-    def app_registered(self, sql: Sql, e: Any, _: int) -> None:
+    def app_registered(self, sql: Sql, e: _AppRegistered, _: int) -> None:
         at = iso(e.at)
         sql.write(
             "INSERT INTO {s}relay_apps (id, org, name, deleted, settings, created_at, updated_at) "
@@ -95,31 +124,31 @@ class ApplicationsProjection(ViewProjection):
             (str(e.originator_id), e.org, e.name, to_json(DEFAULT_SETTINGS), at, at),
         )
 
-    def app_reregistered(self, sql: Sql, e: Any, _: int) -> None:
+    def app_reregistered(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.write(
             "UPDATE {s}relay_apps SET deleted = 0, settings = ?, updated_at = ? WHERE id = ?",
             (to_json(DEFAULT_SETTINGS), iso(e.at), str(e.originator_id)),
         )
 
-    def settings_changed(self, sql: Sql, e: Any, _: int) -> None:
+    def settings_changed(self, sql: Sql, e: _SettingsChanged, _: int) -> None:
         self._merge_settings(sql, e, e.changes)
 
     # The data plane's settings (a reference to the system database URL, never the URL) ride in the settings
     # document under "dataPlane": the API's Application shows only Conductor's settings (web/api/views_to_api.py).
-    def data_plane_configured(self, sql: Sql, e: Any, _: int) -> None:
+    def data_plane_configured(self, sql: Sql, e: _DataPlaneConfigured, _: int) -> None:
         self._merge_settings(sql, e, {"dataPlane": dict(e.config)})
 
-    def data_plane_removed(self, sql: Sql, e: Any, _: int) -> None:
+    def data_plane_removed(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._merge_settings(sql, e, {"dataPlane": None})
 
     # The autoscaling policy (events/autoscaling.py) rides there too, under "autoscalingPolicy".
-    def autoscaling_policy_set(self, sql: Sql, e: Any, _: int) -> None:
+    def autoscaling_policy_set(self, sql: Sql, e: _PolicySet, _: int) -> None:
         self._merge_settings(sql, e, {"autoscalingPolicy": dict(e.policy)})
 
-    def autoscaling_policy_cleared(self, sql: Sql, e: Any, _: int) -> None:
+    def autoscaling_policy_cleared(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._merge_settings(sql, e, {"autoscalingPolicy": None})
 
-    def _merge_settings(self, sql: Sql, e: Any, changes: dict[str, Any]) -> None:
+    def _merge_settings(self, sql: Sql, e: AggregateEvent, changes: Mapping[str, object]) -> None:
         row = sql.one("SELECT settings FROM {s}relay_apps WHERE id = ?", (str(e.originator_id),))
         assert row is not None, f"{event_name(e)} for an application the view never saw"
         settings = json.loads(row["settings"])
@@ -129,7 +158,7 @@ class ApplicationsProjection(ViewProjection):
             (to_json(settings), iso(e.at), str(e.originator_id)),
         )
 
-    def app_deleted(self, sql: Sql, e: Any, _: int) -> None:
+    def app_deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.write(
             "UPDATE {s}relay_apps SET deleted = 1, updated_at = ? WHERE id = ?", (iso(e.at), str(e.originator_id))
         )

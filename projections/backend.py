@@ -10,7 +10,7 @@ import logging
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +149,7 @@ _PLAIN_INSERT = re.compile(r"^(\s*INSERT\s+INTO\s+\{s\}\w+\s*\([^)]*\))\s*VALUES
 _ARRAY_TYPES = {str: "text", int: "bigint"}
 
 
-def _array_types(rows: list[tuple[Any, ...]]) -> list[str] | None:
+def _array_types(rows: list[tuple[object, ...]]) -> list[str] | None:
     """Each column's array type when every value is a str, an int or None and no column is all None (its
     type would be unknown); else None (the rows then go as executemany)."""
     types: list[str] = []
@@ -184,23 +184,23 @@ class Sql:
         q = statement.replace("{s}", self.prefix)
         return q.replace("?", "%s") if self.postgres else q
 
-    def execute(self, statement: str, params: Sequence[Any] = ()) -> None:
+    def execute(self, statement: str, params: Sequence[object] = ()) -> None:
         if self._queued:
             self.flush()
         self.cursor.execute(self._q(statement), tuple(params))
 
-    def write(self, statement: str, params: Sequence[Any] = ()) -> None:
+    def write(self, statement: str, params: Sequence[object] = ()) -> None:
         target = _WRITE_TARGET.match(statement)
         if target is None:
             self.execute(statement, params)
             return
         self._queued.setdefault(target.group(1), []).append(("raw", statement, tuple(params)))
 
-    def insert(self, table: str, row: dict[str, Any]) -> None:
+    def insert(self, table: str, row: Mapping[str, object]) -> None:
         """Queue `INSERT INTO table (columns of row) VALUES (...)`."""
         self._queued.setdefault(table, []).append(("insert", None, dict(row)))
 
-    def update(self, table: str, key: dict[str, Any], values: dict[str, Any]) -> None:
+    def update(self, table: str, key: Mapping[str, object], values: Mapping[str, object]) -> None:
         """Queue `UPDATE table SET values WHERE key`, values being plain values (not expressions of the
         row). Folded into the table's previous queued write when that one is an insert or an update of
         the same row: the row ends the same, in one statement instead of several."""
@@ -230,7 +230,7 @@ class Sql:
         """Send every queued write: per table in order, consecutive same statements as one executemany."""
         queued, self._queued = self._queued, {}
         for table, runs in queued.items():
-            pending: tuple[str, list[tuple[Any, ...]]] | None = None
+            pending: tuple[str, list[tuple[object, ...]]] | None = None
             for kind, key, data in runs:
                 statement, params = (key, data) if kind == "raw" else self._statement(table, kind, key, data)
                 if pending is not None and pending[0] == statement:
@@ -242,7 +242,7 @@ class Sql:
             if pending is not None:
                 self._send(*pending)
 
-    def _send(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+    def _send(self, statement: str, rows: list[tuple[object, ...]]) -> None:
         if len(rows) == 1:
             self.cursor.execute(self._q(statement), rows[0])
             return
@@ -257,11 +257,11 @@ class Sql:
         self.cursor.execute(self._q(f"{plain_insert.group(1)} SELECT * FROM unnest({arrays})"),  # noqa: S608
                             [list(column) for column in zip(*rows, strict=True)])
 
-    def all(self, statement: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def all(self, statement: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
         self.execute(statement, params)
         return [dict(row) for row in self.cursor.fetchall()]
 
-    def one(self, statement: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
+    def one(self, statement: str, params: Sequence[object] = ()) -> dict[str, Any] | None:
         rows = self.all(statement, params)
         return rows[0] if rows else None
 

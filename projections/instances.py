@@ -11,15 +11,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, iso
+from relay.projections.projector import AggregateEvent, ExecutorConnection, Handler, LeaseAdoption, ViewProjection, iso
 
 RUNNING = "RUNNING"
 STOPPED = "STOPPED"
 EXPIRED = "EXPIRED"
 _DELETED = "DELETED"
+
+
+class _Start(AggregateEvent, Protocol):
+    """RelayInstance.Started and Restarted."""
+
+    instance: str
+    address: str
+    port: int
+    version: str
+
+
+class _Expiry(AggregateEvent, Protocol):
+    by: str
 
 
 class InstancesSchema:
@@ -58,41 +71,41 @@ class InstancesProjection(ViewProjection):
             "Executor.Deleted": lambda sql, e, _: self._lease_status(sql, e, _DELETED),
         }
 
-    def started(self, sql: Sql, e: Any, _: int) -> None:
+    def started(self, sql: Sql, e: _Start, _: int) -> None:
         sql.insert("relay_instance_states", {"id": str(e.originator_id), "instance": e.instance, **_running(e)})
 
-    def restarted(self, sql: Sql, e: Any, _: int) -> None:
+    def restarted(self, sql: Sql, e: _Start, _: int) -> None:
         sql.update("relay_instance_states", {"id": str(e.originator_id)}, _running(e))
 
-    def expired(self, sql: Sql, e: Any, position: int) -> None:
+    def expired(self, sql: Sql, e: _Expiry, position: int) -> None:
         self._finish(sql, e, EXPIRED, e.by)
         row = sql.one("SELECT instance FROM {s}relay_instance_states WHERE id = ?", (str(e.originator_id),))
         if row is not None:
             sql.insert("relay_instance_expiries",
                        {"instance": row["instance"], "position": position, "expired_by": e.by})
 
-    def _finish(self, sql: Sql, e: Any, status: str, by: str | None = None) -> None:
+    def _finish(self, sql: Sql, e: AggregateEvent, status: str, by: str | None = None) -> None:
         sql.update("relay_instance_states", {"id": str(e.originator_id)},
                    {"status": status, "stopped_at": iso(e.at), "expired_by": by})
 
-    def lease_adopted(self, sql: Sql, e: Any, _: int) -> None:
+    def lease_adopted(self, sql: Sql, e: LeaseAdoption, _: int) -> None:
         # The lease key is org/app/executor_id; executor ids may contain '/', org and app may not.
         org, app, executor_id = e.lease.split("/", 2)
         sql.write("UPDATE {s}relay_instance_leases SET instance = ? WHERE org = ? AND app = ? AND executor_id = ? "
                   "AND instance = ?", (e.to_instance, org, app, executor_id, e.from_instance))
 
-    def connected(self, sql: Sql, e: Any, _: int) -> None:
+    def connected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         sql.insert("relay_instance_leases", {"id": str(e.originator_id), "org": e.org, "app": e.app,
                                     "executor_id": e.executor, "instance": e.instance, "status": "HEALTHY"})
 
-    def reconnected(self, sql: Sql, e: Any, _: int) -> None:
+    def reconnected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         sql.update("relay_instance_leases", {"id": str(e.originator_id)}, {"instance": e.instance, "status": "HEALTHY"})
 
-    def _lease_status(self, sql: Sql, e: Any, status: str) -> None:
+    def _lease_status(self, sql: Sql, e: AggregateEvent, status: str) -> None:
         sql.update("relay_instance_leases", {"id": str(e.originator_id)}, {"status": status})
 
 
-def _running(e: Any) -> dict[str, Any]:
+def _running(e: _Start) -> dict[str, object]:
     return {"address": e.address, "port": e.port, "version": e.version, "status": RUNNING,
             "started_at": iso(e.at), "stopped_at": None, "expired_by": None}
 

@@ -8,12 +8,44 @@ web/api/alerting.py, the console and the metrics scrape.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, decoded, iso, recovery_row_id, to_json
+from relay.projections.projector import AggregateEvent, Handler, ViewProjection, decoded, iso, recovery_row_id, to_json
 
 _RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+
+
+class _OfApp(AggregateEvent, Protocol):
+    org: str
+    app: str
+
+
+class _RetentionStarted(_OfApp, Protocol):
+    slot: int
+    executor: str
+    policy: Mapping[str, object]
+    settings: Mapping[str, object]
+    instance: str
+
+
+class _RetentionFinished(AggregateEvent, Protocol):
+    outcome: str
+    reason: str | None
+
+
+class _AppRegistered(AggregateEvent, Protocol):
+    org: str
+    name: str
+
+
+class _SettingsChanged(AggregateEvent, Protocol):
+    changes: Mapping[str, object]
+
+
+class _Attempt(AggregateEvent, Protocol):
+    attempt: int  # Executor.RecoveryDispatched, RecoveryFailed, RecoveryAcknowledged
 
 
 class OperationsSchema:
@@ -58,27 +90,27 @@ class OperationsProjection(ViewProjection):
         }
 
     # -- retention runs
-    def retention_started(self, sql: Sql, e: Any, _: int) -> None:
+    def retention_started(self, sql: Sql, e: _RetentionStarted, _: int) -> None:
         sql.insert("relay_operations_retention_runs", {
             "id": str(e.originator_id), "org": e.org, "app": e.app, "slot": e.slot, "executor": e.executor,
             "policy": to_json(e.policy), "settings": to_json(e.settings), "instance": e.instance,
             "started_at": iso(e.at),
         })
 
-    def retention_finished(self, sql: Sql, e: Any, _: int) -> None:
+    def retention_finished(self, sql: Sql, e: _RetentionFinished, _: int) -> None:
         sql.update("relay_operations_retention_runs", {"id": str(e.originator_id)},
                    {"outcome": e.outcome, "reason": e.reason, "finished_at": iso(e.at)})
 
     # -- applications (which ones exist, their retention settings)
-    def app_registered(self, sql: Sql, e: Any, _: int) -> None:
+    def app_registered(self, sql: Sql, e: _AppRegistered, _: int) -> None:
         sql.insert("relay_operations_apps", {"id": str(e.originator_id), "org": e.org, "app": e.name,
                                              "deleted": 0, "retention": _no_retention()})
 
-    def app_reregistered(self, sql: Sql, e: Any, _: int) -> None:
+    def app_reregistered(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.update("relay_operations_apps", {"id": str(e.originator_id)},
                    {"deleted": 0, "retention": _no_retention()})
 
-    def app_settings_changed(self, sql: Sql, e: Any, _: int) -> None:
+    def app_settings_changed(self, sql: Sql, e: _SettingsChanged, _: int) -> None:
         changes = {k: v for k, v in e.changes.items() if k in _RETENTION_KEYS}
         if not changes:
             return
@@ -88,15 +120,15 @@ class OperationsProjection(ViewProjection):
         retention.update(changes)
         sql.update("relay_operations_apps", {"id": str(e.originator_id)}, {"retention": to_json(retention)})
 
-    def app_deleted(self, sql: Sql, e: Any, _: int) -> None:
+    def app_deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.update("relay_operations_apps", {"id": str(e.originator_id)}, {"deleted": 1})
 
     # -- recoveries (Relay's own recovery counts)
-    def executor_connected(self, sql: Sql, e: Any, _: int) -> None:
+    def executor_connected(self, sql: Sql, e: _OfApp, _: int) -> None:
         sql.write("INSERT INTO {s}relay_operations_executors (id, org, app) VALUES (?, ?, ?) "
                   "ON CONFLICT (id) DO NOTHING", (str(e.originator_id), e.org, e.app))
 
-    def recovery_dispatched(self, sql: Sql, e: Any, _: int) -> None:
+    def recovery_dispatched(self, sql: Sql, e: _Attempt, _: int) -> None:
         row = sql.one("SELECT org, app FROM {s}relay_operations_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the view never saw"
         key = recovery_row_id(sql, "relay_operations_recoveries", str(e.originator_id), e.attempt, dispatched=True)
@@ -105,7 +137,7 @@ class OperationsProjection(ViewProjection):
             "outcome": "pending", "dispatched_at": iso(e.at),
         })
 
-    def _recovery_finished(self, sql: Sql, e: Any, outcome: str) -> None:
+    def _recovery_finished(self, sql: Sql, e: _Attempt, outcome: str) -> None:
         key = recovery_row_id(sql, "relay_operations_recoveries", str(e.originator_id), e.attempt)
         sql.update("relay_operations_recoveries", {"id": key, "attempt": e.attempt},
                    {"outcome": outcome, "finished_at": iso(e.at)})

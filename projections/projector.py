@@ -11,7 +11,8 @@ import logging
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
+from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import IntegrityError, Tracking
@@ -22,7 +23,32 @@ from relay.projections.store.log import RelayLog
 
 log = logging.getLogger("relay.projections")
 
-Handler = Callable[[Sql, Any, int], None]
+Handler = Callable[[Sql, Any, int], None]  # (the view's transaction, a domain event, its log position)
+
+
+# What the views read of the domain events (events/*.py; eventsourcing makes their classes, which the type
+# checker cannot see): one shape per kind of event a handler takes.
+class AggregateEvent(Protocol):
+    originator_id: UUID
+    at: datetime
+
+
+class ExecutorConnection(AggregateEvent, Protocol):
+    """Executor.Connected and Executor.Reconnected."""
+
+    org: str
+    app: str
+    executor: str
+    instance: str
+    info: Mapping[str, object]
+
+
+class LeaseAdoption(Protocol):
+    """RelayInstance.LeaseAdopted: ``lease`` is org/app/executor_id."""
+
+    lease: str
+    from_instance: str
+    to_instance: str
 
 
 def event_name(domain_event: object) -> str:
@@ -34,7 +60,7 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def recovery_row_id(sql: Any, table: str, originator: str, attempt: int, *, dispatched: bool = False) -> str:
+def recovery_row_id(sql: Sql, table: str, originator: str, attempt: int, *, dispatched: bool = False) -> str:
     """The row id of an executor's recovery attempt in ``table`` (keyed by id and attempt). An executor that
     connects again starts its attempts at 1, so each later death of the same executor (one that reports a fixed
     executor_id, DBOS__VMID...) gets rows of its own: ``<originator>``, then ``<originator>#2``, ``#3``...
@@ -47,7 +73,7 @@ def recovery_row_id(sql: Any, table: str, originator: str, attempt: int, *, disp
     return originator if deaths <= 1 else f"{originator}#{deaths}"
 
 
-def to_json(value: Any) -> str:
+def to_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, iso, recovery_row_id, to_json
+from relay.projections.projector import (
+    AggregateEvent,
+    ExecutorConnection,
+    Handler,
+    LeaseAdoption,
+    ViewProjection,
+    iso,
+    recovery_row_id,
+    to_json,
+)
 
 HEALTHY = "HEALTHY"
 # Ids per IN (...) lookup (well under SQLite's limit on bound parameters).
 _IDS_PER_QUERY = 500
+
+
+class _Recovery(AggregateEvent, Protocol):
+    """Executor.RecoveryDispatched, RecoveryFailed and RecoveryAcknowledged."""
+
+    attempt: int
+    peer: str
+    instance: str
+    reason: str
 
 
 class RegistrySchema:
@@ -32,7 +50,7 @@ class RegistrySchema:
     )
 
 
-def _info_columns(info: dict[str, Any]) -> tuple[Any, ...]:
+def _info_columns(info: Mapping[str, object]) -> tuple[object, ...]:
     metadata = info.get("metadata")
     return (
         info.get("application_version"),
@@ -59,7 +77,7 @@ class RegistryProjection(ViewProjection):
             "RelayInstance.LeaseAdopted": self.lease_adopted,
         }
 
-    def connected(self, sql: Sql, e: Any, _: int) -> None:
+    def connected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         at = iso(e.at)
         app_version, hostname, language, dbos_version, metadata = _info_columns(e.info)
         sql.insert("relay_executors", {
@@ -68,7 +86,7 @@ class RegistryProjection(ViewProjection):
             "metadata": metadata, "instance": e.instance, "created_at": at, "connected_at": at, "updated_at": at,
         })
 
-    def reconnected(self, sql: Sql, e: Any, _: int) -> None:
+    def reconnected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         at = iso(e.at)
         app_version, hostname, language, dbos_version, metadata = _info_columns(e.info)
         self._set(sql, e, {
@@ -78,17 +96,17 @@ class RegistryProjection(ViewProjection):
             "recovered": 0,
         })
 
-    def _set(self, sql: Sql, e: Any, values: dict[str, Any]) -> None:
+    def _set(self, sql: Sql, e: AggregateEvent, values: Mapping[str, object]) -> None:
         # Plain values only (see Sql.update): an executor's run of events in a batch folds into one write.
         sql.update("relay_executors", {"id": str(e.originator_id)}, {**values, "updated_at": iso(e.at)})
 
-    def disconnected(self, sql: Sql, e: Any, _: int) -> None:
+    def disconnected(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._set(sql, e, {"status": "DISCONNECTED", "disconnected_at": iso(e.at)})
 
-    def declared_dead(self, sql: Sql, e: Any, _: int) -> None:
+    def declared_dead(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._set(sql, e, {"status": "DEAD", "dead_at": iso(e.at)})
 
-    def recovery_dispatched(self, sql: Sql, e: Any, _: int) -> None:
+    def recovery_dispatched(self, sql: Sql, e: _Recovery, _: int) -> None:
         self._set(sql, e, {"recovery_attempts": e.attempt, "recovery_peer": e.peer})
         row = sql.one("SELECT org, app, executor_id FROM {s}relay_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the registry never saw"
@@ -99,25 +117,25 @@ class RegistryProjection(ViewProjection):
             (key, e.attempt, row["org"], row["app"], row["executor_id"], e.peer, e.instance, iso(e.at)),
         )
 
-    def _finish(self, sql: Sql, e: Any, outcome: str, reason: str | None) -> None:
+    def _finish(self, sql: Sql, e: _Recovery, outcome: str, reason: str | None) -> None:
         key = recovery_row_id(sql, "relay_recoveries", str(e.originator_id), e.attempt)
         sql.write(
             "UPDATE {s}relay_recoveries SET outcome = ?, reason = ?, finished_at = ? WHERE id = ? AND attempt = ?",
             (outcome, reason, iso(e.at), key, e.attempt),
         )
 
-    def recovery_failed(self, sql: Sql, e: Any, _: int) -> None:
+    def recovery_failed(self, sql: Sql, e: _Recovery, _: int) -> None:
         self._set(sql, e, {"recovery_peer": None})
         self._finish(sql, e, "failed", e.reason)
 
-    def recovery_acknowledged(self, sql: Sql, e: Any, _: int) -> None:
+    def recovery_acknowledged(self, sql: Sql, e: _Recovery, _: int) -> None:
         self._set(sql, e, {"recovery_peer": None, "recovered": 1})
         self._finish(sql, e, "acknowledged", None)
 
-    def deleted(self, sql: Sql, e: Any, _: int) -> None:
+    def deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._set(sql, e, {"status": "DELETED"})
 
-    def lease_adopted(self, sql: Sql, e: Any, _: int) -> None:
+    def lease_adopted(self, sql: Sql, e: LeaseAdoption, _: int) -> None:
         # The lease key is org/app/executor_id; executor ids may contain '/', org and app may not.
         org, app, executor_id = e.lease.split("/", 2)
         sql.write(
