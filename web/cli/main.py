@@ -261,12 +261,12 @@ def _open_store(settings: Settings, command: str, beside_server: str,
     store is opened (never a password) and whether running beside a live `relay serve` is safe."""
     import psycopg
 
+    from relay.actors.runtime import OfflineStore
     from relay.projections.backend import SQLITE_LOG_FILE
-    from relay.projections.store.log import RelayLog
 
     store = settings.store
     try:
-        exists = store.log_exists(f"{RelayLog.name}_events")
+        exists = OfflineStore.has_event_log(settings)
     except psycopg.Error as error:
         raise CliError(f"cannot open the store {store.describe()} ({error.__class__.__name__}); "
                        "is RELAY_DATABASE_URL that of your relay serve?") from None
@@ -280,22 +280,10 @@ def _open_store(settings: Settings, command: str, beside_server: str,
     print(f"relay {command}: store {where}; {beside_server}", file=sys.stderr)
 
 
-def _live_instances(settings: Settings) -> list[str]:
-    """Instances whose heartbeat is fresh (within RELAY_INSTANCE_TIMEOUT_S): a `relay serve` on this store.
-    A clean stop zeroes its beat, so only a running (or just killed) server counts."""
-    from relay.actors.heartbeats import InstanceTable
-
-    table = InstanceTable(settings.store)
-    try:
-        rows = table.rows()
-    finally:
-        table.close()
-    now = time.time()
-    return [str(r["instance"]) for r in rows if now - float(r["heartbeat_at"]) <= settings.instance_timeout_s]
-
-
 def _refuse_live_server(settings: Settings) -> None:
-    live = _live_instances(settings)
+    from relay.actors.runtime import OfflineStore
+
+    live = OfflineStore.live_instances(settings)
     if live:
         # A rebuild empties the views the server answers from (apps, keys, executors) until it is done.
         raise CliError(f"relay serve is running on this store ({', '.join(live)}): stop it first (a rebuild "
@@ -326,9 +314,8 @@ class _Progress:
 
 
 def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.actors.runtime import install_third_party
+    from relay.actors.runtime import OfflineStore
     from relay.projections.replay import rebuild, verify
-    from relay.projections.store.log import RelayLog
 
     if args.verify:
         _open_store(settings, "replay --verify",
@@ -336,17 +323,13 @@ def cmd_replay(settings: Settings, args: argparse.Namespace) -> int:
     else:
         _open_store(settings, "replay", "rebuilding the views in place (no relay serve runs on it)",
                     lambda: _refuse_live_server(settings))
-    install_third_party()
-    relay_log = RelayLog(env=settings.store.event_store_env())
-    try:
-        total = relay_log.recorder.max_notification_id() or 0
+    with OfflineStore(settings) as offline:
+        total = offline.log.recorder.max_notification_id() or 0
         progress = _Progress(total, "verifying" if args.verify else "replaying")
-        report = verify(settings.store, relay_log, progress) if args.verify else rebuild(
-            settings.store, relay_log, progress
+        report = verify(settings.store, offline.log, progress) if args.verify else rebuild(
+            settings.store, offline.log, progress
         )
         progress.finish()
-    finally:
-        relay_log.close()
     if args.verify:
         if report.verified:
             print(f"verified: views rebuilt from {report.position} events equal the live views")
@@ -372,15 +355,12 @@ def _print_event(row: dict[str, Any], output: str) -> None:
 
 
 def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
-    from relay.actors.runtime import install_third_party
-    from relay.projections.store.log import RelayLog
-    from relay.projections.views import Views
+    from relay.actors.runtime import OfflineStore
 
     _open_store(settings, "events", "reads the event log (bringing its audit view up to date, as a server does, "
                 "each event once): safe beside a running relay serve")
-    install_third_party()
-    relay_log = RelayLog(env=settings.store.event_store_env())
-    views = Views(settings.store, relay_log)
+    offline = OfflineStore(settings)
+    views = offline.views()
     # Only the audit view is read: only it is caught up (a server beside us keeps the others).
     audit = next(p for p in views.projectors if p.name == "audit")
     since, start_time = 0, None
@@ -413,8 +393,7 @@ def cmd_events(settings: Settings, args: argparse.Namespace) -> int:
             if len(rows) < 1000:
                 interrupted.wait(1.0)
     finally:
-        views.close()
-        relay_log.close()
+        offline.close()
     return 130 if interrupted.is_set() else 0
 
 

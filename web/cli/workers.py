@@ -35,10 +35,7 @@ from gevent.event import Event
 from gevent.queue import Queue
 
 from relay.actors.configuration.settings import Settings
-from relay.actors.heartbeats import InstanceTable
-from relay.actors.runtime import install_third_party
-from relay.projections.store.log import RelayLog
-from relay.projections.views import Views
+from relay.actors.runtime import OfflineStore
 
 log = logging.getLogger("relay.workers")
 
@@ -91,13 +88,8 @@ def worker_sockets(settings: Settings) -> tuple[socket.socket, socket.socket]:
 def prepare_store(settings: Settings) -> None:
     """Create the store's tables once, before the workers start: N processes creating them at once on a new
     database collide in PostgreSQL's catalog (CREATE TABLE IF NOT EXISTS is not safe against a concurrent one)."""
-    install_third_party()
-    relay_log = RelayLog(env=settings.store.event_store_env())
-    try:
-        Views(settings.store, relay_log).close()
-        InstanceTable(settings.store).close()
-    finally:
-        relay_log.close()
+    with OfflineStore(settings) as offline:
+        offline.create_tables()
 
 
 def _die_with_parent() -> None:

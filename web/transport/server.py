@@ -9,6 +9,7 @@ import signal
 import socket
 import ssl
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -22,8 +23,8 @@ from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
 from relay.web.cli.workers import worker_sockets
-from relay.web.transport import body_limits
 from relay.web.problems import ApiError, problem_response
+from relay.web.transport import body_limits
 from relay.web.transport.forwarded import TrustedProxies
 from relay.web.transport.gc_tuning import tune_gc
 from relay.web.transport.http_connections import HttpConnections
@@ -32,10 +33,13 @@ from relay.web.transport.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimi
 from relay.web.transport.log_secrets import install_secret_filter
 from relay.web.transport.sockets import RelayWebSocket, send_all
 from relay.web.transport.websocket import (
+    HANDSHAKE,
     HANDSHAKES_BUSY,
     WEBSOCKET_PATH,
+    ExecutorLink,
     HandshakeGate,
     check_handshake,
+    handshake_of,
     redact_path,
     start_executor,
 )
@@ -113,61 +117,55 @@ class RelayHandler(WebSocketHandler):
         self._admit_body()
         if WEBSOCKET_PATH.match(self.environ.get("PATH_INFO", "")):  # an executor's: its own limits from here
             self.server.relay_http.release_current()
-        check_handshake(self.server.relay, self.environ, self.server.relay_edge,
-                        getattr(self.server, "relay_handshakes", None))
-        if self.environ.get("relay.ws_busy"):
-            self.application = _handshakes_busy  # this request only: handle_one_request sets it again for the next
+        handshake = check_handshake(self.server.relay, self.environ, self.server.relay_edge,
+                                    getattr(self.server, "relay_handshakes", None))
+        if handshake is not None:
+            self.environ[HANDSHAKE] = handshake  # for the Flask route that answers a refusal
+            if handshake.refusal is not None and handshake.refusal.busy:
+                self.application = _handshakes_busy  # this request only: handle_one_request sets it for the next
         try:
             return super().run_application()  # for an upgraded socket: until it closes
         finally:
             if body_limits.was_cut(self._metered, self._capped):
                 self._stop_reading()
-            if self.environ.pop("relay.ws_slot", False):
-                self.server.relay_edge.slots.release()
-            ticket = self.environ.pop("relay.ws_handshake", None)
-            if ticket is not None:  # released already once the executor was identified; else now
-                ticket.release()
+            if handshake is not None:  # the gate's place was given back once the executor was identified; else now
+                handshake.release()
 
     def upgrade_websocket(self) -> Any:
-        if "relay.ws_refusal" in self.environ or "relay.ws_org" not in self.environ:
+        handshake = handshake_of(self.environ)
+        if handshake is None or not handshake.upgrades:
             return None  # not upgraded: Flask answers (401/403/400) as plain HTTP
         return super().upgrade_websocket()
 
     def run_websocket(self) -> None:
         """WebSocketHandler.run_websocket, except that the socket outlives the request: start_executor starts the
-        executor's actor and leaves an ExecutorLink (web/transport/websocket.py), which this hands the socket over to;
-        the
-        handler's greenlet then ends, and with it the request's environ, handler and buffers."""
+        executor's actor and returns an ExecutorLink (web/transport/websocket.py), which this hands the socket over
+        to with the handshake's places; the handler's greenlet then ends, and with it the request's environ, handler
+        and buffers."""
         ws = self.websocket
         ws.prepare(self.server.relay.settings.limits.max_frame_bytes, self.socket)
+        handshake = handshake_of(self.environ)
+        link: ExecutorLink | None = None
         try:
             # Without Flask's dispatch around it (in a connect storm the dispatch was a fifth of the CPU): an
             # upgrade is made only once check_handshake admitted it, and Flask's route answers only refusals.
-            start_executor(self.server.relay, ws, self.environ)
+            assert handshake is not None  # upgrade_websocket upgrades admitted handshakes only
+            link = start_executor(self.server.relay, ws, handshake)
         except Exception:
             log.exception("executor socket not started")
             ws.close(1011, b"internal error; see the Relay log")
         finally:
             self.websocket = None
             self.environ["wsgi.websocket"] = None
-            link = self.environ.pop("relay.ws_link", None)
-            if link is None:
+            if link is None or handshake is None:
                 if not ws.closed:
                     ws.close()
             else:
-                self._hand_over(ws, link)
+                self._hand_over(ws, link, handshake.hand_off())
 
-    def _hand_over(self, ws: RelayWebSocket, link: Any) -> None:
-        edge = self.server.relay_edge
-        slot = self.environ.pop("relay.ws_slot", False)
-        ticket = self.environ.pop("relay.ws_handshake", None)
-
-        def release() -> None:  # once the link has closed the socket (holds nothing of this handler)
-            if slot:
-                edge.slots.release()
-            if ticket is not None:
-                ticket.release()
-
+    def _hand_over(self, ws: RelayWebSocket, link: ExecutorLink, release: Callable[[], None]) -> None:
+        """`release` gives back the handshake's places once the link has closed the socket (it holds nothing of
+        this handler)."""
         self.server.keep_open(self.socket)
         ws.detach(self.rfile)
         self.rfile.close()
@@ -176,7 +174,8 @@ class RelayHandler(WebSocketHandler):
         link.take_over(release)
 
     def log_request(self) -> None:
-        if self.environ.get("relay.ws_busy"):
+        handshake = handshake_of(self.environ)
+        if handshake is not None and handshake.refusal is not None and handshake.refusal.busy:
             return  # counted, and summed up in the log every few seconds (web/transport/websocket.py HandshakeGate)
         super().log_request()
 

@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -20,7 +21,13 @@ from relay.actors import metrics
 from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
 from relay.web.api.openapi import operation
 from relay.web.problems import ApiError, problem_response
-from relay.web.transport.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits, retry_after_header
+from relay.web.transport.limits import (
+    STORE_ERRORS,
+    STORE_UNAVAILABLE,
+    ConnectionSlots,
+    EdgeLimits,
+    retry_after_header,
+)
 from relay.web.transport.sockets import FrameRefusedError, GeventFrameSocket, RelayWebSocket
 
 if TYPE_CHECKING:
@@ -114,6 +121,70 @@ class HandshakeGate:
             self._freed.notify()
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why an upgrade is not made: the problem's status and detail, and its Retry-After (None: no header)."""
+
+    status: int
+    detail: str
+    retry_after: str | None = None
+    busy: bool = False  # past the handshake gate: answered by the handler itself, not logged one by one
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Who an admitted upgrade is: what the executor's actor is started with."""
+
+    org: str
+    app: str
+    key_name: str
+    peer: str
+
+
+@dataclass(slots=True, eq=False)
+class Handshake:
+    """One executor upgrade, from the admission check (`check_handshake`) to the executor's start
+    (`start_executor`): refused or admitted, and the places it holds until they are given back (a connection
+    slot, a place in the handshake gate). The server keeps it in the request's environ under HANDSHAKE, the one
+    key, because the refusal is answered by a Flask route."""
+
+    refusal: Refusal | None = None
+    admitted: Admitted | None = None
+    slots: ConnectionSlots | None = None  # one slot of these taken: given back by `release`
+    ticket: HandshakeTicket | None = None  # released by the executor's actor once identified, else by `release`
+
+    @property
+    def upgrades(self) -> bool:
+        return self.refusal is None and self.admitted is not None
+
+    def hand_off(self) -> Callable[[], None]:
+        """The places held, moved into a function that gives them back (once called); the handshake holds
+        nothing after, so the function may outlive the request (an ExecutorLink calls it once its socket
+        closed)."""
+        slots, ticket = self.slots, self.ticket
+        self.slots = self.ticket = None
+
+        def release() -> None:
+            if slots is not None:
+                slots.release()
+            if ticket is not None:
+                ticket.release()
+        return release
+
+    def release(self) -> None:
+        """Give back whatever is still held (idempotent)."""
+        self.hand_off()()
+
+
+HANDSHAKE = "relay.handshake"
+"""The environ key of a /websocket/ request's Handshake (none for other paths)."""
+
+
+def handshake_of(environ: dict[str, Any]) -> Handshake | None:
+    found = environ.get(HANDSHAKE)
+    return found if isinstance(found, Handshake) else None
+
+
 # Anything after /websocket/ in a text (a path, a request line however malformed, an absolute URI, doubled
 # slashes, any case): what follows the application name may be a key.
 _SOCKET_TAIL = re.compile(r"/websocket/+([^\s\"']*)", re.IGNORECASE)
@@ -134,42 +205,41 @@ def redact_path(path: str) -> str:
 
 
 def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | None = None,
-                    gate: HandshakeGate | None = None) -> None:
-    """Decide an upgrade before it happens; the answer goes into the environ for the route.
+                    gate: HandshakeGate | None = None) -> Handshake | None:
+    """Decide an upgrade before it happens; None for a path that is not an executor's.
     401 for an unknown key, 403 for everything else; the body says the same in both cases.
     With ``edge`` (web/transport/limits.py): 429 for an address with too many recent failures, 503 when every
-    connection slot is taken; a slot taken here (``relay.ws_slot``) is the caller's to release.
+    connection slot is taken; a slot taken here (``Handshake.slots``) is the caller's to release.
     With ``gate``: 503 when too many handshakes are in flight; the ticket of an admitted one
-    (``relay.ws_handshake``) is released by the executor's actor once identified, else by the caller."""
+    (``Handshake.ticket``) is released by the executor's actor once identified, else by the caller."""
     match = WEBSOCKET_PATH.match(environ.get("PATH_INFO", ""))
     if match is None:
-        return
+        return None
+    handshake = Handshake()
     address = str(environ.get("REMOTE_ADDR", "?"))
     if edge is not None:
         wait = edge.failures.retry_after(_attempt(address, match))
         if wait is not None:
-            environ["relay.ws_refusal"] = (429, TOO_MANY_FAILURES)
-            environ["relay.ws_retry_after"] = retry_after_header(wait)
+            handshake.refusal = Refusal(429, TOO_MANY_FAILURES, retry_after_header(wait))
             metrics.count_refused_handshake(429, "too_many_failures")
-            return
+            return handshake
     ticket: HandshakeTicket | None = None
     if gate is not None:
         ticket = gate.enter()
         if ticket is None:
-            environ["relay.ws_refusal"] = (503, HANDSHAKES_BUSY)
-            environ["relay.ws_retry_after"] = "1"
             # answered by the handler itself (web/transport/server.py), not logged one by one
-            environ["relay.ws_busy"] = True
+            handshake.refusal = Refusal(503, HANDSHAKES_BUSY, "1", busy=True)
             metrics.count_refused_handshake(503, "busy")
-            return
+            return handshake
     try:
-        _check_admission(rt, environ, edge, match, address)
+        _check_admission(rt, handshake, edge, match, address)
     finally:
         if ticket is not None:
-            if "relay.ws_org" in environ:
-                environ["relay.ws_handshake"] = ticket
+            if handshake.admitted is not None:
+                handshake.ticket = ticket
             else:
                 ticket.release()
+    return handshake
 
 
 def _attempt(address: str, match: re.Match[str]) -> str:
@@ -179,13 +249,13 @@ def _attempt(address: str, match: re.Match[str]) -> str:
     return f"{address} {match.group(1)} {fingerprint}"
 
 
-def _count_failure(edge: EdgeLimits, environ: dict[str, Any], address: str, app: str, match: re.Match[str]) -> None:
+def _count_failure(edge: EdgeLimits, refusal: Refusal, address: str, app: str, match: re.Match[str]) -> Refusal:
+    """The refusal to answer after counting one failure: 429 once this address is past the limit."""
     limit, window = edge.failures.limit, edge.failures.window_s
     # An address already past the limit with failing keys is slowed down (429); a valid key was let in above.
     wait = edge.failures.retry_after(address)
     if wait is not None:
-        environ["relay.ws_refusal"] = (429, TOO_MANY_FAILURES)
-        environ["relay.ws_retry_after"] = retry_after_header(wait)
+        refusal = Refusal(429, TOO_MANY_FAILURES, retry_after_header(wait))
     if edge.failures.failed(_attempt(address, match)):
         log.warning("executor handshakes for application '%s' from %s with the same wrong key refused for a while "
                     "(429): %d failed within %g s; other keys from this address still get in", app, address,
@@ -193,9 +263,10 @@ def _count_failure(edge: EdgeLimits, environ: dict[str, Any], address: str, app:
     if edge.failures.failed(address):
         log.warning("executor handshakes from %s failing with several keys: wrong keys answered 429 for a while "
                     "(%d failed within %g s); valid keys still get in", address, limit, window)
+    return refusal
 
 
-def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | None, match: re.Match[str],
+def _check_admission(rt: Runtime, handshake: Handshake, edge: EdgeLimits | None, match: re.Match[str],
                      address: str) -> None:
     app, key = match.group(1), match.group(2)
     try:
@@ -206,29 +277,25 @@ def _check_admission(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | No
         )
     except STORE_ERRORS as error:  # not the executor's fault, and not a failed handshake: it will retry
         log.warning("executor handshake from %s refused: store unavailable (%s)", address, type(error).__name__)
-        environ["relay.ws_refusal"] = (503, STORE_UNAVAILABLE)
-        environ["relay.ws_retry_after"] = "5"
+        handshake.refusal = Refusal(503, STORE_UNAVAILABLE, "5")
         metrics.count_refused_handshake(503, "store_unavailable")
         return
-    if refused:
-        environ["relay.ws_refusal"] = (401 if principal is None else 403, REFUSED)
+    if principal is None or refused:
+        refusal = Refusal(401 if principal is None else 403, REFUSED)
         if edge is not None:
-            _count_failure(edge, environ, address, app, match)
-        status = environ["relay.ws_refusal"][0]  # 429 when the failures of this address reached the limit
-        metrics.count_refused_handshake(status, "too_many_failures" if status == 429 else "refused")
+            refusal = _count_failure(edge, refusal, address, app, match)
+        handshake.refusal = refusal  # 429 when the failures of this address reached the limit
+        metrics.count_refused_handshake(refusal.status, "too_many_failures" if refusal.status == 429 else "refused")
         return
     if edge is not None:
         if not edge.slots.acquire():
             log.warning("executor handshake from %s refused: %d connections open (RELAY_MAX_CONNECTIONS)",
                         address, edge.slots.limit)
-            environ["relay.ws_refusal"] = (503, AT_CAPACITY)
-            environ["relay.ws_retry_after"] = "1"
+            handshake.refusal = Refusal(503, AT_CAPACITY, "1")
             metrics.count_refused_handshake(503, "at_capacity")
             return
-        environ["relay.ws_slot"] = True
-    environ["relay.ws_org"] = org
-    environ["relay.ws_app"] = app
-    environ["relay.ws_key_name"] = principal.key_name or "admin"
+        handshake.slots = edge.slots
+    handshake.admitted = Admitted(org=org, app=app, key_name=principal.key_name or "admin", peer=address)
 
 
 @bp.route("/websocket/<app>/<path:key>", websocket=True)
@@ -239,10 +306,13 @@ def executor_socket(app: str, key: str) -> Response:
     """Only upgrades that were not made reach Flask: an admitted one is started by the handler itself
     (web/transport/server.py RelayHandler.run_websocket, start_executor below)."""
     del app, key  # checked before the upgrade; the key is never logged
-    status, detail = request.environ.get("relay.ws_refusal", (400, "a WebSocket upgrade is required"))
-    response = problem_response(ApiError(status, detail))
-    if "relay.ws_retry_after" in request.environ:
-        response.headers["Retry-After"] = request.environ["relay.ws_retry_after"]
+    handshake = handshake_of(request.environ)
+    refusal = handshake.refusal if handshake is not None else None
+    if refusal is None:
+        refusal = Refusal(400, "a WebSocket upgrade is required")
+    response = problem_response(ApiError(refusal.status, refusal.detail))
+    if refusal.retry_after is not None:
+        response.headers["Retry-After"] = refusal.retry_after
     return response
 
 
@@ -287,25 +357,21 @@ class _Backlog:
         return self._ready.wait(timeout)
 
 
-def start_executor(rt: Runtime, ws: RelayWebSocket, environ: dict[str, Any]) -> None:
-    """Start the executor's actor for an upgrade check_handshake admitted (its org, app and key name are in the
-    environ); the socket is then read by an ExecutorLink, left in the environ (``relay.ws_link``) for the handler
-    to hand the socket over to once the HTTP request is over."""
-    conn = Connection(
-        org=environ["relay.ws_org"],
-        app=environ["relay.ws_app"],
-        key_name=environ["relay.ws_key_name"],
-        peer=str(environ.get("REMOTE_ADDR", "?")),
-    )
-    ticket = environ.get("relay.ws_handshake")
-    admitted = ticket.release if ticket is not None else None
+def start_executor(rt: Runtime, ws: RelayWebSocket, handshake: Handshake) -> ExecutorLink:
+    """Start the executor's actor for an upgrade check_handshake admitted; the socket is then read by the
+    ExecutorLink returned, for the handler to hand the socket over to once the HTTP request is over."""
+    admitted = handshake.admitted
+    if admitted is None:
+        raise ValueError("start_executor needs an admitted handshake")
+    conn = Connection(org=admitted.org, app=admitted.app, key_name=admitted.key_name, peer=admitted.peer)
+    identified = handshake.ticket.release if handshake.ticket is not None else None
     try:
-        actor = ExecutorActor.start(rt.ctx, rt.directory, GeventFrameSocket(ws), conn, admitted)
+        actor = ExecutorActor.start(rt.ctx, rt.directory, GeventFrameSocket(ws), conn, identified)
     except BaseException:
-        if admitted is not None:
-            admitted()
+        if identified is not None:
+            identified()
         raise
-    environ["relay.ws_link"] = ExecutorLink(ws, actor, conn, rt.settings.limits.max_frame_bytes)
+    return ExecutorLink(ws, actor, conn, rt.settings.limits.max_frame_bytes)
 
 
 class ExecutorLink:
