@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from relay.wire.fields import (
-    FieldCheck,
     _Body,
     _check,
     _check_count,
@@ -99,7 +98,7 @@ class ListWorkflowsBody(_Body):
     load_output: bool = False
     queues_only: bool = False
 
-    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = (
+    CHECKS = (
         (listed, ("workflow_uuids",)), (one_or_listed, STRING_OR_LIST), (optional_text, TIMES),
         (optional_flag, ("was_forked_from", "has_parent")),
         (flag, ("sort_desc", "load_input", "load_output", "queues_only")),
@@ -244,7 +243,7 @@ class GetWorkflowAggregatesBody(_Body):
     has_parent: bool | None = None
     attributes: JSONObject | None = None
 
-    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = (
+    CHECKS = (
         (listed, LISTS), (optional_text, TIMES), (flag, FLAGS), (optional_flag, ("was_forked_from", "has_parent")),
         (optional_mapping, ("attributes",)), (positive_count, ("time_bucket_size_ms",)),
     )  # fmt: skip
@@ -278,7 +277,7 @@ class GetStepAggregatesBody(_Body):
     completed_after: str | None = None
     completed_before: str | None = None
 
-    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = (
+    CHECKS = (
         (listed, LISTS), (flag, FLAGS), (optional_text, ("completed_after", "completed_before")),
         (positive_count, ("time_bucket_size_ms",)),
     )  # fmt: skip
