@@ -18,6 +18,7 @@ applications that have rules or retention settings, so they are watched from the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from flask import Blueprint, Response, jsonify
@@ -27,7 +28,7 @@ from relay.events.alerting import RULE_TYPES
 from relay.events.ids import app_id
 from relay.web.api.openapi import operation, query
 from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
-from relay.web.api.requests_ import int_arg, json_body, page_limit_arg
+from relay.web.api.requests_ import json_body, page_args
 from relay.web.context import authorize, require_app, runtime
 from relay.web.shapes.values import page_description, view_time
 
@@ -91,7 +92,7 @@ def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def alert_v1(row: dict[str, Any]) -> dict[str, Any]:
+def alert_v1(row: Mapping[str, object]) -> dict[str, Any]:
     return {
         "alertId": row["id"],
         "ruleId": row["rule_id"],
@@ -110,7 +111,7 @@ def alert_v1(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def retention_run_v1(row: dict[str, Any]) -> dict[str, Any]:
+def retention_run_v1(row: Mapping[str, object]) -> dict[str, Any]:
     return {
         "slot": row["slot"],
         "executorId": row["executor"],
@@ -169,8 +170,7 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response:
 def list_alerts(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    rows = runtime().views.alerting.alerts(org, app, limit=page_limit_arg(100, 1000),
-                                         offset=int_arg("offset", 0, maximum=2**31))
+    rows = runtime().views.alerting.alerts(org, app, **page_args())
     return jsonify({"alerts": [alert_v1(r) for r in rows]})
 
 
@@ -180,6 +180,5 @@ def list_alerts(org: str, app: str) -> Response:
 def list_retention_runs(org: str, app: str) -> Response:
     authorize(READ, org, app)
     require_app(org, app)
-    rows = runtime().views.operations.retention_runs(org, app, limit=page_limit_arg(100, 1000),
-                                                 offset=int_arg("offset", 0, maximum=2**31))
+    rows = runtime().views.operations.retention_runs(org, app, **page_args())
     return jsonify({"runs": [retention_run_v1(r) for r in rows]})

@@ -7,7 +7,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.web.api import views_to_api
 from relay.web.api.openapi import operation, query
-from relay.web.api.requests_ import check_path_names, int_arg, page_limit_arg
+from relay.web.api.requests_ import check_path_names, int_arg, page_args, page_limit_arg
 from relay.web.context import authorize, principal, require_app, runtime
 from relay.web.problems import ApiError
 from relay.web.shapes.values import page_description, view_time
@@ -82,12 +82,7 @@ def recoveries(org: str, app: str) -> Response:
     instance, and its outcome (pending, failed with a reason, acknowledged)."""
     authorize("application.read", org, app)
     require_app(org, app)
-    rows = runtime().views.registry.recoveries(
-        org,
-        app,
-        limit=page_limit_arg(100, 1000),
-        offset=int_arg("offset", 0, maximum=2**31),
-    )
+    rows = runtime().views.registry.recoveries(org, app, **page_args())
     return jsonify({"recoveries": [_recovery(r) for r in rows]})
 
 

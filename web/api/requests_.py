@@ -107,6 +107,11 @@ def page_limit_arg(default: int, maximum: int, name: str = "limit") -> int:
     return min(int_arg(name, default, minimum=1, maximum=2**63 - 1), maximum)
 
 
+def page_args(default: int = 100, maximum: int = 1000) -> dict[str, int]:
+    """The page a Relay list asks for: ``limit`` (page_limit_arg) and ``offset`` (0 to 2**31)."""
+    return {"limit": page_limit_arg(default, maximum), "offset": int_arg("offset", 0, maximum=2**31)}
+
+
 def bool_arg(name: str, default: bool) -> bool:
     raw = request.args.get(name)
     if raw is None or raw == "":
