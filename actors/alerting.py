@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -392,7 +392,7 @@ class AppAlerting(AppJob):
             self.metrics_since = self.ctx.clock()
         self.periodic.start()
 
-    def handle(self, message: dict[str, Any]) -> None:
+    def handle(self, message: Mapping[str, object]) -> None:
         if message.get(MESSAGE_KEY) == "start":
             self.start()
         else:
@@ -406,7 +406,7 @@ class AppAlerting(AppJob):
         since = self.metrics_since or self.ctx.clock()
         return lambda: self._evaluate(jobs, config, live, latest, since)
 
-    def _finish(self, result: Any) -> None:
+    def _finish(self, result: object) -> None:
         if isinstance(result, datetime):
             self.metrics_since = result
 

@@ -162,7 +162,7 @@ class ApplicationActor(pykka.ThreadingActor):
         for job in self.jobs.values():
             job.start()
 
-    def on_receive(self, message: Any) -> Any:
+    def on_receive(self, message: object) -> Any:
         if isinstance(message, dict) and MESSAGE_KEY in message:
             try:
                 self.lifecycle.handle(message)

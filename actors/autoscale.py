@@ -40,7 +40,7 @@ MESSAGE_KEY = "autoscale"  # messages for AppAutoscale.handle carry this key
 POLICY_SETTING = "autoscalingPolicy"  # where the applications view holds the policy (projections/applications.py)
 
 
-def _timestamp(record: Mapping[str, Any]) -> int:
+def _timestamp(record: Mapping[str, object]) -> int:
     try:
         return int(float(str(record.get("version_timestamp") or 0)))
     except ValueError:
@@ -59,7 +59,8 @@ def backlog_request(queue: str) -> GetWorkflowAggregatesRequest:
     ))
 
 
-def gather(policy: Mapping[str, Any], ask: Callable[[Any], Any], clock: Callable[[], datetime]) -> list[dict[str, Any]]:
+def gather(policy: Mapping[str, object], ask: Callable[[Any], Any],
+           clock: Callable[[], datetime]) -> list[dict[str, Any]]:
     """The ``QueueAutoscale`` entries, with ``ask(request)`` returning an executor's successful response (raising
     otherwise). ``observedAt`` is when the backlog's answer came."""
     queue = ask(GetQueueRequest(name=str(policy["queue"]))).output

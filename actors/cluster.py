@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -117,7 +117,7 @@ def _adopt_leases(instance: RelayInstance, *, rows: list[dict[str, Any]], owner:
         instance.adopt_lease(lease_key(r["org"], r["app"], r["executor_id"]), owner, at)
 
 
-def _epoch(value: Any) -> float:
+def _epoch(value: object) -> float:
     if isinstance(value, str) and value:
         try:
             return datetime.fromisoformat(value).timestamp()
@@ -306,7 +306,7 @@ class Cluster:
         row = self.ctx.views.registry.executor(org, app, executor_id) if peers else None
         return self._remote(row, peers) if row is not None else None
 
-    def _remote(self, row: dict[str, Any], peers: dict[str, dict[str, Any]]) -> RemoteExecutor | None:
+    def _remote(self, row: Mapping[str, object], peers: dict[str, dict[str, Any]]) -> RemoteExecutor | None:
         owner = row.get("instance")
         if row["status"] != HEALTHY or owner not in peers or self.status_of(str(owner)) != RUNNING:
             return None

@@ -178,7 +178,7 @@ class ExecutorActor(DrainedActor):
 
         return self.ctx.scheduler.call_later(delay, post)
 
-    def on_receive(self, message: Any) -> Any:
+    def on_receive(self, message: object) -> Any:
         if not isinstance(message, dict):
             return None
         # Frames from the receive loop first (requests come as pykka ProxyCall messages: ask_request).
@@ -380,7 +380,7 @@ class ExecutorActor(DrainedActor):
         return True
 
     # -- the handshake ----------------------------------------------------------------------------
-    def _identified(self, response: Any) -> None:
+    def _identified(self, response: object) -> None:
         try:
             self._identify(response)
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,7 +51,7 @@ class PeriodicWork:
         message = {self.key: "tick", "token": self._token}
         self._timer = self.scheduler.call_later(delay, lambda: self.post(message))
 
-    def handle(self, message: dict[str, Any]) -> None:
+    def handle(self, message: Mapping[str, object]) -> None:
         kind = message.get(self.key)
         if kind == "start":
             self.start()
@@ -130,13 +130,13 @@ class AppJob:
     def _prepare(self) -> Callable[[], Any] | None:
         raise NotImplementedError
 
-    def _finish(self, result: Any) -> None:
+    def _finish(self, result: object) -> None:
         del result
 
     def start(self) -> None:
         self.periodic.start()
 
-    def handle(self, message: dict[str, Any]) -> None:
+    def handle(self, message: Mapping[str, object]) -> None:
         self.periodic.handle(message)
 
     def stop(self) -> None:

@@ -78,7 +78,7 @@ class _DrainedInbox:
         self.drain: Callable[[], None] | None = None
         self.ready: gevent.event.Event | None = None  # made when the greenlet first waits
 
-    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+    def put(self, item: object, block: bool = True, timeout: float | None = None) -> None:
         self.items.append(item)
         if self.running:
             if self.ready is not None:
@@ -131,7 +131,7 @@ class GeventFuture(pykka.Future[T]):
             raise exc_value
         return value
 
-    def set(self, value: Any | None = None) -> None:
+    def set(self, value: object | None = None) -> None:
         if self._result is not None or self._get_hook is not None:
             raise queue.Full
         self._result = (value, None)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -254,7 +254,7 @@ class AppLifecycle(RecoveryDispatch):
         self._declared(record)
 
     # -- timers and answers, as messages ----------------------------------------------------------
-    def handle(self, message: dict[str, Any]) -> None:
+    def handle(self, message: Mapping[str, object]) -> None:
         kind = message.get(MESSAGE_KEY)
         executor_id = str(message.get("executor"))
         token = message.get("token")
@@ -405,7 +405,7 @@ class _Tokened:
         self.timer.cancel()
 
 
-def _parse_time(value: Any) -> datetime | None:
+def _parse_time(value: object) -> datetime | None:
     if isinstance(value, datetime):
         return value
     if isinstance(value, str) and value:

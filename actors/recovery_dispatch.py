@@ -201,7 +201,7 @@ class RecoveryDispatch:
         message: JSONObject = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
         self.send(peer, request, lambda answer: self.post({**message, "answer": answer}))
 
-    def _answer(self, executor_id: str, token: Any, answer: Any) -> None:
+    def _answer(self, executor_id: str, token: Any, answer: object) -> None:
         dead, dispatch = self._current(executor_id, token)
         if dead is None or dispatch is None or dispatch.checking:
             return  # stale: timed out, or the executor came back
@@ -225,7 +225,7 @@ class RecoveryDispatch:
         # The same peer (it read the shared system database), in the same slot: does anything remain?
         self._send(executor_id, dead, dispatch.peer, check, "checked")
 
-    def _checked(self, executor_id: str, token: Any, answer: Any) -> None:
+    def _checked(self, executor_id: str, token: Any, answer: object) -> None:
         dead, dispatch = self._current(executor_id, token)
         if dead is None or dispatch is None or not dispatch.checking:
             return

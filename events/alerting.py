@@ -99,7 +99,7 @@ def alert_aggregate_id(org: str, app: str, rule_id: str, sequence: int) -> UUID:
     return uuid5(NAMESPACE_URL, f"relay:alert:{org}/{app}/{rule_id}/{sequence}")
 
 
-def check_rule_metadata(rule_type: str, metadata: Any) -> JSONObject:
+def check_rule_metadata(rule_type: str, metadata: object) -> JSONObject:
     """The rule's metadata with every key of its type, in canonical (camelCase) form, defaults filled in.
     snake_case aliases are accepted; unknown keys and bad values raise InvalidValueError naming the key."""
     if rule_type not in RULE_TYPES:
@@ -124,7 +124,7 @@ def check_rule_metadata(rule_type: str, metadata: Any) -> JSONObject:
     return out
 
 
-def _metadata_value(key: str, kind: str, value: Any) -> Any:
+def _metadata_value(key: str, kind: str, value: object) -> Any:
     if kind == "name":
         if value is None or value == "*":
             return None
@@ -136,7 +136,7 @@ def _metadata_value(key: str, kind: str, value: Any) -> Any:
     return value
 
 
-def check_min_interval(value: Any) -> int | None:
+def check_min_interval(value: object) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:

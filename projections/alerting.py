@@ -100,11 +100,11 @@ class AlertingProjection(ViewProjection):
             sql.insert("relay_alerting_sinks", {"id": str(e.originator_id), "sinks": to_json(e.sinks)})
 
 
-def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
+def _rule_row(row: Mapping[str, object]) -> dict[str, Any]:
     return decoded(row, ("metadata",), flags=("deleted",))
 
 
-def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
+def _alert_row(row: Mapping[str, object]) -> dict[str, Any]:
     row = decoded(row, ("metadata",))
     for key in ("delivered_to", "failed", "webhook"):
         row[key] = json.loads(row[key]) if row[key] is not None else None

@@ -164,11 +164,11 @@ class ApplicationsProjection(ViewProjection):
         )
 
 
-def _app_row(row: dict[str, Any]) -> dict[str, Any]:
+def _app_row(row: Mapping[str, object]) -> dict[str, Any]:
     return decoded(row, ("settings",), flags=("deleted",))
 
 
-def _key_row(row: dict[str, Any]) -> dict[str, Any]:
+def _key_row(row: Mapping[str, object]) -> dict[str, Any]:
     return decoded(row, ("apps", "permissions"))
 
 

@@ -143,7 +143,7 @@ class OperationsProjection(ViewProjection):
                    {"outcome": outcome, "finished_at": iso(e.at)})
 
 
-def _run_row(row: dict[str, Any]) -> dict[str, Any]:
+def _run_row(row: Mapping[str, object]) -> dict[str, Any]:
     return decoded(row, ("policy", "settings"))
 
 

@@ -100,7 +100,7 @@ class ViewProjection(Projection[Any]):
     def build_handlers(self) -> dict[str, Handler]:
         raise NotImplementedError
 
-    def process_event(self, domain_event: Any, tracking: Tracking) -> None:
+    def process_event(self, domain_event: object, tracking: Tracking) -> None:
         self.process_batch([(domain_event, tracking.notification_id)], tracking)
 
     def check_position(self, sql: Sql, tracking: Tracking, after: int | None) -> None:

@@ -64,7 +64,7 @@ def problem_response(error: ApiError) -> Response:
     return response
 
 
-def invalid(location: str, message: str, value: Any = None) -> ApiError:
+def invalid(location: str, message: str, value: object = None) -> ApiError:
     """A 422 naming the bad field, e.g. invalid('body.executorTimeoutSecs', 'must be a positive integer')."""
     return ApiError(
         422,

@@ -19,7 +19,7 @@ def _ms(value: Any) -> str | None:
     return None if value is None else str(int(value))
 
 
-def _json_or_none(value: Any) -> str | None:
+def _json_or_none(value: object) -> str | None:
     return None if value is None else json.dumps(value, default=str)
 
 

@@ -78,7 +78,7 @@ def _set(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)  # frozen dataclasses normalise their fields in __post_init__
 
 
-def _wire_value(value: Any) -> Any:
+def _wire_value(value: object) -> Any:
     if isinstance(value, _Body):
         return value.wire()
     if isinstance(value, list | tuple):
@@ -112,22 +112,22 @@ def one_or_listed(name: str, value: Any) -> str | list[str] | None:
     return string_or_list(value, name)
 
 
-def optional_text(name: str, value: Any) -> Any:
+def optional_text(name: str, value: object) -> Any:
     _check(name, value, str, optional=True)
     return value
 
 
-def flag(name: str, value: Any) -> Any:
+def flag(name: str, value: object) -> Any:
     _check(name, value, bool)
     return value
 
 
-def optional_flag(name: str, value: Any) -> Any:
+def optional_flag(name: str, value: object) -> Any:
     _check(name, value, bool, optional=True)
     return value
 
 
-def optional_mapping(name: str, value: Any) -> Any:
+def optional_mapping(name: str, value: object) -> Any:
     _check(name, value, Mapping, optional=True)
     return value
 

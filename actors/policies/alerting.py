@@ -119,7 +119,7 @@ def recovery_flapping(app: str, metadata: Mapping[str, Any], deaths: Sequence[Ma
     )
 
 
-def _time(text: Any) -> datetime | None:
+def _time(text: object) -> datetime | None:
     try:
         return datetime.fromisoformat(str(text)) if text else None
     except ValueError:

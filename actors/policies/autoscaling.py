@@ -18,7 +18,7 @@ from typing import Any
 BACKLOG = ("ENQUEUED", "PENDING")  # the statuses counted as a queue's backlog
 
 
-def queue_problem(name: str, queue: Mapping[str, Any] | None) -> str | None:
+def queue_problem(name: str, queue: Mapping[str, object] | None) -> str | None:
     """Why the queue (an executor's get_queue record, None when it has none) cannot drive a policy; None when it can."""
     if queue is None:
         return f"queue '{name}' does not exist in the application"

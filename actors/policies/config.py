@@ -124,7 +124,7 @@ class Checker:
     def error(self, path: str, message: str) -> None:
         self.errors.append((path, message))
 
-    def fields(self, value: Any, path: str, known: tuple[str, ...], required: tuple[str, ...] = ()) -> bool:
+    def fields(self, value: object, path: str, known: tuple[str, ...], required: tuple[str, ...] = ()) -> bool:
         """An object with only ``known`` keys and every ``required`` one; False (errors noted) otherwise."""
         if not isinstance(value, dict):
             self.error(path or "(document)", "must be an object")
@@ -148,7 +148,7 @@ class Checker:
             self.error(f"{path}.name", rule)
         return True
 
-    def items(self, value: Any, path: str) -> list[Any]:
+    def items(self, value: object, path: str) -> list[Any]:
         if value is None:
             return []
         if not isinstance(value, list):

@@ -121,7 +121,7 @@ class Change:
                 "text": self.text()}
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is None:
         return "none"
     return str(value).lower() if isinstance(value, bool) else str(value)

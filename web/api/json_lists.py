@@ -14,7 +14,7 @@ from flask import Response, current_app, jsonify, stream_with_context
 CHUNK = 50  # records shaped and encoded between two yields to the hub
 
 
-def _same(record: Any) -> Any:
+def _same(record: object) -> Any:
     return record
 
 

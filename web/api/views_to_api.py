@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from relay.web.shapes.values import view_time
@@ -63,7 +64,7 @@ def executor(row: dict[str, Any], app_id: str) -> dict[str, Any]:
     }
 
 
-def token(row: dict[str, Any]) -> dict[str, Any]:
+def token(row: Mapping[str, object]) -> dict[str, Any]:
     return {
         "tokenName": row["name"],
         "createdAt": view_time(row["issued_at"]),
@@ -72,7 +73,7 @@ def token(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def event_entry(row: dict[str, Any]) -> dict[str, Any]:
+def event_entry(row: Mapping[str, object]) -> dict[str, Any]:
     """An entry of Relay's event log (/relay/v1/events)."""
     return {
         "position": row["position"],

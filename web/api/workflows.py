@@ -18,6 +18,7 @@ from relay.web.api.requests_ import json_body
 from relay.web.context import authorize_app, workflow_actions
 from relay.web.shapes import api_to_wire, wire_to_api
 from relay.web.shapes.values import PAGE_DESCRIPTION
+from relay.wire.json_types import JSONObject
 
 bp = Blueprint("v2_workflows", __name__)
 
@@ -31,12 +32,12 @@ def _no_content(status: int = 204) -> Response:
     return Response(status=status)
 
 
-def _listed(org: str, app: str, req: Any, shape: Callable[[Any], dict[str, Any]]) -> Response:
+def _listed(org: str, app: str, req: Any, shape: Callable[[Any], JSONObject]) -> Response:
     """Ask an executor, and answer the records of its response in their v2 shape."""
     return listed_json(workflow_actions().records(org, app, req), shape)
 
 
-def _workflow(app: str) -> Callable[[Any], dict[str, Any]]:
+def _workflow(app: str) -> Callable[[Any], JSONObject]:
     """A workflow record in its v2 shape, its application named (Java 1.1 sends none)."""
     return lambda record: wire_to_api.of_app(wire_to_api.workflow(record), app)
 

@@ -16,11 +16,12 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from relay.actors.adapters.http_client import HttpClient, UnreachableError
 from relay.actors.configuration.settings import ConfigError, Settings, check_workers
 from relay.web.cli.parser import build_parser
+from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.cli")
 
@@ -42,13 +43,13 @@ class _Formatter(logging.Formatter):
         known = self._second
         if known[0] != second:
             known = self._second = (second, time.strftime(self.default_time_format, self.converter(second)))
-        return self.default_msec_format % (known[1], record.msecs)
+        return cast(str, self.default_msec_format) % (known[1], record.msecs)  # set: logging.Formatter's own
 
 
 def _setup_logging() -> None:
     # What the format below never shows, not gathered for every record (the logging HOWTO's "Optimization"):
     # the calling frame's file and function, thread, process and multiprocessing names.
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
@@ -117,7 +118,7 @@ def _why(target: Target, error: Exception) -> str:
     return (reason or error).__class__.__name__
 
 
-def _api(target: Target, settings: Settings, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+def _api(target: Target, settings: Settings, method: str, path: str, body: JSONObject | None = None) -> Any:
     token = settings.read_admin_token()
     if not token:
         raise CliError("no admin token: set RELAY_ADMIN_TOKEN or run this where the server's data dir is")
@@ -206,7 +207,7 @@ def cmd_autoscale(settings: Settings, args: argparse.Namespace) -> int:
             return 2
         rollout = {"maxOldApplicationVersions": args.max_old_versions,
                    "maxExecutorsForOldApplicationVersions": args.max_old_executors}
-        body: dict[str, Any] = {"queue": args.queue}
+        body: JSONObject = {"queue": args.queue}
         if any(v is not None for v in rollout.values()):
             body["rollout"] = {k: v for k, v in rollout.items() if v is not None}
         policy = _api(target, settings, "PUT", base + "/autoscaling-policy", body)["policy"]
@@ -223,7 +224,7 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     org = args.org or settings.default_org
     target = Target(settings, args.url, args.cacert)
     if args.action == "create":
-        body: dict[str, Any] = {"appNames": args.app or []}
+        body: JSONObject = {"appNames": args.app or []}
         if args.permission:
             body["permissions"] = args.permission
         created = _api(target, settings, "POST", f"/v2/orgs/{org}/tokens/{args.name}", body)

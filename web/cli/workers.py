@@ -162,7 +162,7 @@ class Supervisor:
             self.start(slot)
         while self.workers:
             worker, code = self.deaths.get()
-            if self.workers.get(worker.slot) is not worker:
+            if worker.slot not in self.workers or self.workers[worker.slot] is not worker:
                 continue
             del self.workers[worker.slot]
             if not self.stopping.is_set():

@@ -5,9 +5,11 @@ retention runs."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from flask import Response, flash, redirect, render_template, request, url_for
+from flask import flash, redirect, render_template, request, url_for
+from werkzeug.wrappers import Response
 
 from relay.actors.services.alerting_rules import AlertingRules
 from relay.actors.services.errors import ServiceError
@@ -25,7 +27,7 @@ _SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "
 RETENTION_RUNS_SHOWN = 10
 
 
-def _scrub(value: Any) -> str:
+def _scrub(value: object) -> str:
     """Text for a page: credentials inside URLs removed (``scheme://user:pass@host`` → ``scheme://host``)."""
     return _CREDENTIALS_IN_URL.sub(r"\1", "" if value is None else str(value))
 
@@ -74,7 +76,7 @@ def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _sink(hook: dict[str, Any] | None) -> dict[str, Any] | None:
+def _sink(hook: Mapping[str, object] | None) -> dict[str, Any] | None:
     """A sink's outcome as the page shows it: never its URL, secret or key (the event holds none of them)."""
     return None if hook is None else {
         "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),

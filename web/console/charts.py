@@ -39,7 +39,7 @@ def _group(row: dict[str, Any], *names: str) -> Any:
     return None
 
 
-def _bucket_ms(value: Any) -> int | None:
+def _bucket_ms(value: object) -> int | None:
     """A time bucket as executors report it: epoch milliseconds (number or digits) or an RFC 3339 time."""
     if value is None:
         return None

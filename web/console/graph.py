@@ -33,7 +33,7 @@ def _node(x: int, y: int, w: int, cls: str, title: str, sub: str, href: str | No
     return f'<a href="{escape(href)}">{body}</a>' if href else body
 
 
-def workflow_graph(wf: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], link: Callable[[str], str],
+def workflow_graph(wf: Mapping[str, object], steps: Sequence[Mapping[str, Any]], link: Callable[[str], str],
                    child_status: Mapping[str, str] | None = None) -> Markup:
     """The SVG of `wf` and its `steps` (timeline rows: their `durationMs` is shown when present); `link`
     gives a workflow's console URL, `child_status` a child's status when the page knows it."""

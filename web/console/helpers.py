@@ -76,7 +76,7 @@ def _api_error(error: ApiError) -> tuple[str, int]:
 
 
 # -- template filters -----------------------------------------------------------------------------
-def _parse_time(value: Any) -> datetime | None:
+def _parse_time(value: object) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
@@ -94,7 +94,7 @@ def _parse_time(value: Any) -> datetime | None:
 
 
 @bp.app_template_filter("ts")
-def format_time(value: Any) -> str:
+def format_time(value: object) -> str:
     parsed = _parse_time(value)
     if parsed is None:
         return "—" if value in (None, "") else str(value)
@@ -103,7 +103,7 @@ def format_time(value: Any) -> str:
 
 
 @bp.app_template_filter("ago")
-def format_ago(value: Any) -> str:
+def format_ago(value: object) -> str:
     parsed = _parse_time(value)
     if parsed is None:
         return ""
@@ -151,7 +151,7 @@ def _decoded(text: str) -> Any:
         return _NOT_PARSED
 
 
-def _summary(value: Any) -> str:
+def _summary(value: object) -> str:
     if isinstance(value, dict):
         return f"object · {len(value)} key{'' if len(value) == 1 else 's'}"
     if isinstance(value, list | tuple):
@@ -164,7 +164,7 @@ def _summary(value: Any) -> str:
 
 
 @bp.app_template_filter("json_view")
-def json_view(value: Any) -> JSONObject:
+def json_view(value: object) -> JSONObject:
     """A value for the `json` macro (_macros.html): pretty-printed JSON (``json.dumps(indent=2)``) when the
     value is or parses as data, else the raw text; a one-line summary; whether it starts unfolded."""
     data = _decoded(value) if isinstance(value, str) else value
@@ -178,7 +178,7 @@ def json_view(value: Any) -> JSONObject:
 
 
 @bp.app_template_filter("pretty")
-def pretty_json(value: Any) -> str:
+def pretty_json(value: object) -> str:
     """Show a serialized value readably: JSON (or a Python literal) re-indented, anything else as it is."""
     if value is None:
         return "—"

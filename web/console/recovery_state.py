@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import UTC, datetime
-from typing import Any
 
 from relay.projections.registry import HEALTHY
 from relay.wire.json_types import JSONObject
@@ -42,7 +41,7 @@ def _dead_wait(row: JSONObject, latest: JSONObject | None, healthy_versions: Col
     return why + failed
 
 
-def _when(value: Any) -> datetime | None:
+def _when(value: object) -> datetime | None:
     if not value:
         return None
     parsed = datetime.fromisoformat(str(value))

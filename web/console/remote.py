@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from relay.actors.services.errors import ServiceError
 from relay.actors.services.workflows import WorkflowActions
@@ -18,6 +18,7 @@ from relay.events.errors import DomainError
 from relay.web.context import workflow_actions
 from relay.web.problems import ApiError, api_error, mapping_of
 from relay.web.shapes import api_to_wire, wire_to_api
+from relay.wire.json_types import JSONObject
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -52,36 +53,36 @@ def _actions() -> WorkflowActions:
 
 # -- workflows ------------------------------------------------------------------------------------
 @_problems
-def search_workflows(org: str, app: str, search: dict[str, Any]) -> list[dict[str, Any]]:
+def search_workflows(org: str, app: str, search: JSONObject) -> list[JSONObject]:
     """`search` is a v2 WorkflowSearchBody (status, workflowName, startTime, limit, ...)."""
     records = _actions().records(org, app, api_to_wire.search_workflows_request(search))
     return [wire_to_api.of_app(wire_to_api.workflow(r), app) for r in records]
 
 
 @_problems
-def get_workflow(org: str, app: str, workflow_id: str) -> dict[str, Any] | None:
+def get_workflow(org: str, app: str, workflow_id: str) -> JSONObject | None:
     found = _actions().find(org, app, api_to_wire.get_workflow_request(workflow_id))
     return wire_to_api.of_app(wire_to_api.workflow(found), app) if found else None
 
 
 @_problems
-def list_steps(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+def list_steps(org: str, app: str, workflow_id: str) -> list[JSONObject]:
     steps = _actions().steps(org, app, api_to_wire.list_steps_request(workflow_id, {}), known=True)
     return [wire_to_api.step(r) for r in steps]
 
 
 @_problems
-def workflow_events(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+def workflow_events(org: str, app: str, workflow_id: str) -> list[JSONObject]:
     return [wire_to_api.event(r) for r in _actions().events(org, app, workflow_id, known=True)]
 
 
 @_problems
-def workflow_notifications(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+def workflow_notifications(org: str, app: str, workflow_id: str) -> list[JSONObject]:
     return [wire_to_api.notification(r) for r in _actions().notifications(org, app, workflow_id, known=True)]
 
 
 @_problems
-def workflow_streams(org: str, app: str, workflow_id: str) -> list[dict[str, Any]]:
+def workflow_streams(org: str, app: str, workflow_id: str) -> list[JSONObject]:
     return [wire_to_api.stream_entry(r) for r in _actions().streams(org, app, workflow_id, known=True)]
 
 
@@ -112,7 +113,7 @@ def delete(org: str, app: str, workflow_id: str) -> None:
 
 @_problems
 def fork(org: str, app: str, workflow_id: str, start_step: int, app_version: str | None) -> str:
-    body: dict[str, Any] = {"startStep": start_step}
+    body: JSONObject = {"startStep": start_step}
     if app_version:
         body["appVersion"] = app_version
     return _actions().fork(org, app, api_to_wire.fork_request(workflow_id, body))
@@ -120,14 +121,14 @@ def fork(org: str, app: str, workflow_id: str, start_step: int, app_version: str
 
 # -- aggregates -----------------------------------------------------------------------------------
 @_problems
-def workflow_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+def workflow_aggregates(org: str, app: str, body: JSONObject) -> list[JSONObject]:
     """`body` is a v2 WorkflowAggregatesBody."""
     records = _actions().records(org, app, api_to_wire.workflow_aggregates_request(body))
     return [wire_to_api.workflow_aggregate(r) for r in records]
 
 
 @_problems
-def step_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+def step_aggregates(org: str, app: str, body: JSONObject) -> list[JSONObject]:
     """`body` is a v2 StepAggregatesBody."""
     records = _actions().records(org, app, api_to_wire.step_aggregates_request(body))
     return [wire_to_api.step_aggregate(r) for r in records]
@@ -135,12 +136,12 @@ def step_aggregates(org: str, app: str, body: dict[str, Any]) -> list[dict[str, 
 
 # -- queues, schedules, versions --------------------------------------------------------------------
 @_problems
-def list_queues(org: str, app: str) -> list[dict[str, Any]]:
+def list_queues(org: str, app: str) -> list[JSONObject]:
     return [wire_to_api.queue(r) for r in _actions().queues(org, app)]
 
 
 @_problems
-def list_schedules(org: str, app: str) -> list[dict[str, Any]]:
+def list_schedules(org: str, app: str) -> list[JSONObject]:
     records = _actions().records(org, app, api_to_wire.list_schedules_request({}))
     return [wire_to_api.schedule(r) for r in records]
 
@@ -167,7 +168,7 @@ def backfill_schedule(org: str, app: str, name: str, start: str, end: str) -> li
 
 
 @_problems
-def list_versions(org: str, app: str) -> list[dict[str, Any]]:
+def list_versions(org: str, app: str) -> list[JSONObject]:
     """Latest first (listing them tells the application actor which is the latest, as the API's list does)."""
     return wire_to_api.application_versions(_actions().versions(org, app))
 

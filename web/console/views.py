@@ -3,14 +3,16 @@ audit log, cluster. Reads go to the views; actions to the same actor commands as
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
+from flask import abort, flash, jsonify, redirect, render_template, request, url_for
 from werkzeug.exceptions import Forbidden
+from werkzeug.wrappers import Response
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
-from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
+from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
@@ -90,7 +92,7 @@ def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[
     latest = registry.latest_recoveries(org, app, [r["executor_id"] for r in rows if r["status"] != "HEALTHY"])
     healthy = {r["app_version"] or "" for r in rows if r["status"] == "HEALTHY"}
     app_row = runtime().views.applications.app(org, app) or {"settings": DEFAULT_SETTINGS}
-    grace = float(app_row["settings"].get("executorTimeoutSecs") or DEFAULT_SETTINGS["executorTimeoutSecs"])
+    grace = float(app_row["settings"].get("executorTimeoutSecs") or DEFAULT_EXECUTOR_TIMEOUT_SECS)
     now = datetime.now(UTC)
 
     def shown(row: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +105,8 @@ def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[
     history = []
     for row in gone:
         last = latest.get(str(row["executor_id"]))
-        done = last is not None and last["outcome"] == "acknowledged"
-        history.append({**shown(row), "deletedAt": row["updated_at"], "recoveredBy": last["peer"] if done else None})
+        recovered_by = last["peer"] if last is not None and last["outcome"] == "acknowledged" else None
+        history.append({**shown(row), "deletedAt": row["updated_at"], "recoveredBy": recovered_by})
     return live, history
 
 
@@ -185,7 +187,7 @@ def executors_json(org: str, app: str) -> Response:
 
 
 # -- settings: grace period and retention -----------------------------------------------------------
-def _parse_settings(form: Any, current_settings: dict[str, Any]) -> dict[str, Any]:
+def _parse_settings(form: Any, current_settings: Mapping[str, object]) -> dict[str, Any]:
     changes: dict[str, Any] = {}
     for key in ("executorTimeoutSecs", *RETENTION_SETTINGS):
         raw = (form.get(key) or "").strip()
@@ -240,7 +242,7 @@ def app_settings(org: str, app: str) -> Any:
 
 
 # -- data plane (issue 15): the system database by reference, its mode and limits ------------------------------------
-def _data_plane_state(org: str, app: str, config: dict[str, Any] | None) -> dict[str, Any] | None:
+def _data_plane_state(org: str, app: str, config: Mapping[str, object] | None) -> dict[str, Any] | None:
     plane = runtime().data_planes.get(org, app, config)
     return plane.state().to_json() if plane is not None else None
 

@@ -3,7 +3,7 @@ versions, with their actions (cancel, resume, delete, fork, bulk, schedule actio
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -172,7 +172,7 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
     )
 
 
-def _timeline(wf: dict[str, Any], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _timeline(wf: Mapping[str, object], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Steps placed on the workflow's time axis: offset and width in percent, duration in ms."""
     starts = [started for s in steps if (started := s.get("startedAt"))]
     origin = wf.get("createdAt") or (min(starts) if starts else None)

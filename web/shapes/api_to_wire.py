@@ -54,14 +54,14 @@ from relay.wire.workflow_requests import (
 Converter = Callable[[str, Any], Any]
 
 
-def _boolean(location: str, value: Any) -> bool:
+def _boolean(location: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise invalid(location, "must be a boolean", value)
     return value
 
 
 def _integer(minimum: int, maximum: int) -> Converter:
-    def convert(location: str, value: Any) -> int:
+    def convert(location: str, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise invalid(location, "must be an integer", value)
         if not minimum <= value <= maximum:
@@ -71,7 +71,7 @@ def _integer(minimum: int, maximum: int) -> Converter:
     return convert
 
 
-def _string(location: str, value: Any) -> str:
+def _string(location: str, value: object) -> str:
     if not isinstance(value, str):
         raise invalid(location, "must be a string", value)
     if not value:
@@ -79,7 +79,7 @@ def _string(location: str, value: Any) -> str:
     return value
 
 
-def _status(location: str, value: Any) -> str:
+def _status(location: str, value: object) -> str:
     text = _string(location, value)
     if text not in WORKFLOW_STATUSES:
         raise invalid(location, f"must be one of {', '.join(sorted(WORKFLOW_STATUSES))}", value)
@@ -89,7 +89,7 @@ def _status(location: str, value: Any) -> str:
 def _list_of(item: Converter) -> Converter:
     """An array of items (or null). An empty array, like null, means no filter."""
 
-    def convert(location: str, value: Any) -> list[Any] | None:
+    def convert(location: str, value: object) -> list[Any] | None:
         if value is None:
             return None
         if not isinstance(value, list):
@@ -99,17 +99,17 @@ def _list_of(item: Converter) -> Converter:
     return convert
 
 
-def _time(location: str, value: Any) -> str:
+def _time(location: str, value: object) -> str:
     return _wire_time(parse_time(location, value))
 
 
-def _object(location: str, value: Any) -> dict[str, Any]:
+def _object(location: str, value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise invalid(location, "must be an object", value)
     return value
 
 
-def _page_limit(location: str, value: Any) -> int:
+def _page_limit(location: str, value: object) -> int:
     """At least 1; above MAX_LIMIT served as MAX_LIMIT (api_values: clamped, not refused)."""
     return min(_integer(1, INT64_MAX)(location, value), MAX_LIMIT)
 
@@ -144,7 +144,7 @@ def field(wire: str, convert: Converter, schema: Schema | None = None) -> Field:
 Spec = Mapping[str, Field]  # v2 name → its declaration
 
 
-def _fields(body: Mapping[str, Any], spec: Spec, where: str = "body") -> dict[str, Any]:
+def _fields(body: Mapping[str, object], spec: Spec, where: str = "body") -> dict[str, Any]:
     """Check a JSON body against ``spec``; the wire fields it sets (unset and empty filters left out)."""
     out: dict[str, Any] = {}
     for name, value in body.items():
@@ -185,7 +185,7 @@ def _query(args: Mapping[str, str], spec: Spec) -> dict[str, Any]:
     return out
 
 
-def _require(body: Mapping[str, Any], *names: str) -> None:
+def _require(body: Mapping[str, object], *names: str) -> None:
     for name in names:
         if body.get(name) is None:
             raise invalid(f"body.{name}", "is required", None)
@@ -290,13 +290,13 @@ def list_workflows_request(args: Mapping[str, str]) -> ListWorkflowsRequest:
     return ListWorkflowsRequest(body=_build(ListWorkflowsBody, **fields))
 
 
-def search_workflows_request(body: Mapping[str, Any]) -> ListWorkflowsRequest:
+def search_workflows_request(body: Mapping[str, object]) -> ListWorkflowsRequest:
     """A ``WorkflowSearchBody`` as list_workflows."""
     fields = {"limit": DEFAULT_LIMIT, **_fields(body, SEARCH_BODY)}
     return ListWorkflowsRequest(body=_build(ListWorkflowsBody, **fields))
 
 
-def workflow_aggregates_request(body: Mapping[str, Any]) -> GetWorkflowAggregatesRequest:
+def workflow_aggregates_request(body: Mapping[str, object]) -> GetWorkflowAggregatesRequest:
     """A ``WorkflowAggregatesBody`` as get_workflow_aggregates; something to group by is required."""
     fields = _fields(body, WORKFLOW_AGGREGATES_BODY)
     groups = [f for f in GetWorkflowAggregatesBody.FLAGS if f.startswith("group_by_")]
@@ -305,7 +305,7 @@ def workflow_aggregates_request(body: Mapping[str, Any]) -> GetWorkflowAggregate
     return GetWorkflowAggregatesRequest(body=_build(GetWorkflowAggregatesBody, **fields))
 
 
-def step_aggregates_request(body: Mapping[str, Any]) -> GetStepAggregatesRequest:
+def step_aggregates_request(body: Mapping[str, object]) -> GetStepAggregatesRequest:
     """A ``StepAggregatesBody`` as get_step_aggregates; something to group by is required."""
     fields = _fields(body, STEP_AGGREGATES_BODY)
     if not (fields.get("group_by_function_name") or fields.get("group_by_status")
@@ -347,13 +347,13 @@ BACKFILL_BODY: Spec = {"startTime": field("start", _time), "endTime": field("end
 LATEST_VERSION_BODY: Spec = {"versionName": field("version_name", _string)}
 
 
-def cancel_request(workflow_id: str, body: Mapping[str, Any]) -> CancelRequest:
+def cancel_request(workflow_id: str, body: Mapping[str, object]) -> CancelRequest:
     """A ``CancelWorkflowInputBody`` (cancelChildren)."""
     fields = _fields(body, CANCEL_BODY)
     return CancelRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
 
 
-def resume_request(workflow_id: str, body: Mapping[str, Any]) -> ResumeRequest:
+def resume_request(workflow_id: str, body: Mapping[str, object]) -> ResumeRequest:
     """A ``ResumeWorkflowInputBody`` (queueName)."""
     fields = _fields(body, RESUME_BODY)
     return ResumeRequest(workflow_id=_string("path.workflowId", workflow_id), **fields)
@@ -368,7 +368,7 @@ FORK_BODY: Spec = {
 }
 
 
-def fork_request(workflow_id: str, body: Mapping[str, Any]) -> ForkWorkflowRequest:
+def fork_request(workflow_id: str, body: Mapping[str, object]) -> ForkWorkflowRequest:
     """A ``ForkWorkflowInputBody``. Without ``startStep`` the fork runs from the beginning (0: no step of
     the original is kept, in the Python SDK, which numbers steps from 1, and the TypeScript one, from 0)."""
     fields = _fields(body, FORK_BODY)
@@ -381,7 +381,7 @@ def fork_request(workflow_id: str, body: Mapping[str, Any]) -> ForkWorkflowReque
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def import_request(body: Mapping[str, Any]) -> ImportWorkflowRequest:
+def import_request(body: Mapping[str, object]) -> ImportWorkflowRequest:
     """An ``ImportWorkflowInputBody`` (serializedWorkflow, from an export of the same SDK language)."""
     _require(body, "serializedWorkflow")
     fields = _fields(body, IMPORT_BODY)
@@ -400,7 +400,7 @@ def _check_export(text: str) -> None:
         raise invalid("body.serializedWorkflow", "is not an export (not gzip data under the base64)", None)
 
 
-def _workflow_ids(body: Mapping[str, Any]) -> list[str]:
+def _workflow_ids(body: Mapping[str, object]) -> list[str]:
     _require(body, "workflowIds")
     ids = _STRINGS("body.workflowIds", body["workflowIds"])
     if not ids:
@@ -408,7 +408,7 @@ def _workflow_ids(body: Mapping[str, Any]) -> list[str]:
     return ids
 
 
-def bulk_cancel_request(body: Mapping[str, Any]) -> CancelRequest:
+def bulk_cancel_request(body: Mapping[str, object]) -> CancelRequest:
     """A ``BulkCancelInputBody`` (workflowIds, cancelChildren)."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_CANCEL_BODY)
@@ -416,7 +416,7 @@ def bulk_cancel_request(body: Mapping[str, Any]) -> CancelRequest:
     return CancelRequest(**fields)
 
 
-def bulk_resume_request(body: Mapping[str, Any]) -> ResumeRequest:
+def bulk_resume_request(body: Mapping[str, object]) -> ResumeRequest:
     """A ``BulkResumeInputBody`` (workflowIds, queueName)."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_RESUME_BODY)
@@ -424,7 +424,7 @@ def bulk_resume_request(body: Mapping[str, Any]) -> ResumeRequest:
     return ResumeRequest(**fields)
 
 
-def bulk_delete_request(body: Mapping[str, Any]) -> DeleteRequest:
+def bulk_delete_request(body: Mapping[str, object]) -> DeleteRequest:
     """A ``BulkDeleteInputBody`` (workflowIds, deleteChildren)."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_DELETE_BODY)
@@ -444,7 +444,7 @@ BULK_FORK_BODY: Spec = {
 }
 
 
-def bulk_fork_from_failure_request(body: Mapping[str, Any]) -> ForkFromFailureRequest:
+def bulk_fork_from_failure_request(body: Mapping[str, object]) -> ForkFromFailureRequest:
     """A ``BulkForkFromFailureBody``: exactly one of fromLastFailure, fromLastStep, fromStep, fromStepName."""
     ids = _workflow_ids(body)
     fields = _fields(body, BULK_FORK_BODY)
@@ -480,7 +480,7 @@ def queue_name(name: str) -> str:
     return _string("path.queueName", name)
 
 
-def backfill_request(name: str, body: Mapping[str, Any]) -> BackfillScheduleRequest:
+def backfill_request(name: str, body: Mapping[str, object]) -> BackfillScheduleRequest:
     """A ``BackfillInputBody`` (startTime, endTime: RFC 3339, start before end)."""
     _require(body, "startTime", "endTime")
     _fields(body, BACKFILL_BODY)
@@ -490,7 +490,7 @@ def backfill_request(name: str, body: Mapping[str, Any]) -> BackfillScheduleRequ
                                             end=_wire_time(end))
 
 
-def latest_version_name(body: Mapping[str, Any]) -> str:
+def latest_version_name(body: Mapping[str, object]) -> str:
     """A ``PatchLatestVersionInputBody``'s versionName."""
     _require(body, "versionName")
     return _fields(body, LATEST_VERSION_BODY)["version_name"]

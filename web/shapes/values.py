@@ -49,7 +49,7 @@ _FAST_MS_LIMIT = 2**31 * 1000
 _FAST_MS_DIGITS = len(str(_FAST_MS_LIMIT)) - 1
 
 
-def _plain_ms(value: Any) -> int | None:
+def _plain_ms(value: object) -> int | None:
     """The value as epoch milliseconds when it is a plain one the fast path takes (an int, or a string of
     digits, in range), else None."""
     if type(value) is int:
@@ -69,7 +69,7 @@ def _ms_text(ms: int) -> str:
             f".{millis:03d}Z")
 
 
-def time_from_wire(value: Any) -> str | None:
+def time_from_wire(value: object) -> str | None:
     """An SDK time (epoch ms as int, float or numeric string; or an ISO 8601 string) as RFC 3339; None
     for null or anything unreadable (a wrong time is not worth failing a whole listing for)."""
     if value is None or isinstance(value, bool):
@@ -79,7 +79,7 @@ def time_from_wire(value: Any) -> str | None:
     return _time_text(value)
 
 
-def _time_text(value: Any) -> str | None:
+def _time_text(value: object) -> str | None:
     """time_from_wire's general path."""
     try:
         if isinstance(value, int | float):
@@ -94,13 +94,13 @@ def _time_text(value: Any) -> str | None:
     return None
 
 
-def view_time(value: Any) -> str | None:
+def view_time(value: object) -> str | None:
     """A time as a view stores it (``datetime.isoformat()``, microseconds and ``+00:00``) in the API's one
     format, format_time's: every time Relay writes in JSON goes through one of these two functions."""
     return time_from_wire(value) if isinstance(value, str) else None
 
 
-def int_from_wire(value: Any) -> int | None:
+def int_from_wire(value: object) -> int | None:
     """An SDK integer (a number or a numeric string, as the Python SDK sends most of them) or None."""
     if value is None or isinstance(value, bool):
         return None
@@ -121,11 +121,11 @@ def _float(value: Any) -> float | None:
         return None
 
 
-def _str(value: Any) -> str | None:
+def _str(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def parse_time(location: str, value: Any) -> datetime:
+def parse_time(location: str, value: object) -> datetime:
     """An RFC 3339 date-time from the caller (an offset or ``Z`` is required), or 422 at ``location``."""
     if not isinstance(value, str):
         raise invalid(location, "must be an RFC 3339 date-time string", value)

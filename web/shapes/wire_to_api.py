@@ -20,6 +20,7 @@ from relay.web.shapes.values import (
     int_from_wire,
     time_from_wire,
 )
+from relay.wire.json_types import JSON, JSONObject
 
 # ------------------------------------------------------------------------------------ out: wire → v2
 
@@ -52,18 +53,18 @@ class RecordShape:
 
     fields: Mapping[str, tuple[str | None, Out]]
 
-    def read(self, rec: Mapping[str, Any]) -> dict[str, Any]:
+    def read(self, rec: Mapping[str, JSON]) -> JSONObject:
         return {name: out.read(rec if key is None else rec.get(key)) for name, (key, out) in self.fields.items()}
 
     def schema(self) -> Schema:
         return all_required({name: out.schema for name, (_, out) in self.fields.items()})
 
 
-def _first_time(*keys: str) -> Callable[[Mapping[str, Any]], str]:
+def _first_time(*keys: str) -> Callable[[Mapping[str, JSON]], str]:
     """A required time: the first of these wire fields the record has. An SDK always sends them; the fallbacks
     (the other field, then the epoch) keep the answer valid against the schema."""
 
-    def read(rec: Mapping[str, Any]) -> str:
+    def read(rec: Mapping[str, JSON]) -> str:
         return next((found for key in keys if (found := time_from_wire(rec.get(key)))), None) or _epoch()
 
     return read
@@ -121,7 +122,7 @@ queue = QUEUE.read
 schedule = SCHEDULE.read
 
 
-def of_app(record: dict[str, Any], app: str) -> dict[str, Any]:
+def of_app(record: JSONObject, app: str) -> JSONObject:
     """Name the application a workflow, queue or schedule belongs to when the SDK leaves it out (Java 1.1 sends
     none): every record an executor of this app reports is the app's own."""
     if not record.get("applicationName"):
@@ -138,7 +139,7 @@ APPLICATION_VERSION = RecordShape({
 application_version = APPLICATION_VERSION.read
 
 
-def application_versions(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def application_versions(records: list[JSONObject]) -> list[JSONObject]:
     """Versions, latest (largest version timestamp) first, as the SDKs order them."""
     ordered = sorted(records, key=lambda r: int_from_wire(r.get("version_timestamp")) or 0, reverse=True)
     return [application_version(r) for r in ordered]
@@ -161,7 +162,7 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _group(raw: Any, keys: Mapping[str, str]) -> dict[str, str | None]:
+def _group(raw: object, keys: Mapping[str, str]) -> dict[str, str | None]:
     group: dict[str, str | None] = {}
     for key, value in (raw or {}).items() if isinstance(raw, Mapping) else ():
         name = keys.get(key, _camel(str(key)))
@@ -174,11 +175,11 @@ def _group(raw: Any, keys: Mapping[str, str]) -> dict[str, str | None]:
     return group
 
 
-def _drop_none(out: dict[str, Any]) -> dict[str, Any]:
+def _drop_none(out: JSONObject) -> JSONObject:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def workflow_aggregate(rec: Mapping[str, Any]) -> dict[str, Any]:
+def workflow_aggregate(rec: Mapping[str, JSON]) -> JSONObject:
     """A get_workflow_aggregates row as a v2 ``WorkflowAggregate`` (unselected measures left out)."""
     return _drop_none({
         "group": _group(rec.get("group"), _WORKFLOW_GROUP_KEYS),
@@ -189,7 +190,7 @@ def workflow_aggregate(rec: Mapping[str, Any]) -> dict[str, Any]:
     })
 
 
-def step_aggregate(rec: Mapping[str, Any]) -> dict[str, Any]:
+def step_aggregate(rec: Mapping[str, JSON]) -> JSONObject:
     """A get_step_aggregates row as a v2 ``StepAggregate``."""
     return _drop_none({
         "group": _group(rec.get("group"), _STEP_GROUP_KEYS),
@@ -217,7 +218,7 @@ notification = NOTIFICATION.read
 stream_entry = STREAM_ENTRY.read
 
 
-def metric(rec: Mapping[str, Any], app_id: str, window: tuple[datetime, datetime]) -> dict[str, Any]:
+def metric(rec: Mapping[str, JSON], app_id: str, window: tuple[datetime, datetime]) -> JSONObject:
     """A get_metrics entry ``{metric_type, metric_name, value}`` as a v2 ``Metric``: one bucket, the whole
     requested window (``timeBucket`` its start, ``granularity`` its length in seconds)."""
     start, end = window

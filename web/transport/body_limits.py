@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -208,7 +209,7 @@ def too_large(cap: int) -> Any:
     body = json.dumps({"type": "about:blank", "title": "Content Too Large", "status": 413,
                        "detail": detail}).encode()
 
-    def answer(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    def answer(environ: Mapping[str, object], start_response: Any) -> list[bytes]:
         del environ
         start_response("413 Content Too Large", [("Content-Type", "application/problem+json"),
                                                  ("Content-Length", str(len(body))), ("Connection", "close")])

@@ -188,14 +188,14 @@ class RelayWebSocket(WebSocket):
     def read_frame(self) -> Any:
         return _read_frame_checked(self)
 
-    def send_frame(self, message: Any, opcode: int) -> None:
+    def send_frame(self, message: object, opcode: int) -> None:
         with self.send_lock:
             super().send_frame(message, opcode)
 
     def handle_pong(self, header: Any, payload: bytes) -> None:
         self.last_pong = time.monotonic()
 
-    def validate_utf8(self, payload: Any) -> None:
+    def validate_utf8(self, payload: object) -> None:
         """Skipped: gevent-websocket checks UTF-8 in pure Python, twice per text message (each frame, then the
         whole), about 0.3 s of CPU per MiB during which no other greenlet runs: one executor's 64 MiB answer would
         stall every socket for half a minute. The message's final decode (C, strict) still refuses invalid

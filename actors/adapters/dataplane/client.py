@@ -289,7 +289,7 @@ class DataPlanes:
         self._lock = threading.Lock()
         self._planes: dict[tuple[str, str], DataPlane] = {}
 
-    def get(self, org: str, app: str, config: Mapping[str, Any] | None) -> DataPlane | None:
+    def get(self, org: str, app: str, config: Mapping[str, object] | None) -> DataPlane | None:
         key = (org, app)
         with self._lock:
             plane = self._planes.get(key)

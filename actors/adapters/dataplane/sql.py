@@ -45,7 +45,7 @@ class _CapturingConnection:
         raise _Built
 
 
-def sdk_workflow_filter(client: Any, filters: Mapping[str, Any]) -> Any:
+def sdk_workflow_filter(client: Any, filters: Mapping[str, object]) -> Any:
     """The WHERE clause of the statement ``client.list_workflows(**filters)`` would run, without running it: a
     shallow copy of the client's system database builds it and hands it over instead of executing it."""
     builder = copy.copy(client._sys_db)
@@ -67,7 +67,7 @@ def supports(schema_version: int | None) -> bool:
     return schema_version is not None and schema_version in AGGREGATE_SCHEMA_VERSIONS
 
 
-def workflow_aggregates(client: Any, filters: Mapping[str, Any], body: Any) -> list[dict[str, Any]]:
+def workflow_aggregates(client: Any, filters: Mapping[str, object], body: Any) -> list[dict[str, Any]]:
     """Rows as an executor's get_workflow_aggregates answers them (actors/policies/dataplane_aggregates.py folds the
     same from a list): one GROUP BY over workflow_status, read-only."""
     import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)

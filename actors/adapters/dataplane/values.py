@@ -52,7 +52,7 @@ def load_plain_pickle(encoded: str) -> Any:
     return _PlainDataUnpickler(io.BytesIO(base64.b64decode(encoded))).load()
 
 
-def dump_pickle(value: Any) -> str:
+def dump_pickle(value: object) -> str:
     """What the SDK stores for a value it pickles (the client writes some: a triggered schedule's inputs)."""
     return base64.b64encode(pickle.dumps(value)).decode("ascii")
 
@@ -63,7 +63,7 @@ def make_serializer() -> Any:
     from dbos._serialization import Serializer  # noqa: PLC0415 (the optional extra)
 
     class PlainDataPickle(Serializer):
-        def serialize(self, data: Any) -> str:
+        def serialize(self, data: object) -> str:
             return dump_pickle(data)
 
         def deserialize(self, serialized_data: str) -> Any:
@@ -89,7 +89,7 @@ def install() -> Any:
     return _installed
 
 
-def as_text(value: Any) -> str | None:
+def as_text(value: object) -> str | None:
     """A loaded value as the API shows it: JSON when it is JSON-like, else its repr; a value the SDK could not
     load arrives as the stored text and stays so."""
     if value is None:
@@ -104,7 +104,7 @@ def as_text(value: Any) -> str | None:
         return repr(value)
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
