@@ -5,7 +5,9 @@ Mapping), so a list[str] or a dict[str, int] is JSON too; a reader narrows a val
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TypeAlias
+from typing import TypeAlias, Union
 
-JSON: TypeAlias = "bool | int | float | str | Sequence[JSON] | Mapping[str, JSON] | None"
-JSONObject: TypeAlias = "dict[str, JSON]"  # one object, built or parsed here (a frame, a record, a body)
+# Union, not |: a forward reference to itself is a string, which | cannot join at run time (modules that evaluate
+# their annotations, such as web/cli/main.py, use these).
+JSON: TypeAlias = Union[bool, int, float, str, Sequence["JSON"], Mapping[str, "JSON"], None]  # noqa: UP007
+JSONObject: TypeAlias = dict[str, JSON]  # one object, built or parsed here (a frame, a record, a body)
