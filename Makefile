@@ -161,6 +161,7 @@ toolchains:
 # pytest's exit code passes through: 5 (no tests collected) fails the build like any other failure.
 test: toolchains venv runtime system-deps test-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Rewrite the README's generated blocks (the SDK compatibility matrix, what dbos-mcp exercised) from a real run.
@@ -168,8 +169,10 @@ compat-matrix: toolchains venv system-deps test-deps
 	RELAY_UPDATE_README=1 $(BIN)/python -m pytest -q tests/integration/test_compat_matrix.py \
 		tests/integration/test_dbos_mcp.py
 
+# mypy's settings (what is strict, the untyped libraries) are in pyproject.toml's [tool.mypy].
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The benchmark suite (bench/, issue 6), not part of `make test`: real `relay serve` processes against
 # simulated executors; writes bench/RESULTS.md. BENCH_ARGS=--quick divides every count by 20 (a few minutes).

@@ -10,9 +10,10 @@ import socket
 import ssl
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
+import gevent.socket
 import geventwebsocket.handler
 from flask import Flask, Response
 from gevent.event import Event
@@ -45,6 +46,9 @@ from relay.web.transport.websocket import (
 )
 from relay.web.wsgi import create_app
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import WSGIApplication
+
 log = logging.getLogger("relay.server")
 
 # The listen backlog: gevent's default (128) overflows in a connect storm of thousands, and a connection dropped
@@ -71,7 +75,7 @@ COALESCE_BYTES = 64 * 1024
 
 # The handler builds its sockets from this module-level name: ours adds the frame limit, locked
 # sends and pong tracking (WebSocket has __slots__, so the class cannot be swapped afterwards).
-geventwebsocket.handler.WebSocket = RelayWebSocket  # type: ignore[misc]
+geventwebsocket.handler.WebSocket = RelayWebSocket
 
 
 class RelayHandler(WebSocketHandler):
@@ -80,6 +84,14 @@ class RelayHandler(WebSocketHandler):
     _request_timer: gevent.Timeout | None = None
     _metered: body_limits.MeteredReader | None = None
     _capped: body_limits.CappedInput | None = None
+    # pywsgi.WSGIHandler's per-request state that this class reads and sets (WebSocketHandler, its base, has no
+    # type information): annotations only, no class attributes.
+    application: WSGIApplication
+    socket: gevent.socket.socket
+    websocket: RelayWebSocket  # set by upgrade_websocket before run_websocket reads it
+    provided_date: str | None
+    code: int
+    status: Any  # pywsgi's own mix: the status line as bytes once start_response ran, a text when a send failed
 
     def __init__(self, sock: Any, address: Any, server: Any, rfile: Any = None) -> None:
         # No Nagle: pywsgi writes a response's headers and body in two sends, and the body then waited for the
@@ -155,7 +167,7 @@ class RelayHandler(WebSocketHandler):
             log.exception("executor socket not started")
             ws.close(1011, b"internal error; see the Relay log")
         finally:
-            self.websocket = None
+            self.websocket = None  # type: ignore[assignment]  # the handler lets go of the socket
             self.environ["wsgi.websocket"] = None
             if link is None or handshake is None:
                 if not ws.closed:
@@ -169,7 +181,7 @@ class RelayHandler(WebSocketHandler):
         self.server.keep_open(self.socket)
         ws.detach(self.rfile)
         self.rfile.close()
-        self.socket = None  # pywsgi closes nothing: the socket is the link's now
+        self.socket = None  # type: ignore[assignment]  # pywsgi closes nothing: the socket is the link's now
         self.close_connection = True
         link.take_over(release)
 
@@ -330,7 +342,7 @@ class RelayServer(WSGIServer):
     def wrap_socket_and_handle(self, client_socket: Any, address: Any) -> Any:
         client_socket.settimeout(self.relay.settings.limits.handshake_timeout_s)  # type: ignore[attr-defined]
         try:
-            tls_socket = self.wrap_socket(client_socket, **self.ssl_args)
+            tls_socket = self.wrap_socket(client_socket, **self.ssl_args)  # type: ignore[misc, arg-type]  # stubs
         except (ssl.SSLError, OSError) as error:
             reason = getattr(error, "reason", None) or type(error).__name__
             log.info("TLS handshake from %s failed (%s)", address[0] if address else "?", reason)
