@@ -49,11 +49,11 @@ class FleetSources(Protocol):
         """The registry's rows of the application's executors (every instance, the deleted ones too)."""
         ...
 
-    def ask_database(self, request: Any) -> Any:
+    def ask_database(self, request: object) -> Any:
         """The system database's answer (CannotAskError without a data plane, or when it cannot answer)."""
         ...
 
-    def ask(self, request: Any) -> Any:
+    def ask(self, request: object) -> Any:
         """The answer of the best local executor (CannotAskError when none gave one)."""
         ...
 

@@ -49,7 +49,7 @@ class ActorContext:
     jobs: JobsConfig | None = None
     alerting: AlertingConfig | None = None
 
-    def lock_for(self, key: Any) -> threading.Lock:
+    def lock_for(self, key: object) -> threading.Lock:
         """A lock per natural key (e.g. one executor): serialises 'check who is current, then record'."""
         with self._locks_guard:
             lock = self._locks.get(key)

@@ -244,7 +244,7 @@ class ExecutorActor(DrainedActor):
             _fail(future, "executor socket failed while sending")
         return future
 
-    def request(self, request: Any) -> pykka.Future[Any]:
+    def request(self, request: object) -> pykka.Future[Any]:
         """Send a request; the returned future gets the decoded response (or ExecutorGoneError,
         MalformedAnswerError; InFlightLimitError, unsent, when RELAY_MAX_INFLIGHT_PER_EXECUTOR are pending)."""
         limit = self.ctx.limits.max_inflight_per_executor

@@ -313,7 +313,7 @@ class AppLifecycle(RecoveryDispatch):
         self._grace[executor_id] = _Grace(token, timer, grace, restarted_at, since, connection, reason,
                                           deadline=self.scheduler.now() + max(0.0, delay))
 
-    def _grace_expired(self, executor_id: str, token: Any) -> None:
+    def _grace_expired(self, executor_id: str, token: object) -> None:
         watch = self._grace.get(executor_id)
         if watch is None or watch.token != token:
             return  # cancelled or re-armed since
@@ -376,7 +376,7 @@ class AppLifecycle(RecoveryDispatch):
         timer = self.scheduler.call_later(delay, lambda: self.post(message))
         return _Tokened(timer, token)
 
-    def _current(self, executor_id: str, token: Any) -> tuple[_Dead | None, _Dispatch | None]:
+    def _current(self, executor_id: str, token: object) -> tuple[_Dead | None, _Dispatch | None]:
         dead = self._dead.get(executor_id)
         if dead is None or dead.dispatch is None or dead.dispatch.token != token:
             return None, None

@@ -132,7 +132,7 @@ class RecoveryDispatch:
         _tokens: Iterator[int]
 
         def _later(self, delay: float, kind: str, executor_id: str, token: int | None = None) -> Cancellable: ...
-        def _current(self, executor_id: str, token: Any) -> tuple[_Dead | None, _Dispatch | None]: ...
+        def _current(self, executor_id: str, token: object) -> tuple[_Dead | None, _Dispatch | None]: ...
         def _forget_dead(self, executor_id: str) -> None: ...
 
     def _dispatch_next(self, executor_id: str, candidates: list[Any] | None = None) -> None:
@@ -201,7 +201,7 @@ class RecoveryDispatch:
         message: JSONObject = {MESSAGE_KEY: kind, "executor": executor_id, "token": token}
         self.send(peer, request, lambda answer: self.post({**message, "answer": answer}))
 
-    def _answer(self, executor_id: str, token: Any, answer: object) -> None:
+    def _answer(self, executor_id: str, token: object, answer: object) -> None:
         dead, dispatch = self._current(executor_id, token)
         if dead is None or dispatch is None or dispatch.checking:
             return  # stale: timed out, or the executor came back
@@ -225,7 +225,7 @@ class RecoveryDispatch:
         # The same peer (it read the shared system database), in the same slot: does anything remain?
         self._send(executor_id, dead, dispatch.peer, check, "checked")
 
-    def _checked(self, executor_id: str, token: Any, answer: object) -> None:
+    def _checked(self, executor_id: str, token: object, answer: object) -> None:
         dead, dispatch = self._current(executor_id, token)
         if dead is None or dispatch is None or not dispatch.checking:
             return
@@ -287,7 +287,7 @@ class RecoveryDispatch:
             log.info("executor %s/%s/%s recovered by %s; its record is deleted", self.org, self.app, executor_id, peer)
         self._forget_dead(executor_id)
 
-    def _deadline(self, executor_id: str, token: Any) -> None:
+    def _deadline(self, executor_id: str, token: object) -> None:
         dead, dispatch = self._current(executor_id, token)
         if dead is None or dispatch is None:
             return
@@ -315,7 +315,7 @@ class RecoveryDispatch:
             log.exception("recording a failed recovery of %s/%s/%s failed", self.org, self.app, executor_id)
         self._dispatch_next(executor_id)
 
-    def _retry(self, executor_id: str, token: Any) -> None:
+    def _retry(self, executor_id: str, token: object) -> None:
         dead = self._dead.get(executor_id)
         if dead is None or dead.retry is None or getattr(dead.retry, "token", token) != token:
             return

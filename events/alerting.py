@@ -149,7 +149,7 @@ class AlertingRule(Aggregate):
     """One alerting rule of an application. Deleted rules keep their history and never fire again."""
 
     @staticmethod
-    def create_id(org: str, app: str, rule_id: str, **_: Any) -> UUID:
+    def create_id(org: str, app: str, rule_id: str, **_: object) -> UUID:
         return rule_aggregate_id(org, app, rule_id)
 
     @event("Created")
@@ -226,7 +226,7 @@ class Alert(Aggregate):
     """One firing of a rule: number `sequence` of that rule, in evaluation interval `slot`."""
 
     @staticmethod
-    def create_id(org: str, app: str, rule_id: str, sequence: int, **_: Any) -> UUID:
+    def create_id(org: str, app: str, rule_id: str, sequence: int, **_: object) -> UUID:
         return alert_aggregate_id(org, app, rule_id, sequence)
 
     @event("Fired")

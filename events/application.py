@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -58,7 +57,7 @@ class App(Aggregate):
     """A registered application. Deleted apps keep their history and can be registered again."""
 
     @staticmethod
-    def create_id(org: str, name: str, **_: Any) -> UUID:
+    def create_id(org: str, name: str, **_: object) -> UUID:
         return app_id(org, name)
 
     @event("Registered")

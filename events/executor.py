@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import TypedDict
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -66,7 +66,7 @@ class Executor(Aggregate):
     """A DBOS executor of one application, known by the executor_id it reports."""
 
     @staticmethod
-    def create_id(org: str, app: str, executor: str, **_: Any) -> UUID:
+    def create_id(org: str, app: str, executor: str, **_: object) -> UUID:
         return executor_id(org, app, executor)
 
     @event("Connected")

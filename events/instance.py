@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -29,7 +28,7 @@ class RelayInstance(Aggregate):
     """A Relay instance. A lease says which instance owns an executor's connection and timers."""
 
     @staticmethod
-    def create_id(instance: str, **_: Any) -> UUID:
+    def create_id(instance: str, **_: object) -> UUID:
         return instance_id(instance)
 
     @event("Started")

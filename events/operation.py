@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -47,7 +46,7 @@ class Operation(Aggregate):
     """One control-plane action and its outcome."""
 
     @staticmethod
-    def create_id(operation_id: UUID, **_: Any) -> UUID:
+    def create_id(operation_id: UUID, **_: object) -> UUID:
         return operation_id
 
     @event("Performed")

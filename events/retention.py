@@ -12,7 +12,6 @@ Pure: no I/O, no clock (`at` comes in).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate, event
@@ -38,7 +37,7 @@ class RetentionRun(Aggregate):
     """One retention run: which executor got which policy, and what came of it."""
 
     @staticmethod
-    def create_id(org: str, app: str, slot: int, **_: Any) -> UUID:
+    def create_id(org: str, app: str, slot: int, **_: object) -> UUID:
         return retention_run_id(org, app, slot)
 
     @event("Started")

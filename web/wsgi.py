@@ -44,7 +44,7 @@ class RelayJSONProvider(DefaultJSONProvider):
         super().__init__(app)
         self._encoders: dict[tuple[tuple[str, Any], ...], json.JSONEncoder] = {}
 
-    def dumps(self, obj: object, **kwargs: Any) -> str:
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
         kwargs.setdefault("default", self.default)
         kwargs.setdefault("ensure_ascii", self.ensure_ascii)
         kwargs.setdefault("sort_keys", self.sort_keys)

@@ -7,7 +7,7 @@ import builtins
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from relay.wire.fields import (
     _Body,
@@ -42,7 +42,7 @@ class Request:
 
     request_id: str = field(default_factory=new_request_id)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "type" in cls.__dict__:  # a concrete request (not a shared base): the codec learns its answer
             register_answer(cls.type, cls.answer)

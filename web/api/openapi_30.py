@@ -99,7 +99,7 @@ def _content_holder(holder: Json) -> None:
             media["schema"] = schema(media["schema"])
 
 
-def schema(node: Any) -> Any:
+def schema(node: object) -> Any:
     """One JSON Schema 2020-12 schema as an OpenAPI 3.0 Schema Object (a new object)."""
     if not isinstance(node, dict):
         return node  # a boolean schema: 3.0 has none, and Relay's document uses none
@@ -153,7 +153,7 @@ def _nullable_alternatives(out: Json) -> None:
             out[key] = rest
 
 
-def _is_null_only(node: Any) -> bool:
+def _is_null_only(node: object) -> bool:
     return isinstance(node, dict) and node.get("enum") == [None] and node.get("nullable") is True and \
         not set(node) - {"enum", "nullable", "description", "title"}
 

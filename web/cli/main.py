@@ -140,7 +140,7 @@ def _api(target: Target, settings: Settings, method: str, path: str, body: JSONO
     return json.loads(text) if text else None
 
 
-def _table(args: argparse.Namespace, header: tuple[str, ...], rows: list[tuple[Any, ...]], items: Any) -> None:
+def _table(args: argparse.Namespace, header: tuple[str, ...], rows: list[tuple[Any, ...]], items: object) -> None:
     """A list command's answer: tab-separated under a header line, or (--output json) ``items`` as JSON."""
     if args.output == "json":
         print(json.dumps(items, indent=2, sort_keys=True, default=str))

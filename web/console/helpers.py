@@ -185,7 +185,7 @@ def pretty_json(value: object) -> str:
     return str(json_view(value)["text"])
 
 
-def millis_between(start: Any, end: Any) -> float | None:
+def millis_between(start: object, end: object) -> float | None:
     a, b = _parse_time(start), _parse_time(end)
     if a is None or b is None:
         return None

@@ -191,7 +191,7 @@ def _require(body: Mapping[str, object], *names: str) -> None:
             raise invalid(f"body.{name}", "is required", None)
 
 
-def _build(factory: Callable[..., Any], **fields: Any) -> Any:
+def _build(factory: Callable[..., Any], **fields: object) -> Any:
     """Construct a protocol request; its own checks are a second line (the specs here come first)."""
     try:
         return factory(**fields)

@@ -9,7 +9,7 @@ from typing import Any
 Schema = dict[str, Any]
 
 
-def t(kind: str | list[str], fmt: str | None = None, **extra: Any) -> Schema:
+def t(kind: str | list[str], fmt: str | None = None, **extra: object) -> Schema:
     out: Schema = {"type": kind}
     if fmt:
         out["format"] = fmt

@@ -199,7 +199,7 @@ def step_aggregate(rec: Mapping[str, JSON]) -> JSONObject:
     })
 
 
-def _strings(values: Any) -> list[str]:
+def _strings(values: object) -> list[str]:
     return [str(v) for v in values] if isinstance(values, list) else []
 
 

@@ -175,7 +175,7 @@ class BodyCaps:
         return BodyClock(self.grace_s, self.timeout_s, self.min_rate)
 
 
-def endpoint_of(app: Any, environ: dict[str, Any]) -> str | None:
+def endpoint_of(app: object, environ: dict[str, Any]) -> str | None:
     """The Flask endpoint a request goes to (None: no route, or not a Flask application)."""
     url_map = getattr(app, "url_map", None)
     if url_map is None:

@@ -200,7 +200,7 @@ class RelayHandler(WebSocketHandler):
         status = (self._orig_status or self.status or "000").split()[0]
         return redact_path(f'{client or "-"} - - [{log_time()}] "{self.requestline or ""}" {status} {length} {delta}')
 
-    def log_error(self, msg: str, *args: Any) -> None:
+    def log_error(self, msg: str, *args: object) -> None:
         # gevent logs the request line on errors too (an invalid one quoted as sent): never with a key in it.
         text = msg % args if args else msg
         log.warning("%s", redact_path(text))
@@ -273,7 +273,7 @@ class RelayHandler(WebSocketHandler):
             raise
         self.response_length += len(data)
 
-    def _write_with_headers(self, data: Any) -> None:
+    def _write_with_headers(self, data: object) -> None:
         # pywsgi's, with a small body in the same send as the status line and headers (pywsgi sends them apart).
         self.headers_sent = True
         self.finalize_headers()
@@ -305,11 +305,11 @@ class RelayServer(WSGIServer):
         super().__init__(*args, **kwargs)
         self._kept: dict[int, Any] = {}  # id -> socket, from keep_open until its handler has returned
 
-    def keep_open(self, sock: Any) -> None:
+    def keep_open(self, sock: object) -> None:
         """Leave `sock` open when its handler returns (whoever took it over closes it)."""
         self._kept[id(sock)] = sock
 
-    def _release_kept(self, sock: Any) -> bool:
+    def _release_kept(self, sock: object) -> bool:
         """True (and forgotten) if `sock` was kept open."""
         return self._kept.pop(id(sock), None) is sock
 
@@ -476,7 +476,7 @@ def serve(settings: Settings, worker: int | None = None) -> int:
         server.relay = rt  # type: ignore[attr-defined]
     stopping = Event()
 
-    def _stop(*_: Any) -> None:
+    def _stop(*_: object) -> None:
         stopping.set()
 
     gevent.signal_handler(signal.SIGTERM, _stop)

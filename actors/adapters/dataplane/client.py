@@ -226,7 +226,7 @@ class DataPlane:
                  self.config["mode"], checked.detail)
         return client
 
-    def _refuse_another_application(self, engine: Any, version: int) -> None:
+    def _refuse_another_application(self, engine: object, version: int) -> None:
         """A system database whose workflows name another application is that application's: refused, so a
         reference that reaches it (an operator's slip) cannot read or change its workflows from this one."""
         other = dataplane_schema.foreign_application(engine, self.config["schema"], self.app)
