@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from tests.fuzz.hypothesis_settings import fuzz
-from tests.support.reliability_report import record
 
 from relay.wire.codec import decode_response
 from relay.wire.errors import ProtocolError
 from relay.wire.messages import MessageType
 from relay.wire.responses import GetWorkflowResponse, ListWorkflowsResponse, RawResponse, Response
+from tests.fuzz.hypothesis_settings import fuzz
+from tests.support.reliability_report import record
 
 MARKER = "fuzz-marker-5e1f"  # put into frames: never in an error's reason
 STATS: Counter[str] = Counter()

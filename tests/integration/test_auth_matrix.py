@@ -65,15 +65,19 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def setup() -> Iterator[Setup]:
+def relay_env() -> dict[str, str]:
     # Hundreds of wrong tokens from one address: the login throttle (test_logins.py) must not answer them first.
-    with RelayProcess(env={"RELAY_LOGIN_FAILURES_PER_MIN": "1000000"}) as relay:
-        register_app(relay, APP)
-        socket_only = create_key(relay, "socket-only", permissions=["websocket.connect"])
-        revoked = create_key(relay, "revoked-key")
-        assert relay.api("DELETE", "/v2/orgs/local/tokens/revoked-key").status_code == 204
-        doc = relay.api("GET", "/openapi.json", token="").json()
-        yield Setup(relay, doc, socket_only, revoked)
+    return {"RELAY_LOGIN_FAILURES_PER_MIN": "1000000"}
+
+
+@pytest.fixture(scope="module")
+def setup(relay: RelayProcess) -> Setup:
+    register_app(relay, APP)
+    socket_only = create_key(relay, "socket-only", permissions=["websocket.connect"])
+    revoked = create_key(relay, "revoked-key")
+    assert relay.api("DELETE", "/v2/orgs/local/tokens/revoked-key").status_code == 204
+    doc = relay.api("GET", "/openapi.json", token="").json()
+    return Setup(relay, doc, socket_only, revoked)
 
 
 @pytest.fixture(scope="module", autouse=True)

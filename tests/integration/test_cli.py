@@ -13,8 +13,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +23,6 @@ from tests.support.procs import CLI_MODULE, RelayProcess, clean_env, run_cli
 pytestmark = pytest.mark.integration
 
 ORG = "local"
-
-
-@pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    """One server for the module; each test uses application and key names of its own."""
-    with RelayProcess(tmp_path_factory.mktemp("relay-cli")) as server:
-        yield server
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -222,7 +213,6 @@ def test_ctrl_c_ends_events_follow_quietly(relay: RelayProcess) -> None:
         # between the two: read it too, so that nothing of this app is left to print after the SIGINT.
         line = proc.stdout.readline()
         assert "\tOperation.Performed\tlocal/cli-follow\t" in line and '"registerApp"' in line
-        time.sleep(0.3)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=15)
     finally:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_tls import Pki, TlsRelay, _openssl
+from tests.integration.test_tls import Pki, _openssl
 from tests.integration.test_tls import pki as pki  # the CA-signed certificate's fixture, reused
 from tests.support.procs import RelayProcess
 
@@ -35,13 +35,18 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return d / "relay.pem", d / "relay.key"
 
 
-@pytest.fixture(scope="module")
-def relay(self_signed: tuple[Path, Path]) -> Iterator[TlsRelay]:
-    cert, key = self_signed
+@pytest.fixture(scope="module", autouse=True)
+def _trust_the_certificate(self_signed: tuple[Path, Path]) -> Iterator[None]:
+    """The test's own `requests` calls trust it (REQUESTS_CA_BUNDLE), from before `relay` starts to after it stops."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("REQUESTS_CA_BUNDLE", str(cert))  # the test's own `requests` calls trust it
-        with TlsRelay(env={"RELAY_TLS_CERT": str(cert), "RELAY_TLS_KEY": str(key)}) as server:
-            yield server
+        patch.setenv("REQUESTS_CA_BUNDLE", str(self_signed[0]))
+        yield
+
+
+@pytest.fixture(scope="module")
+def relay_env(self_signed: tuple[Path, Path]) -> dict[str, str]:
+    cert, key = self_signed
+    return {"RELAY_TLS_CERT": str(cert), "RELAY_TLS_KEY": str(key)}
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -62,7 +67,7 @@ def names(stdout: str) -> set[str]:
     return {line.split("\t")[0] for line in stdout.splitlines() if line}
 
 
-def test_apps_and_keys_over_https_from_the_servers_own_settings(relay: TlsRelay) -> None:
+def test_apps_and_keys_over_https_from_the_servers_own_settings(relay: RelayProcess) -> None:
     """RELAY_TLS_CERT/RELAY_TLS_KEY set as `relay serve` has them: https://, the server's certificate trusted."""
     assert ok(relay.run_cli(["apps", "create", "tls-cli"])).strip() == f"application {ORG}/tls-cli registered"
     assert relay.api("GET", f"/v2/orgs/{ORG}/apps/tls-cli").status_code == 200
@@ -76,7 +81,7 @@ def test_apps_and_keys_over_https_from_the_servers_own_settings(relay: TlsRelay)
     assert relay.api("GET", f"/v2/orgs/{ORG}/apps/tls-cli").status_code == 404
 
 
-def test_url_and_ca_file_from_options_or_environment(relay: TlsRelay, self_signed: tuple[Path, Path],
+def test_url_and_ca_file_from_options_or_environment(relay: RelayProcess, self_signed: tuple[Path, Path],
                                                      pki: Pki) -> None:
     """Without the server's TLS settings (another machine, say): --url/RELAY_URL and --cacert/RELAY_CA_FILE."""
     cert, _ = self_signed
@@ -90,7 +95,7 @@ def test_url_and_ca_file_from_options_or_environment(relay: TlsRelay, self_signe
     assert "tls-opt" in names(ok(relay.run_cli(["apps", "list", "--url", url, "--cacert", str(cert)], env)))
 
 
-def test_what_it_refuses_and_how_it_says_so(relay: TlsRelay, pki: Pki, tmp_path: Path) -> None:
+def test_what_it_refuses_and_how_it_says_so(relay: RelayProcess, pki: Pki, tmp_path: Path) -> None:
     plain = {"RELAY_TLS_CERT": "", "RELAY_TLS_KEY": ""}
     https = f"https://127.0.0.1:{relay.port}"
     # Not trusted: the system CAs alone, or another CA.
@@ -116,7 +121,7 @@ def test_a_ca_signed_certificate(pki: Pki) -> None:
     """test_tls.py's CA-signed certificate: the server's own leaf pinned from its settings, or its CA named."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REQUESTS_CA_BUNDLE", str(pki.ca))
-        with TlsRelay(env={"RELAY_TLS_CERT": str(pki.cert), "RELAY_TLS_KEY": str(pki.key)}) as server:
+        with RelayProcess(env={"RELAY_TLS_CERT": str(pki.cert), "RELAY_TLS_KEY": str(pki.key)}) as server:
             assert ok(server.run_cli(["apps", "create", "tls-ca"]))
             plain = {"RELAY_TLS_CERT": "", "RELAY_TLS_KEY": ""}
             url = f"https://localhost:{server.port}"

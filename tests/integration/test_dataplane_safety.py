@@ -78,26 +78,30 @@ def register(relay: RelayProcess, app: str, reference: str, mode: str = "read-wr
     return answer.json()
 
 
-@pytest.fixture
-def relay(tmp_path: Path):
-    env = {"FLOOR_DB": f"sqlite:///{tmp_path / 'floor.sqlite'}",
-           "BELOW_DB": f"sqlite:///{tmp_path / 'below.sqlite'}",
-           "NEWER_DB": f"sqlite:///{tmp_path / 'newer.sqlite'}",
-           "OLD_SDK_DB": f"sqlite:///{tmp_path / 'old-sdk.sqlite'}",
-           # the operator binds each reference to its application
-           "RELAY_DATA_PLANE_REFERENCES": "local/floor-app=env:FLOOR_DB local/below-app=env:BELOW_DB "
-                                          "local/newer-app=env:NEWER_DB local/old-sdk-app=env:OLD_SDK_DB"}
-    with RelayProcess(env=env) as server:
-        server.start()
-        yield server
+@pytest.fixture(scope="module")
+def sqlite_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the system databases the references name are (each test builds the ones of its applications)."""
+    return tmp_path_factory.mktemp("system-databases")
 
 
-def test_unsupported_schemas_are_refused_before_anything_is_written(relay: RelayProcess, tmp_path: Path) -> None:
-    below = build_database(tmp_path / "below.sqlite", MIN_SCHEMA_VERSION - 1)
-    newer = build_database(tmp_path / "newer.sqlite", 125)
+@pytest.fixture(scope="module")
+def relay_env(sqlite_dir: Path) -> dict[str, str]:
+    return {"FLOOR_DB": f"sqlite:///{sqlite_dir / 'floor.sqlite'}",
+            "BELOW_DB": f"sqlite:///{sqlite_dir / 'below.sqlite'}",
+            "NEWER_DB": f"sqlite:///{sqlite_dir / 'newer.sqlite'}",
+            "OLD_SDK_DB": f"sqlite:///{sqlite_dir / 'old-sdk.sqlite'}",
+            # the operator binds each reference to its application
+            "RELAY_DATA_PLANE_REFERENCES": "local/floor-app=env:FLOOR_DB local/below-app=env:BELOW_DB "
+                                           "local/newer-app=env:NEWER_DB local/old-sdk-app=env:OLD_SDK_DB"}
+
+
+def test_unsupported_schemas_are_refused_before_anything_is_written(relay: RelayProcess, sqlite_dir: Path,
+                                                                     tmp_path: Path) -> None:
+    below = build_database(sqlite_dir / "below.sqlite", MIN_SCHEMA_VERSION - 1)
+    newer = build_database(sqlite_dir / "newer.sqlite", 125)
     with sqlite3.connect(newer) as db:  # a release after the client's: its own next migration recorded
         db.execute("UPDATE dbos_migrations SET version = 126")
-    old_sdk = tmp_path / "old-sdk.sqlite"
+    old_sdk = sqlite_dir / "old-sdk.sqlite"
     script = tmp_path / "old_app.py"  # a file: the SDK reads its workflows' source
     script.write_text(OLD_APP)
     subprocess.run([str(OLD_PYTHON), str(script), str(old_sdk)], check=True, timeout=120, capture_output=True,
@@ -123,8 +127,8 @@ def test_unsupported_schemas_are_refused_before_anything_is_written(relay: Relay
     assert {p: digest(p) for p in before} == before  # nothing written, not even a migration table row
 
 
-def test_the_oldest_schema_relay_reads_is_read(relay: RelayProcess, tmp_path: Path) -> None:
-    floor = build_database(tmp_path / "floor.sqlite", MIN_SCHEMA_VERSION)
+def test_the_oldest_schema_relay_reads_is_read(relay: RelayProcess, sqlite_dir: Path) -> None:
+    floor = build_database(sqlite_dir / "floor.sqlite", MIN_SCHEMA_VERSION)
     state = register(relay, "floor-app", "env:FLOOR_DB")["state"]
     assert (state["status"], state["schemaVersion"]) == ("ready", MIN_SCHEMA_VERSION), state
     for path in ("workflows", "queues", "schedules", "versions"):

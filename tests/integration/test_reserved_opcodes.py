@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,10 +38,14 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def setup() -> Iterator[Setup]:
-    with RelayProcess(env={"RELAY_MAX_FRAME_BYTES": str(MAX_FRAME_BYTES)}) as relay:
-        register_app(relay, APP)
-        yield Setup(relay, create_key(relay, "opcodes-key"))
+def relay_env() -> dict[str, str]:
+    return {"RELAY_MAX_FRAME_BYTES": str(MAX_FRAME_BYTES)}
+
+
+@pytest.fixture(scope="module")
+def setup(relay: RelayProcess) -> Setup:
+    register_app(relay, APP)
+    return Setup(relay, create_key(relay, "opcodes-key"))
 
 
 def memory_kib(pid: int) -> dict[str, int]:

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pytest
 import requests
+
+from relay.actors.adapters.forwarder import Forwarder, ForwardError
+from relay.actors.cluster import RemoteExecutor
+from relay.wire.requests import ExecutorInfoRequest
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
 from tests.support.console_http import csrf_token
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess, run_cli
 from tests.support.reliability_report import record
-
-from relay.actors.adapters.forwarder import Forwarder, ForwardError
-from relay.actors.cluster import RemoteExecutor
-from relay.wire.requests import ExecutorInfoRequest
 
 pytestmark = pytest.mark.integration
 
@@ -70,25 +70,17 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return Pki(ca=d / "ca.pem", cert=d / "server.pem", key=d / "server.key", other_key=d / "other.key")
 
 
-class TlsRelay(RelayProcess):
-    """A RelayProcess reached over https:// and wss:// (the test process trusts the CA via REQUESTS_CA_BUNDLE)."""
-
-    @property
-    def base_url(self) -> str:
-        return f"https://{self.host}:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"wss://{self.host}:{self.port}"
+@pytest.fixture(scope="module", autouse=True)
+def _trust_the_ca(pki: Pki) -> Iterator[None]:
+    """The test process trusts the CA (REQUESTS_CA_BUNDLE), from before `relay` starts to after it stops."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("REQUESTS_CA_BUNDLE", str(pki.ca))
+        yield
 
 
 @pytest.fixture(scope="module")
-def relay(pki: Pki) -> Iterator[TlsRelay]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("REQUESTS_CA_BUNDLE", str(pki.ca))
-        env = {"RELAY_TLS_CERT": str(pki.cert), "RELAY_TLS_KEY": str(pki.key), "RELAY_HANDSHAKE_TIMEOUT_S": "2"}
-        with TlsRelay(env=env) as server:
-            yield server
+def relay_env(pki: Pki) -> dict[str, str]:
+    return {"RELAY_TLS_CERT": str(pki.cert), "RELAY_TLS_KEY": str(pki.key), "RELAY_HANDSHAKE_TIMEOUT_S": "2"}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -104,7 +96,7 @@ def _figures(request: pytest.FixtureRequest) -> Iterator[None]:
                        "bad settings stop `relay serve` by name")
 
 
-def test_the_api_is_served_over_https_to_whoever_trusts_the_ca(relay: TlsRelay, pki: Pki) -> None:
+def test_the_api_is_served_over_https_to_whoever_trusts_the_ca(relay: RelayProcess, pki: Pki) -> None:
     assert "listening on https://" in relay.log_text()
     assert relay.api("GET", "/healthz", token="").status_code == 200
     register_app(relay, APP)
@@ -115,7 +107,7 @@ def test_the_api_is_served_over_https_to_whoever_trusts_the_ca(relay: TlsRelay, 
         assert tls.version() in ("TLSv1.2", "TLSv1.3")
 
 
-def test_under_tls_the_session_cookie_is_secure_and_every_answer_carries_hsts(relay: TlsRelay) -> None:
+def test_under_tls_the_session_cookie_is_secure_and_every_answer_carries_hsts(relay: RelayProcess) -> None:
     """Issue 34, point 10: a browser never sends the console's cookie over plain HTTP, and keeps to https."""
     for path, token in (("/healthz", ""), ("/v2/orgs/local/apps", None), ("/login", "")):
         answer = relay.api("GET", path, token=token)
@@ -130,7 +122,7 @@ def test_under_tls_the_session_cookie_is_secure_and_every_answer_carries_hsts(re
     assert landed.headers["Strict-Transport-Security"] == "max-age=31536000"
 
 
-def test_clients_that_do_not_trust_it_or_do_not_speak_tls_get_nothing(relay: TlsRelay) -> None:
+def test_clients_that_do_not_trust_it_or_do_not_speak_tls_get_nothing(relay: RelayProcess) -> None:
     STATS["refused"] += 3
     with pytest.raises(requests.exceptions.SSLError):  # the usual public roots, not the test CA
         requests.get(f"{relay.base_url}/healthz", timeout=10, verify=requests.certs.where())
@@ -147,14 +139,14 @@ def test_clients_that_do_not_trust_it_or_do_not_speak_tls_get_nothing(relay: Tls
     assert relay.api("GET", "/healthz", token="").status_code == 200
 
 
-def _executor(relay: TlsRelay, key: str, cwd: Path, ca: Path | None, name: str) -> ExecutorProcess:
+def _executor(relay: RelayProcess, key: str, cwd: Path, ca: Path | None, name: str) -> ExecutorProcess:
     env = {"TEST_APP_NAME": APP, "TEST_CONDUCTOR_URL": relay.ws_url, "TEST_CONDUCTOR_KEY": key}
     if ca is not None:
         env["SSL_CERT_FILE"] = str(ca)
     return ExecutorProcess(source=DBOS_EXECUTOR_SOURCE, env=env, cwd=cwd, name=name)
 
 
-def test_a_dbos_executor_connects_over_wss_with_the_test_ca(relay: TlsRelay, pki: Pki, tmp_path: Path) -> None:
+def test_a_dbos_executor_connects_over_wss_with_the_test_ca(relay: RelayProcess, pki: Pki, tmp_path: Path) -> None:
     if relay.api("GET", f"/v2/orgs/local/apps/{APP}").status_code == 404:
         register_app(relay, APP)
     key = create_key(relay, "tls-executor")
@@ -198,7 +190,7 @@ class _OneApp:
         return {"id": "0b8d4c58-8f0e-4c55-9b39-3f0c1a6f7f10"}
 
 
-def test_forwards_to_a_tls_peer_trust_the_given_ca_and_check_its_certificate(relay: TlsRelay, pki: Pki) -> None:
+def test_forwards_to_a_tls_peer_trust_the_given_ca_and_check_its_certificate(relay: RelayProcess, pki: Pki) -> None:
     """An instance forwards to a peer over https (RELAY_TLS_CERT set): with the peer's CA given (RELAY_CA_FILE,
     or its own RELAY_TLS_CERT) the TLS handshake succeeds and the peer answers (here 401: this forward is
     signed with another secret than the peer's, which has none); without it the certificate check refuses."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,17 +86,11 @@ def sdk_version(python: Path) -> str:
 
 
 
-@pytest.fixture
-def relay(tmp_path: Path) -> Iterator[RelayProcess]:
-    if not OLD_PYTHON.exists():
-        pytest.fail(f"{OLD_PYTHON} is missing: `make test-deps` creates {OLD_VENV.name} with the older dbos")
-    with RelayProcess(tmp_path / "relay-data") as server:
-        yield server
-
-
 def test_old_sdk_lacks_types_clearly_and_routing_prefers_an_executor_that_has_them(
     relay: RelayProcess, pg_url: str, tmp_path: Path
 ) -> None:
+    if not OLD_PYTHON.exists():
+        pytest.fail(f"{OLD_PYTHON} is missing: `make test-deps` creates {OLD_VENV.name} with the older dbos")
     old_version = sdk_version(OLD_PYTHON)
     assert old_version.startswith("2."), old_version
     assert sdk_version(Path(sys.executable)) == "3.2.0"

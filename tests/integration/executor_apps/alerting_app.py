@@ -77,7 +77,7 @@ def watch_commands(directory: Path, stop: threading.Event) -> None:
             command = json.loads(path.read_text())
             run_command(command)
             path.rename(path.with_suffix(".done"))
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls the test's command directory
 
 
 def main() -> None:

@@ -57,7 +57,7 @@ def last() -> str:
 def paced() -> str:
     a = first()
     waiting()
-    DBOS.sleep(float(os.environ.get("PAUSE_S") or 3))
+    DBOS.sleep(float(os.environ.get("PAUSE_S") or 3))  # the scenario: a durable pause the test interrupts
     b = last()
     return f"{a}+{b}"
 
@@ -65,7 +65,7 @@ def paced() -> str:
 def start_when_triggered(workflow_id: str) -> None:
     trigger = os.environ.get("TRIGGER_FILE")
     while trigger and not os.path.exists(trigger):
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls for the test's trigger file
     with SetWorkflowID(workflow_id):
         DBOS.start_workflow(paced)
 

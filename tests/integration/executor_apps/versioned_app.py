@@ -46,7 +46,7 @@ def finish() -> None:
 @DBOS.workflow()
 def held() -> str:
     begin()
-    DBOS.sleep(float(os.environ.get("PAUSE_S") or 4))
+    DBOS.sleep(float(os.environ.get("PAUSE_S") or 4))  # the scenario: a workflow held while the test acts
     finish()
     return "done"
 
