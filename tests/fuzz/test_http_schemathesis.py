@@ -48,16 +48,21 @@ API_PREFIXES = ("/v2/", "/relay/", "/internal/", "/websocket/", "/healthz", "/re
 
 
 @pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    with RelayProcess(env={"RELAY_REQUEST_TIMEOUT_S": "10"}) as server:
-        register_app(server, APP)
-        key = create_key(server, "schemathesis-key")
-        with dbos_executor(server, APP, key, cwd=tmp_path_factory.mktemp("dbos-executor")) as executor:
-            wait_until(lambda: any(e["status"] == "HEALTHY" for e in executors(server, APP).values()),
-                       timeout=60, message=f"the DBOS executor did not connect:\n{executor.log_tail()}")
-            SERVER.update(relay=server, executor=executor)
-            yield server
-            assert executor.running, executor.log_tail()
+def relay_env() -> dict[str, str]:
+    return {"RELAY_REQUEST_TIMEOUT_S": "10"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _executor(relay: RelayProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The application, and a real DBOS executor serving it, for the whole module."""
+    register_app(relay, APP)
+    key = create_key(relay, "schemathesis-key")
+    with dbos_executor(relay, APP, key, cwd=tmp_path_factory.mktemp("dbos-executor")) as executor:
+        wait_until(lambda: any(e["status"] == "HEALTHY" for e in executors(relay, APP).values()),
+                   timeout=60, message=f"the DBOS executor did not connect:\n{executor.log_tail()}")
+        SERVER.update(relay=relay, executor=executor)
+        yield
+        assert executor.running, executor.log_tail()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -46,20 +46,23 @@ class Setup:
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    env = {"RELAY_MAX_FRAME_BYTES": str(MAX_FRAME_BYTES), "RELAY_HANDSHAKE_TIMEOUT_S": str(HANDSHAKE_TIMEOUT_S)}
-    with RelayProcess(env=env) as relay:
-        register_app(relay, APP)
-        key = create_key(relay, "bad-frames-key")
-        with dbos_executor(relay, APP, key, cwd=tmp_path_factory.mktemp("dbos-executor")) as real:
-            found = wait_until(
-                lambda: [e for e in executors(relay, APP).values() if e["status"] == "HEALTHY"],
-                timeout=30,
-                message=f"the DBOS executor did not connect; its log:\n{real.log_tail()}",
-            )
-            assert found[0]["language"] == "python" and found[0]["dbosVersion"] == "3.2.0"
-            yield Setup(relay, key, real, found[0]["executorId"])
-            assert real.running, real.log_tail()
+def relay_env() -> dict[str, str]:
+    return {"RELAY_MAX_FRAME_BYTES": str(MAX_FRAME_BYTES), "RELAY_HANDSHAKE_TIMEOUT_S": str(HANDSHAKE_TIMEOUT_S)}
+
+
+@pytest.fixture(scope="module")
+def setup(relay: RelayProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    register_app(relay, APP)
+    key = create_key(relay, "bad-frames-key")
+    with dbos_executor(relay, APP, key, cwd=tmp_path_factory.mktemp("dbos-executor")) as real:
+        found = wait_until(
+            lambda: [e for e in executors(relay, APP).values() if e["status"] == "HEALTHY"],
+            timeout=30,
+            message=f"the DBOS executor did not connect; its log:\n{real.log_tail()}",
+        )
+        assert found[0]["language"] == "python" and found[0]["dbosVersion"] == "3.2.0"
+        yield Setup(relay, key, real, found[0]["executorId"])
+        assert real.running, real.log_tail()
 
 
 def assert_real_executor_untouched(setup: Setup) -> None:

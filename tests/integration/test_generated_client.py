@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +25,6 @@ CALLS = Path(__file__).parent / "generated_client_calls.py"
 ORG = "local"
 GENERATE_TIMEOUT_S = 180
 CALLS_TIMEOUT_S = 120
-
-
-@pytest.fixture(scope="module")
-def relay() -> Iterator[RelayProcess]:
-    with RelayProcess() as server:
-        yield server
 
 
 def _client_env(extra: dict[str, str]) -> dict[str, str]:
