@@ -7,10 +7,10 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
 
 from relay.events.organization import PERMISSIONS
 from relay.projections.applications import ApplicationsQueries
+from relay.wire.json_types import JSONObject
 
 KEY_PREFIX = "dbos_"
 
@@ -76,7 +76,7 @@ class Authenticator:
         self.applications = applications
         # An API key's principal, by hash, with the cached row it was made from: valid while the applications
         # snapshot still holds that very row (a revoke or re-issue replaces the snapshot, and the row with it).
-        self._principals: dict[str, tuple[dict[str, Any], Principal]] = {}
+        self._principals: dict[str, tuple[JSONObject, Principal]] = {}
 
     def principal_for(self, token: str) -> Principal | None:
         """The principal a token stands for, or None. Comparisons are constant-time on hashes."""

@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Blueprint, Response, jsonify
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
@@ -24,6 +22,7 @@ from relay.web.api.requests_ import json_body
 from relay.web.context import ask, authorize, executor_calls, require_app, runtime
 from relay.web.problems import invalid, not_found
 from relay.wire.catalog_requests import GetQueueRequest
+from relay.wire.json_types import JSONObject
 
 bp = Blueprint("v2_autoscaling", __name__)
 
@@ -31,7 +30,7 @@ APP = "/v2/orgs/<org>/apps/<app>"
 READ, WRITE = "application.read", "application.write"
 
 
-def stored_policy(org: str, app: str) -> dict[str, Any]:
+def stored_policy(org: str, app: str) -> JSONObject:
     """The application's policy; 404 (after the application's own 404) when none is stored."""
     policy = require_app(org, app)["settings"].get(POLICY_SETTING)
     if policy is None:
