@@ -32,7 +32,8 @@ from relay.wire.errors import PeerUnreachableError
 from relay.wire.json_types import JSONObject
 from relay.wire.requests import Request
 
-if TYPE_CHECKING:  # actors/routing.py imports this module
+if TYPE_CHECKING:  # actors/routing.py and actors/executor.py import this module
+    from relay.actors.executor import ExecutorActor
     from relay.actors.routing import Route
 
 log = logging.getLogger("relay.actors.application")
@@ -51,7 +52,7 @@ class LiveExecutor:
     """An executor connected to this instance, as routing sees it."""
 
     executor_id: str
-    ref: pykka.ActorRef[Any]
+    ref: pykka.ActorRef[ExecutorActor]
     application_version: str
     language: str | None
     dbos_version: str | None
@@ -100,7 +101,7 @@ class RoutingBoard:
         return self._current
 
     @staticmethod
-    def of(ref: pykka.ActorRef[Any]) -> RoutingBoard | None:
+    def of(ref: pykka.ActorRef[ApplicationActor]) -> RoutingBoard | None:
         """The board of a running ApplicationActor (None for another actor, or one that stopped)."""
         board = RoutingBoard._by_actor.get(ref.actor_urn)
         return board if board is not None and not board.stopped.is_set() else None
@@ -234,7 +235,7 @@ class ApplicationActor(pykka.ThreadingActor):
             executor.ref.tell({"close": reason})
 
     # -- live executors ---------------------------------------------------------------------------
-    def claim(self, executor: LiveExecutor) -> pykka.ActorRef[Any] | None:
+    def claim(self, executor: LiveExecutor) -> pykka.ActorRef[ExecutorActor] | None:
         """Make `executor` the current connection for its id; return the one it replaces."""
         previous = self.live.get(executor.executor_id)
         self.live[executor.executor_id] = executor
@@ -242,7 +243,7 @@ class ApplicationActor(pykka.ThreadingActor):
         self.lifecycle.returned(executor.executor_id)  # back within its grace period, or after it
         return previous.ref if previous is not None and previous.ref != executor.ref else None
 
-    def release(self, executor_id: str, ref: pykka.ActorRef[Any]) -> bool:
+    def release(self, executor_id: str, ref: pykka.ActorRef[ExecutorActor]) -> bool:
         """Forget a closed connection; True when it was the current one for that executor id."""
         current = self.live.get(executor_id)
         if current is None or current.ref != ref:

@@ -5,30 +5,34 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pykka
+
+if TYPE_CHECKING:
+    from relay.actors.application import ApplicationActor
+    from relay.actors.executor import ExecutorActor
 
 
 class Directory:
     """Application actors by (org, app), started on first use; executor actors by API key."""
 
-    def __init__(self, start_application: Callable[[str, str], pykka.ActorRef[Any]]) -> None:
+    def __init__(self, start_application: Callable[[str, str], pykka.ActorRef[ApplicationActor]]) -> None:
         self._start_application = start_application
-        self._apps: dict[tuple[str, str], pykka.ActorRef[Any]] = {}
+        self._apps: dict[tuple[str, str], pykka.ActorRef[ApplicationActor]] = {}
         # One proxy per application actor, built once: `ActorRef.proxy()` introspects the whole actor.
-        self._proxies: dict[tuple[str, str], pykka.ActorProxy[Any]] = {}
-        self._by_key: dict[tuple[str, str], set[pykka.ActorRef[Any]]] = {}
+        self._proxies: dict[tuple[str, str], pykka.ActorProxy[ApplicationActor]] = {}
+        self._by_key: dict[tuple[str, str], set[pykka.ActorRef[ExecutorActor]]] = {}
         self._lock = threading.Lock()
 
-    def application(self, org: str, app: str) -> pykka.ActorRef[Any]:
+    def application(self, org: str, app: str) -> pykka.ActorRef[ApplicationActor]:
         with self._lock:
             ref = self._apps.get((org, app))
             if ref is None or not ref.is_alive():
                 ref = self._apps[(org, app)] = self._start_application(org, app)
             return ref
 
-    def application_proxy(self, org: str, app: str) -> pykka.ActorProxy[Any]:
+    def application_proxy(self, org: str, app: str) -> pykka.ActorProxy[ApplicationActor]:
         """The application's actor as a proxy (started on first use), the same object for every caller while
         that actor lives: use this rather than `application(...).proxy()`."""
         with self._lock:
@@ -43,15 +47,15 @@ class Directory:
                 self._proxies[(org, app)] = proxy
         return proxy
 
-    def applications(self) -> list[pykka.ActorRef[Any]]:
+    def applications(self) -> list[pykka.ActorRef[ApplicationActor]]:
         with self._lock:
             return [ref for ref in self._apps.values() if ref.is_alive()]
 
-    def add_connection(self, org: str, key_name: str, ref: pykka.ActorRef[Any]) -> None:
+    def add_connection(self, org: str, key_name: str, ref: pykka.ActorRef[ExecutorActor]) -> None:
         with self._lock:
             self._by_key.setdefault((org, key_name), set()).add(ref)
 
-    def remove_connection(self, org: str, key_name: str, ref: pykka.ActorRef[Any]) -> None:
+    def remove_connection(self, org: str, key_name: str, ref: pykka.ActorRef[ExecutorActor]) -> None:
         with self._lock:
             refs = self._by_key.get((org, key_name))
             if refs is not None:
@@ -59,11 +63,11 @@ class Directory:
                 if not refs:
                     del self._by_key[(org, key_name)]
 
-    def connections(self) -> list[pykka.ActorRef[Any]]:
+    def connections(self) -> list[pykka.ActorRef[ExecutorActor]]:
         """Every executor socket's actor on this instance."""
         with self._lock:
             return [ref for refs in self._by_key.values() for ref in refs]
 
-    def connections_of_key(self, org: str, key_name: str) -> list[pykka.ActorRef[Any]]:
+    def connections_of_key(self, org: str, key_name: str) -> list[pykka.ActorRef[ExecutorActor]]:
         with self._lock:
             return list(self._by_key.get((org, key_name), ()))

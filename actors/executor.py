@@ -73,17 +73,17 @@ def _call(method: str, *args: Any) -> ProxyCall:
     return ProxyCall(attr_path=(method,), args=args, kwargs={})
 
 
-def ask_request(ref: pykka.ActorRef[Any], request: Any) -> pykka.Future[pykka.Future[Any]]:
+def ask_request(ref: pykka.ActorRef[ExecutorActor], request: Any) -> pykka.Future[pykka.Future[Any]]:
     """`ref.proxy().request(request)` without the proxy: a future of the future of the answer."""
     return ref.ask(_call("request", request), block=False)
 
 
-def tell_forget(ref: pykka.ActorRef[Any], request_id: str) -> None:
+def tell_forget(ref: pykka.ActorRef[ExecutorActor], request_id: str) -> None:
     """`ref.proxy().forget(request_id)` without the proxy (raises ActorDeadError when the actor has stopped)."""
     ref.tell(_call("forget", request_id))
 
 
-def tell_request_then(ref: pykka.ActorRef[Any], request: Any, on_answer: Callable[[Any], None]) -> None:
+def tell_request_then(ref: pykka.ActorRef[ExecutorActor], request: Any, on_answer: Callable[[Any], None]) -> None:
     """`ref.proxy().request_then(request, on_answer)` without the proxy (raises ActorDeadError when the actor
     has stopped)."""
     ref.tell(_call("request_then", request, on_answer))

@@ -100,7 +100,7 @@ class Runtime:
         self.auth = Authenticator(admin_token, self.views.applications)
         # Each application's client on its system database, when its data plane is configured (issue 15).
         self.data_planes = DataPlanes(private=(settings.data_dir,), allowed=settings.data_plane_references)
-        self.instance: pykka.ActorRef[Any] | None = None
+        self.instance: pykka.ActorRef[InstanceActor] | None = None
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
         self.table = InstanceTable(settings.store)
@@ -169,7 +169,7 @@ class Runtime:
                 ref.tell({alerting.MESSAGE_KEY: "start"})
                 ref.tell({retention.MESSAGE_KEY: "start"})
 
-    def _start_application(self, org: str, app: str) -> pykka.ActorRef[Any]:
+    def _start_application(self, org: str, app: str) -> pykka.ActorRef[ApplicationActor]:
         return ApplicationActor.start(self.ctx, org, app, remote=self.forwarder)
 
     def start(self) -> None:

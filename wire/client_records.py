@@ -6,13 +6,46 @@ answers go through. Pure: values arrive loaded, `text` turns each into the text 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
-from relay.wire.json_types import JSON, JSONObject
+from relay.wire.json_types import JSONObject
 
 Text = Callable[[Any], str | None]
 
+
+
+# The SDK's own records (dbos: StepInfo, WorkflowSchedule, VersionInfo, TypedDicts there), the fields read here;
+# total=False: older releases leave some out.
+class StepInfo(TypedDict, total=False):
+    function_id: int
+    function_name: str
+    output: object  # the step's value as the SDK deserialized it: text() shows it
+    error: object
+    child_workflow_id: str | None
+    started_at_epoch_ms: int | None
+    completed_at_epoch_ms: int | None
+
+
+class WorkflowSchedule(TypedDict, total=False):
+    schedule_id: str
+    schedule_name: str
+    workflow_name: str
+    workflow_class_name: str | None
+    schedule: str
+    status: str
+    context: object
+    last_fired_at: str | None
+    automatic_backfill: bool
+    cron_timezone: str | None
+    application_name: str | None
+
+
+class VersionInfo(TypedDict, total=False):
+    version_id: str
+    version_name: str
+    version_timestamp: int
+    created_at: int
 
 def _ms(value: Any) -> str | None:
     """Epoch milliseconds as the SDKs send them (a string of digits)."""
@@ -62,7 +95,7 @@ def workflow(status: Any, text: Text) -> JSONObject:
     }
 
 
-def step(info: Mapping[str, JSON], text: Text) -> JSONObject:
+def step(info: StepInfo, text: Text) -> JSONObject:
     """A ``StepInfo`` as a list_steps record."""
     return {
         "function_id": info.get("function_id"),
@@ -91,7 +124,7 @@ def queue(found: Any) -> JSONObject:
     }
 
 
-def schedule(found: Mapping[str, JSON], text: Text) -> JSONObject:
+def schedule(found: WorkflowSchedule, text: Text) -> JSONObject:
     """A ``WorkflowSchedule`` as a list_schedules/get_schedule record."""
     return {
         "schedule_id": found.get("schedule_id"),
@@ -108,7 +141,7 @@ def schedule(found: Mapping[str, JSON], text: Text) -> JSONObject:
     }
 
 
-def version(found: Mapping[str, JSON]) -> JSONObject:
+def version(found: VersionInfo) -> JSONObject:
     """A ``VersionInfo`` as a list_application_versions record."""
     return {
         "version_id": found.get("version_id"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Protocol
 
 from relay.actors.adapters.dataplane import sql as dataplane_sql
 from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError
@@ -16,15 +16,67 @@ from relay.actors.adapters.dataplane.values import as_text
 from relay.actors.adapters.off_hub import off_hub
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
 from relay.wire import client_records as records
+from relay.wire.catalog_requests import (
+    BackfillScheduleRequest,
+    GetQueueRequest,
+    GetScheduleRequest,
+    ListQueuesRequest,
+    ListSchedulesRequest,
+    PauseScheduleRequest,
+    ResumeScheduleRequest,
+    SetLatestApplicationVersionRequest,
+    TriggerScheduleRequest,
+)
+from relay.wire.client_records import StepInfo, VersionInfo, WorkflowSchedule
 from relay.wire.codec import response_for
 from relay.wire.json_types import JSONObject
 from relay.wire.messages import MessageType
+from relay.wire.requests import CancelRequest, DeleteRequest, Request, ResumeRequest
+from relay.wire.responses import Response
+from relay.wire.workflow_requests import (
+    ForkWorkflowRequest,
+    GetWorkflowAggregatesBody,
+    GetWorkflowAggregatesRequest,
+    GetWorkflowRequest,
+    ListQueuedWorkflowsRequest,
+    ListStepsRequest,
+    ListWorkflowsBody,
+    ListWorkflowsRequest,
+)
+
+
+class _Handle(Protocol):
+    def get_workflow_id(self) -> str: ...
+
+
+class SystemDatabaseClient(Protocol):
+    """What these answers call of the SDK's public ``DBOSClient`` (the optional ``dataplane`` extra: dbos is not
+    imported here). Records come back as the SDK's own objects and go through wire/client_records.py."""
+
+    def list_workflows(self, **filters: object) -> list[object]: ...
+    def list_queued_workflows(self, **filters: object) -> list[object]: ...
+    def list_workflow_steps(self, workflow_id: str, **options: object) -> list[StepInfo]: ...
+    def cancel_workflows(self, workflow_ids: list[str], *, cancel_children: bool) -> None: ...
+    def resume_workflow(self, workflow_id: str, *, queue_name: str | None) -> object: ...
+    def delete_workflows(self, workflow_ids: list[str], *, delete_children: bool) -> None: ...
+    def fork_workflow(self, workflow_id: str, start_step: int, **options: object) -> _Handle: ...
+    def list_schedules(self, **filters: object) -> list[WorkflowSchedule]: ...
+    def get_schedule(self, name: str) -> WorkflowSchedule | None: ...
+    def pause_schedule(self, name: str) -> None: ...
+    def resume_schedule(self, name: str) -> None: ...
+    def trigger_schedule(self, name: str) -> _Handle: ...
+    def backfill_schedule(self, name: str, start: datetime, end: datetime) -> list[_Handle]: ...
+    def list_queues(self, *, application_name: str | list[str] | None) -> list[object]: ...
+    def retrieve_queue(self, name: str) -> object | None: ...
+    def list_application_versions(self) -> list[VersionInfo]: ...
+    def set_latest_application_version(self, version_name: str) -> None: ...
+
 
 M = MessageType
 Answer = Callable[..., JSONObject]  # (client, request), or (plane, client, request): _NEEDS_PLANE
 
 
-def _body_filters(body: Any) -> JSONObject:
+def _body_filters(body: ListWorkflowsBody) -> JSONObject:
     return {
         "workflow_ids": body.workflow_uuids, "status": body.status, "start_time": body.start_time,
         "end_time": body.end_time, "completed_after": body.completed_after,
@@ -37,7 +89,7 @@ def _body_filters(body: Any) -> JSONObject:
     }
 
 
-def _list_workflows(client: Any, request: Any) -> JSONObject:
+def _list_workflows(client: SystemDatabaseClient, request: ListWorkflowsRequest) -> JSONObject:
     body = request.body
     filters = _body_filters(body)
     extra = {"was_forked_from": body.was_forked_from, "has_parent": body.has_parent,
@@ -54,7 +106,7 @@ AGGREGATE_PAGE = 5_000
 MAX_AGGREGATED_WORKFLOWS = 10_000_000
 
 
-def _aggregate_filters(body: Any) -> JSONObject:
+def _aggregate_filters(body: GetWorkflowAggregatesBody) -> JSONObject:
     filters = {
         "status": body.status, "name": body.name, "app_version": body.app_version, "executor_id": body.executor_id,
         "queue_name": body.queue_name, "workflow_id_prefix": body.workflow_id_prefix, "workflow_ids": body.workflow_ids,
@@ -68,7 +120,8 @@ def _aggregate_filters(body: Any) -> JSONObject:
     return {k: v for k, v in filters.items() if v is not None}
 
 
-def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> JSONObject:
+def _workflow_aggregates(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowAggregatesRequest,
+                         ) -> JSONObject:
     body = request.body
     filters = _aggregate_filters(body)
     try:
@@ -79,7 +132,7 @@ def _workflow_aggregates(plane: DataPlane, client: Any, request: Any) -> JSONObj
         raise DataPlaneError(422, str(error)) from None
 
 
-def _every_status(client: Any, filters: JSONObject) -> Iterator[Any]:
+def _every_status(client: SystemDatabaseClient, filters: JSONObject) -> Iterator[object]:
     seen = 0
     while True:
         page = client.list_workflows(**filters, load_input=False, load_output=False, limit=AGGREGATE_PAGE,
@@ -93,40 +146,40 @@ def _every_status(client: Any, filters: JSONObject) -> Iterator[Any]:
             return
 
 
-def _list_queued(client: Any, request: Any) -> JSONObject:
+def _list_queued(client: SystemDatabaseClient, request: ListQueuedWorkflowsRequest) -> JSONObject:
     filters = _body_filters(request.body)
     return {"output": [records.workflow(s, as_text) for s in client.list_queued_workflows(**filters)]}
 
 
-def _get_workflow(client: Any, request: Any) -> JSONObject:
+def _get_workflow(client: SystemDatabaseClient, request: GetWorkflowRequest) -> JSONObject:
     found = client.list_workflows(workflow_ids=[request.workflow_id], load_input=bool(request.load_input),
                                   load_output=bool(request.load_output))
     return {"output": records.workflow(found[0], as_text) if found else None}
 
 
-def _list_steps(client: Any, request: Any) -> JSONObject:
+def _list_steps(client: SystemDatabaseClient, request: ListStepsRequest) -> JSONObject:
     steps = client.list_workflow_steps(request.workflow_id, load_output=bool(request.load_output),
                                        limit=request.limit, offset=request.offset)
     return {"output": [records.step(s, as_text) for s in steps]}
 
 
-def _cancel(client: Any, request: Any) -> JSONObject:
+def _cancel(client: SystemDatabaseClient, request: CancelRequest) -> JSONObject:
     client.cancel_workflows(request.ids, cancel_children=bool(request.cancel_children))
     return {"success": True}
 
 
-def _resume(client: Any, request: Any) -> JSONObject:
+def _resume(client: SystemDatabaseClient, request: ResumeRequest) -> JSONObject:
     for workflow_id in request.ids:
         client.resume_workflow(workflow_id, queue_name=request.queue_name)
     return {"success": True}
 
 
-def _delete(client: Any, request: Any) -> JSONObject:
+def _delete(client: SystemDatabaseClient, request: DeleteRequest) -> JSONObject:
     client.delete_workflows(request.ids, delete_children=bool(request.delete_children))
     return {"success": True}
 
 
-def _fork(client: Any, request: Any) -> JSONObject:
+def _fork(client: SystemDatabaseClient, request: ForkWorkflowRequest) -> JSONObject:
     from dbos import SetWorkflowID  # noqa: PLC0415 (the optional extra)
 
     body = request.body
@@ -140,7 +193,7 @@ def _fork(client: Any, request: Any) -> JSONObject:
     return {"new_workflow_id": handle.get_workflow_id()}
 
 
-def _list_schedules(client: Any, request: Any) -> JSONObject:
+def _list_schedules(client: SystemDatabaseClient, request: ListSchedulesRequest) -> JSONObject:
     body = request.body
     found = client.list_schedules(status=body.status, workflow_name=body.workflow_name,
                                   schedule_name_prefix=body.schedule_name_prefix,
@@ -148,34 +201,34 @@ def _list_schedules(client: Any, request: Any) -> JSONObject:
     return {"output": [records.schedule(s, as_text) for s in found]}
 
 
-def _get_schedule(client: Any, request: Any) -> JSONObject:
+def _get_schedule(client: SystemDatabaseClient, request: GetScheduleRequest) -> JSONObject:
     found = client.get_schedule(request.schedule_name)
     return {"output": records.schedule(found, as_text) if found else None}
 
 
-def _existing_schedule(client: Any, name: str) -> None:
+def _existing_schedule(client: SystemDatabaseClient, name: str) -> None:
     if client.get_schedule(name) is None:
         raise DataPlaneError(404, f"schedule '{name}' not found")
 
 
-def _pause(client: Any, request: Any) -> JSONObject:
+def _pause(client: SystemDatabaseClient, request: PauseScheduleRequest) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     client.pause_schedule(request.schedule_name)
     return {"success": True}
 
 
-def _resume_schedule(client: Any, request: Any) -> JSONObject:
+def _resume_schedule(client: SystemDatabaseClient, request: ResumeScheduleRequest) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     client.resume_schedule(request.schedule_name)
     return {"success": True}
 
 
-def _trigger(client: Any, request: Any) -> JSONObject:
+def _trigger(client: SystemDatabaseClient, request: TriggerScheduleRequest) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     return {"workflow_id": client.trigger_schedule(request.schedule_name).get_workflow_id()}
 
 
-def _backfill(client: Any, request: Any) -> JSONObject:
+def _backfill(client: SystemDatabaseClient, request: BackfillScheduleRequest) -> JSONObject:
     _existing_schedule(client, request.schedule_name)
     start, end = _instant(request.start), _instant(request.end)
     handles = client.backfill_schedule(request.schedule_name, start, end)
@@ -186,20 +239,20 @@ def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _list_queues(client: Any, request: Any) -> JSONObject:
+def _list_queues(client: SystemDatabaseClient, request: ListQueuesRequest) -> JSONObject:
     return {"output": [records.queue(q) for q in client.list_queues(application_name=request.body.application_name)]}
 
 
-def _get_queue(client: Any, request: Any) -> JSONObject:
+def _get_queue(client: SystemDatabaseClient, request: GetQueueRequest) -> JSONObject:
     found = client.retrieve_queue(request.name)
     return {"output": records.queue(found) if found is not None else None}
 
 
-def _list_versions(client: Any, _: Any) -> JSONObject:
+def _list_versions(client: SystemDatabaseClient, _: Request) -> JSONObject:
     return {"output": [records.version(v) for v in client.list_application_versions()]}
 
 
-def _set_latest(client: Any, request: Any) -> JSONObject:
+def _set_latest(client: SystemDatabaseClient, request: SetLatestApplicationVersionRequest) -> JSONObject:
     if not any(v.get("version_name") == request.version_name for v in client.list_application_versions()):
         raise DataPlaneError(404, f"application version '{request.version_name}' not found")
     client.set_latest_application_version(request.version_name)
@@ -250,7 +303,7 @@ def serves(message_type: str) -> bool:
     return message_type in _SERVED
 
 
-def answer(plane: DataPlane, request: Any) -> Any:
+def answer(plane: DataPlane, request: Request) -> Response:
     """The response an executor would send, answered from the system database; DataPlaneError otherwise."""
     found = ANSWERS.get(request.type)
     if found is None:
@@ -271,7 +324,7 @@ def answer(plane: DataPlane, request: Any) -> Any:
     return response_for(request.type.value, request.request_id, fields)
 
 
-def _client_error(plane: DataPlane, request: Any, error: Exception) -> DataPlaneError:
+def _client_error(plane: DataPlane, request: Request, error: Exception) -> DataPlaneError:
     name = type(error).__name__
     if name == "DBOSNonExistentWorkflowError":
         return DataPlaneError(404, f"workflow not found in application '{plane.app}': {error}")
