@@ -47,12 +47,6 @@ class Target:
         return {w["workflowId"] for w in self.app.ok("GET", "/workflows", params={"limit": 1000})}
 
 
-@pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    with RelayProcess(tmp_path_factory.mktemp("relay-client-errors")) as server:
-        yield server
-
-
 def _python(app: SdkApp, workdir: Path) -> tuple[ManagedProcess, str, str, Callable[[str], str]]:
     """The Python skew app (executor_apps/skew_app.py): its scenario runs greet, chatty and flaky before READY."""
     env = {"APP_NAME": app.name, "CONDUCTOR_URL": app.relay.ws_url, "CONDUCTOR_KEY": app.key,
