@@ -160,14 +160,17 @@ def databases(pg_server: str) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def relay(databases: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+def relay_env(databases: dict[str, str]) -> dict[str, str]:
     env = {sdk.env_name: databases[sdk.key] for sdk in SDKS}
     # The operator binds each reference to its application (RELAY_DATA_PLANE_REFERENCES).
     env["RELAY_DATA_PLANE_REFERENCES"] = " ".join(f"{ORG}/{sdk.app}=env:{sdk.env_name}" for sdk in SDKS)
-    with RelayProcess(tmp_path_factory.mktemp("relay-dataplane-current"), env=env) as server:
-        for url in databases.values():
-            server.remember_secret(url, "system database URL")
-        yield server
+    return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _urls_are_secrets(relay: RelayProcess, databases: dict[str, str]) -> None:
+    for url in databases.values():
+        relay.remember_secret(url, "system database URL")  # never in its log
 
 
 @pytest.fixture(params=SDKS, ids=[sdk.key for sdk in SDKS])

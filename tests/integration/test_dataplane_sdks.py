@@ -58,16 +58,18 @@ def python_url_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def relay(databases: dict[str, str], python_url_file: Path,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
+def relay_env(databases: dict[str, str], python_url_file: Path) -> dict[str, str]:
     env = {env_name(sdk): databases[sdk.key] for sdk in SDKS}
     # The operator binds each reference to its application (RELAY_DATA_PLANE_REFERENCES).
     env["RELAY_DATA_PLANE_REFERENCES"] = " ".join(
         [f"local/dp-{sdk.key}=env:{env_name(sdk)}" for sdk in SDKS] + [f"local/dp-python=file:{python_url_file}"])
-    with RelayProcess(tmp_path_factory.mktemp("relay-dataplane"), env=env) as server:
-        for url in databases.values():
-            server.remember_secret(url, "system database URL")  # never in its log
-        yield server
+    return env
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _urls_are_secrets(relay: RelayProcess, databases: dict[str, str]) -> None:
+    for url in databases.values():
+        relay.remember_secret(url, "system database URL")  # never in its log
 
 
 @pytest.fixture(params=SDKS, ids=[sdk.key for sdk in SDKS])
