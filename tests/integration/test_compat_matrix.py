@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,12 +174,6 @@ class Found:
     version: str
     cells: dict[str, str]
     errors: dict[str, str]
-
-
-@pytest.fixture(scope="module")
-def relay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayProcess]:
-    with RelayProcess(tmp_path_factory.mktemp("relay-matrix")) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
