@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import AggregateEvent, Handler, ViewProjection, decoded, iso, to_json
+from relay.projections.projector import AggregateEvent, ViewProjection, decoded, handles, iso, to_json
 
 
 class _RuleCreated(AggregateEvent, Protocol):
@@ -61,14 +61,8 @@ class AlertingSchema:
 class AlertingProjection(ViewProjection):
     schema = AlertingSchema()
 
-    def build_handlers(self) -> dict[str, Handler]:
-        return {
-            "AlertingRule.Created": self.rule_created,
-            "AlertingRule.Deleted": self.rule_deleted,
-            "Alert.Fired": self.alert_fired,
-            "Alert.Delivered": self.alert_delivered,
-        }
 
+    @handles("AlertingRule.Created")
     def rule_created(self, sql: Sql, e: _RuleCreated, _: int) -> None:
         sql.insert("relay_alerting_rules", {
             "id": str(e.originator_id), "org": e.org, "app": e.app, "rule_id": e.rule_id, "rule_type": e.rule_type,
@@ -76,9 +70,11 @@ class AlertingProjection(ViewProjection):
             "min_interval_secs": e.min_interval_secs, "created_at": iso(e.at),
         })
 
+    @handles("AlertingRule.Deleted")
     def rule_deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.update("relay_alerting_rules", {"id": str(e.originator_id)}, {"deleted": 1, "deleted_at": iso(e.at)})
 
+    @handles("Alert.Fired")
     def alert_fired(self, sql: Sql, e: _AlertFired, _: int) -> None:
         sql.insert("relay_alerting_alerts", {
             "id": str(e.originator_id), "org": e.org, "app": e.app, "rule_id": e.rule_id, "sequence": e.sequence,
@@ -91,6 +87,7 @@ class AlertingProjection(ViewProjection):
             (iso(e.at), e.sequence, e.org, e.app, e.rule_id, e.sequence),
         )
 
+    @handles("Alert.Delivered")
     def alert_delivered(self, sql: Sql, e: _AlertDelivered, _: int) -> None:
         sql.update("relay_alerting_alerts", {"id": str(e.originator_id)}, {
             "delivered_at": iso(e.at), "delivered_to": to_json(e.delivered_to), "failed": to_json(e.failed),

@@ -11,7 +11,15 @@ from typing import Any, Protocol
 
 from relay.events.application import DEFAULT_SETTINGS
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import AggregateEvent, Handler, ViewProjection, decoded, event_name, iso, to_json
+from relay.projections.projector import (
+    AggregateEvent,
+    ViewProjection,
+    decoded,
+    event_name,
+    handles,
+    iso,
+    to_json,
+)
 
 
 class _Named(AggregateEvent, Protocol):
@@ -75,21 +83,8 @@ class ApplicationsProjection(ViewProjection):
         if self.cache is not None:
             self.cache.invalidate()
 
-    def build_handlers(self) -> dict[str, Handler]:
-        return {
-            "Organization.Created": self.org_created,
-            "Organization.ApiKeyIssued": self.key_issued,
-            "Organization.ApiKeyRevoked": self.key_revoked,
-            "App.Registered": self.app_registered,
-            "App.Reregistered": self.app_reregistered,
-            "App.SettingsChanged": self.settings_changed,
-            "App.DataPlaneConfigured": self.data_plane_configured,
-            "App.DataPlaneRemoved": self.data_plane_removed,
-            "App.AutoscalingPolicySet": self.autoscaling_policy_set,
-            "App.AutoscalingPolicyCleared": self.autoscaling_policy_cleared,
-            "App.Deleted": self.app_deleted,
-        }
 
+    @handles("Organization.Created")
     def org_created(self, sql: Sql, e: _Named, _: int) -> None:
         sql.write(
             "INSERT INTO {s}relay_orgs (id, name, created_at) VALUES (?, ?, ?)",
@@ -101,6 +96,7 @@ class ApplicationsProjection(ViewProjection):
         assert row is not None, "key event for an organization the view never saw"
         return str(row["name"])
 
+    @handles("Organization.ApiKeyIssued")
     def key_issued(self, sql: Sql, e: _KeyIssued, _: int) -> None:
         sql.write(
             "INSERT INTO {s}relay_api_keys (org, name, key_hash, apps, permissions, issued_at, revoked_at) "
@@ -110,12 +106,14 @@ class ApplicationsProjection(ViewProjection):
             (self._org_name(sql, e), e.key_name, e.key_hash, to_json(e.apps), to_json(e.permissions), iso(e.at)),
         )
 
+    @handles("Organization.ApiKeyRevoked")
     def key_revoked(self, sql: Sql, e: _KeyRevoked, _: int) -> None:
         sql.write(
             "UPDATE {s}relay_api_keys SET revoked_at = ? WHERE org = ? AND name = ?",
             (iso(e.at), self._org_name(sql, e), e.key_name),
         )
 
+    @handles("App.Registered")
     def app_registered(self, sql: Sql, e: _AppRegistered, _: int) -> None:
         at = iso(e.at)
         sql.write(
@@ -124,27 +122,33 @@ class ApplicationsProjection(ViewProjection):
             (str(e.originator_id), e.org, e.name, to_json(DEFAULT_SETTINGS), at, at),
         )
 
+    @handles("App.Reregistered")
     def app_reregistered(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.write(
             "UPDATE {s}relay_apps SET deleted = 0, settings = ?, updated_at = ? WHERE id = ?",
             (to_json(DEFAULT_SETTINGS), iso(e.at), str(e.originator_id)),
         )
 
+    @handles("App.SettingsChanged")
     def settings_changed(self, sql: Sql, e: _SettingsChanged, _: int) -> None:
         self._merge_settings(sql, e, e.changes)
 
     # The data plane's settings (a reference to the system database URL, never the URL) ride in the settings
     # document under "dataPlane": the API's Application shows only Conductor's settings (web/api/views_to_api.py).
+    @handles("App.DataPlaneConfigured")
     def data_plane_configured(self, sql: Sql, e: _DataPlaneConfigured, _: int) -> None:
         self._merge_settings(sql, e, {"dataPlane": dict(e.config)})
 
+    @handles("App.DataPlaneRemoved")
     def data_plane_removed(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._merge_settings(sql, e, {"dataPlane": None})
 
     # The autoscaling policy (events/autoscaling.py) rides there too, under "autoscalingPolicy".
+    @handles("App.AutoscalingPolicySet")
     def autoscaling_policy_set(self, sql: Sql, e: _PolicySet, _: int) -> None:
         self._merge_settings(sql, e, {"autoscalingPolicy": dict(e.policy)})
 
+    @handles("App.AutoscalingPolicyCleared")
     def autoscaling_policy_cleared(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._merge_settings(sql, e, {"autoscalingPolicy": None})
 
@@ -158,6 +162,7 @@ class ApplicationsProjection(ViewProjection):
             (to_json(settings), iso(e.at), str(e.originator_id)),
         )
 
+    @handles("App.Deleted")
     def app_deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.write(
             "UPDATE {s}relay_apps SET deleted = 1, updated_at = ? WHERE id = ?", (iso(e.at), str(e.originator_id))

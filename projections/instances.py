@@ -14,12 +14,22 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import AggregateEvent, ExecutorConnection, Handler, LeaseAdoption, ViewProjection, iso
+from relay.projections.projector import (
+    AggregateEvent,
+    ExecutorConnection,
+    LeaseAdoption,
+    ViewProjection,
+    event_name,
+    handles,
+    iso,
+)
 
 RUNNING = "RUNNING"
 STOPPED = "STOPPED"
 EXPIRED = "EXPIRED"
 _DELETED = "DELETED"
+# The status an executor's lease is left in by each of these events.
+_LEASE_STATUS = {"Executor.Disconnected": "DISCONNECTED", "Executor.DeclaredDead": "DEAD", "Executor.Deleted": _DELETED}
 
 
 class _Start(AggregateEvent, Protocol):
@@ -57,26 +67,15 @@ class InstancesSchema:
 class InstancesProjection(ViewProjection):
     schema = InstancesSchema()
 
-    def build_handlers(self) -> dict[str, Handler]:
-        return {
-            "RelayInstance.Started": self.started,
-            "RelayInstance.Restarted": self.restarted,
-            "RelayInstance.Stopped": lambda sql, e, _: self._finish(sql, e, STOPPED),
-            "RelayInstance.Expired": self.expired,
-            "RelayInstance.LeaseAdopted": self.lease_adopted,
-            "Executor.Connected": self.connected,
-            "Executor.Reconnected": self.reconnected,
-            "Executor.Disconnected": lambda sql, e, _: self._lease_status(sql, e, "DISCONNECTED"),
-            "Executor.DeclaredDead": lambda sql, e, _: self._lease_status(sql, e, "DEAD"),
-            "Executor.Deleted": lambda sql, e, _: self._lease_status(sql, e, _DELETED),
-        }
-
+    @handles("RelayInstance.Started")
     def started(self, sql: Sql, e: _Start, _: int) -> None:
         sql.insert("relay_instance_states", {"id": str(e.originator_id), "instance": e.instance, **_running(e)})
 
+    @handles("RelayInstance.Restarted")
     def restarted(self, sql: Sql, e: _Start, _: int) -> None:
         sql.update("relay_instance_states", {"id": str(e.originator_id)}, _running(e))
 
+    @handles("RelayInstance.Expired")
     def expired(self, sql: Sql, e: _Expiry, position: int) -> None:
         self._finish(sql, e, EXPIRED, e.by)
         row = sql.one("SELECT instance FROM {s}relay_instance_states WHERE id = ?", (str(e.originator_id),))
@@ -84,22 +83,33 @@ class InstancesProjection(ViewProjection):
             sql.insert("relay_instance_expiries",
                        {"instance": row["instance"], "position": position, "expired_by": e.by})
 
+    @handles("RelayInstance.Stopped")
+    def stopped(self, sql: Sql, e: AggregateEvent, _: int) -> None:
+        self._finish(sql, e, STOPPED)
+
     def _finish(self, sql: Sql, e: AggregateEvent, status: str, by: str | None = None) -> None:
         sql.update("relay_instance_states", {"id": str(e.originator_id)},
                    {"status": status, "stopped_at": iso(e.at), "expired_by": by})
 
+    @handles("RelayInstance.LeaseAdopted")
     def lease_adopted(self, sql: Sql, e: LeaseAdoption, _: int) -> None:
         # The lease key is org/app/executor_id; executor ids may contain '/', org and app may not.
         org, app, executor_id = e.lease.split("/", 2)
         sql.write("UPDATE {s}relay_instance_leases SET instance = ? WHERE org = ? AND app = ? AND executor_id = ? "
                   "AND instance = ?", (e.to_instance, org, app, executor_id, e.from_instance))
 
+    @handles("Executor.Connected")
     def connected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         sql.insert("relay_instance_leases", {"id": str(e.originator_id), "org": e.org, "app": e.app,
                                     "executor_id": e.executor, "instance": e.instance, "status": "HEALTHY"})
 
+    @handles("Executor.Reconnected")
     def reconnected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         sql.update("relay_instance_leases", {"id": str(e.originator_id)}, {"instance": e.instance, "status": "HEALTHY"})
+
+    @handles(*_LEASE_STATUS)
+    def lease_status_changed(self, sql: Sql, e: AggregateEvent, _: int) -> None:
+        self._lease_status(sql, e, _LEASE_STATUS[event_name(e)])
 
     def _lease_status(self, sql: Sql, e: AggregateEvent, status: str) -> None:
         sql.update("relay_instance_leases", {"id": str(e.originator_id)}, {"status": status})

@@ -12,9 +12,19 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import AggregateEvent, Handler, ViewProjection, decoded, iso, recovery_row_id, to_json
+from relay.projections.projector import (
+    AggregateEvent,
+    ViewProjection,
+    decoded,
+    event_name,
+    handles,
+    iso,
+    recovery_row_id,
+    to_json,
+)
 
 _RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
+_RECOVERY_OUTCOME = {"Executor.RecoveryFailed": "failed", "Executor.RecoveryAcknowledged": "acknowledged"}
 
 
 class _OfApp(AggregateEvent, Protocol):
@@ -75,21 +85,8 @@ def _no_retention() -> str:
 class OperationsProjection(ViewProjection):
     schema = OperationsSchema()
 
-    def build_handlers(self) -> dict[str, Handler]:
-        return {
-            "RetentionRun.Started": self.retention_started,
-            "RetentionRun.Finished": self.retention_finished,
-            "App.Registered": self.app_registered,
-            "App.Reregistered": self.app_reregistered,
-            "App.SettingsChanged": self.app_settings_changed,
-            "App.Deleted": self.app_deleted,
-            "Executor.Connected": self.executor_connected,
-            "Executor.RecoveryDispatched": self.recovery_dispatched,
-            "Executor.RecoveryFailed": lambda sql, e, _: self._recovery_finished(sql, e, "failed"),
-            "Executor.RecoveryAcknowledged": lambda sql, e, _: self._recovery_finished(sql, e, "acknowledged"),
-        }
-
     # -- retention runs
+    @handles("RetentionRun.Started")
     def retention_started(self, sql: Sql, e: _RetentionStarted, _: int) -> None:
         sql.insert("relay_operations_retention_runs", {
             "id": str(e.originator_id), "org": e.org, "app": e.app, "slot": e.slot, "executor": e.executor,
@@ -97,19 +94,23 @@ class OperationsProjection(ViewProjection):
             "started_at": iso(e.at),
         })
 
+    @handles("RetentionRun.Finished")
     def retention_finished(self, sql: Sql, e: _RetentionFinished, _: int) -> None:
         sql.update("relay_operations_retention_runs", {"id": str(e.originator_id)},
                    {"outcome": e.outcome, "reason": e.reason, "finished_at": iso(e.at)})
 
     # -- applications (which ones exist, their retention settings)
+    @handles("App.Registered")
     def app_registered(self, sql: Sql, e: _AppRegistered, _: int) -> None:
         sql.insert("relay_operations_apps", {"id": str(e.originator_id), "org": e.org, "app": e.name,
                                              "deleted": 0, "retention": _no_retention()})
 
+    @handles("App.Reregistered")
     def app_reregistered(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.update("relay_operations_apps", {"id": str(e.originator_id)},
                    {"deleted": 0, "retention": _no_retention()})
 
+    @handles("App.SettingsChanged")
     def app_settings_changed(self, sql: Sql, e: _SettingsChanged, _: int) -> None:
         changes = {k: v for k, v in e.changes.items() if k in _RETENTION_KEYS}
         if not changes:
@@ -120,14 +121,17 @@ class OperationsProjection(ViewProjection):
         retention.update(changes)
         sql.update("relay_operations_apps", {"id": str(e.originator_id)}, {"retention": to_json(retention)})
 
+    @handles("App.Deleted")
     def app_deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         sql.update("relay_operations_apps", {"id": str(e.originator_id)}, {"deleted": 1})
 
     # -- recoveries (Relay's own recovery counts)
+    @handles("Executor.Connected")
     def executor_connected(self, sql: Sql, e: _OfApp, _: int) -> None:
         sql.write("INSERT INTO {s}relay_operations_executors (id, org, app) VALUES (?, ?, ?) "
                   "ON CONFLICT (id) DO NOTHING", (str(e.originator_id), e.org, e.app))
 
+    @handles("Executor.RecoveryDispatched")
     def recovery_dispatched(self, sql: Sql, e: _Attempt, _: int) -> None:
         row = sql.one("SELECT org, app FROM {s}relay_operations_executors WHERE id = ?", (str(e.originator_id),))
         assert row is not None, "RecoveryDispatched for an executor the view never saw"
@@ -136,6 +140,10 @@ class OperationsProjection(ViewProjection):
             "id": key, "attempt": e.attempt, "org": row["org"], "app": row["app"],
             "outcome": "pending", "dispatched_at": iso(e.at),
         })
+
+    @handles(*_RECOVERY_OUTCOME)
+    def recovery_finished(self, sql: Sql, e: _Attempt, _: int) -> None:
+        self._recovery_finished(sql, e, _RECOVERY_OUTCOME[event_name(e)])
 
     def _recovery_finished(self, sql: Sql, e: _Attempt, outcome: str) -> None:
         key = recovery_row_id(sql, "relay_operations_recoveries", str(e.originator_id), e.attempt)

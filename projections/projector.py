@@ -6,12 +6,13 @@ log's recorder; it is woken after local appends and polls for appends made by ot
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
@@ -88,8 +89,24 @@ def decoded(row: Mapping[str, Any], json_columns: Sequence[str] = (), flags: Seq
     return out
 
 
+_HandlerMethod = TypeVar("_HandlerMethod", bound=Callable[..., None])
+_HANDLED: dict[Callable[..., None], tuple[str, ...]] = {}  # a projection method -> the events it handles
+
+
+def handles(*events: str) -> Callable[[_HandlerMethod], _HandlerMethod]:
+    """Marks a ViewProjection method ``(self, sql, event, position)`` as the handler of ``events`` (by
+    `event_name`), so the event and the code that folds it are written in one place."""
+
+    def mark(method: _HandlerMethod) -> _HandlerMethod:
+        _HANDLED[method] = _HANDLED.get(method, ()) + events
+        return method
+
+    return mark
+
+
 class ViewProjection(Projection[Any]):
-    """A projection whose handlers are looked up by event name; unknown events are skipped."""
+    """A projection whose handlers (methods marked with `handles`) are looked up by event name; unknown events
+    are skipped."""
 
     schema: ViewSchema
 
@@ -98,7 +115,13 @@ class ViewProjection(Projection[Any]):
         self.handlers: dict[str, Handler] = self.build_handlers()
 
     def build_handlers(self) -> dict[str, Handler]:
-        raise NotImplementedError
+        handlers: dict[str, Handler] = {}
+        for klass in reversed(type(self).__mro__):
+            for name, member in vars(klass).items():
+                if inspect.isfunction(member):
+                    for event in _HANDLED.get(member, ()):
+                        handlers[event] = getattr(self, name)
+        return handlers
 
     def process_event(self, domain_event: object, tracking: Tracking) -> None:
         self.process_batch([(domain_event, tracking.notification_id)], tracking)

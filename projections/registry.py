@@ -9,9 +9,9 @@ from relay.projections.backend import Sql, ViewStore
 from relay.projections.projector import (
     AggregateEvent,
     ExecutorConnection,
-    Handler,
     LeaseAdoption,
     ViewProjection,
+    handles,
     iso,
     recovery_row_id,
     to_json,
@@ -64,19 +64,8 @@ def _info_columns(info: Mapping[str, object]) -> tuple[object, ...]:
 class RegistryProjection(ViewProjection):
     schema = RegistrySchema()
 
-    def build_handlers(self) -> dict[str, Handler]:
-        return {
-            "Executor.Connected": self.connected,
-            "Executor.Reconnected": self.reconnected,
-            "Executor.Disconnected": self.disconnected,
-            "Executor.DeclaredDead": self.declared_dead,
-            "Executor.RecoveryDispatched": self.recovery_dispatched,
-            "Executor.RecoveryFailed": self.recovery_failed,
-            "Executor.RecoveryAcknowledged": self.recovery_acknowledged,
-            "Executor.Deleted": self.deleted,
-            "RelayInstance.LeaseAdopted": self.lease_adopted,
-        }
 
+    @handles("Executor.Connected")
     def connected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         at = iso(e.at)
         app_version, hostname, language, dbos_version, metadata = _info_columns(e.info)
@@ -86,6 +75,7 @@ class RegistryProjection(ViewProjection):
             "metadata": metadata, "instance": e.instance, "created_at": at, "connected_at": at, "updated_at": at,
         })
 
+    @handles("Executor.Reconnected")
     def reconnected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         at = iso(e.at)
         app_version, hostname, language, dbos_version, metadata = _info_columns(e.info)
@@ -100,12 +90,15 @@ class RegistryProjection(ViewProjection):
         # Plain values only (see Sql.update): an executor's run of events in a batch folds into one write.
         sql.update("relay_executors", {"id": str(e.originator_id)}, {**values, "updated_at": iso(e.at)})
 
+    @handles("Executor.Disconnected")
     def disconnected(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._set(sql, e, {"status": "DISCONNECTED", "disconnected_at": iso(e.at)})
 
+    @handles("Executor.DeclaredDead")
     def declared_dead(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._set(sql, e, {"status": "DEAD", "dead_at": iso(e.at)})
 
+    @handles("Executor.RecoveryDispatched")
     def recovery_dispatched(self, sql: Sql, e: _Recovery, _: int) -> None:
         self._set(sql, e, {"recovery_attempts": e.attempt, "recovery_peer": e.peer})
         row = sql.one("SELECT org, app, executor_id FROM {s}relay_executors WHERE id = ?", (str(e.originator_id),))
@@ -124,17 +117,21 @@ class RegistryProjection(ViewProjection):
             (outcome, reason, iso(e.at), key, e.attempt),
         )
 
+    @handles("Executor.RecoveryFailed")
     def recovery_failed(self, sql: Sql, e: _Recovery, _: int) -> None:
         self._set(sql, e, {"recovery_peer": None})
         self._finish(sql, e, "failed", e.reason)
 
+    @handles("Executor.RecoveryAcknowledged")
     def recovery_acknowledged(self, sql: Sql, e: _Recovery, _: int) -> None:
         self._set(sql, e, {"recovery_peer": None, "recovered": 1})
         self._finish(sql, e, "acknowledged", None)
 
+    @handles("Executor.Deleted")
     def deleted(self, sql: Sql, e: AggregateEvent, _: int) -> None:
         self._set(sql, e, {"status": "DELETED"})
 
+    @handles("RelayInstance.LeaseAdopted")
     def lease_adopted(self, sql: Sql, e: LeaseAdoption, _: int) -> None:
         # The lease key is org/app/executor_id; executor ids may contain '/', org and app may not.
         org, app, executor_id = e.lease.split("/", 2)
