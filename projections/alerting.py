@@ -115,40 +115,35 @@ class AlertingQueries:
 
     def rules(self, org: str, app: str, *, include_deleted: bool = False) -> list[dict[str, Any]]:
         condition = "" if include_deleted else " AND deleted = 0"
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                f"SELECT * FROM {{s}}relay_alerting_rules WHERE org = ? AND app = ?{condition} "  # noqa: S608
-                "ORDER BY created_at, rule_id",
-                (org, app),
-            )
+        rows = self.store.all(
+            f"SELECT * FROM {{s}}relay_alerting_rules WHERE org = ? AND app = ?{condition} "  # noqa: S608
+            "ORDER BY created_at, rule_id",
+            (org, app),
+        )
         return [_rule_row(r) for r in rows]
 
     def rule(self, org: str, app: str, rule_id: str) -> dict[str, Any] | None:
-        with self.store.transaction(commit=False) as sql:
-            row = sql.one("SELECT * FROM {s}relay_alerting_rules WHERE org = ? AND app = ? AND rule_id = ?",
-                          (org, app, rule_id))
+        row = self.store.one("SELECT * FROM {s}relay_alerting_rules WHERE org = ? AND app = ? AND rule_id = ?",
+                             (org, app, rule_id))
         return _rule_row(row) if row else None
 
     def alerts(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         """What the app's rules fired, newest first, with where each alert went."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT a.*, k.sinks FROM {s}relay_alerting_alerts a LEFT JOIN {s}relay_alerting_sinks k "
-                "ON k.id = a.id WHERE a.org = ? AND a.app = ? "
-                "ORDER BY a.fired_at DESC, a.sequence DESC LIMIT ? OFFSET ?",
-                (org, app, limit, offset),
-            )
+        rows = self.store.all(
+            "SELECT a.*, k.sinks FROM {s}relay_alerting_alerts a LEFT JOIN {s}relay_alerting_sinks k "
+            "ON k.id = a.id WHERE a.org = ? AND a.app = ? "
+            "ORDER BY a.fired_at DESC, a.sequence DESC LIMIT ? OFFSET ?",
+            (org, app, limit, offset),
+        )
         return [_alert_row(r) for r in rows]
 
     def ruled_apps(self) -> set[tuple[str, str]]:
         """Applications with a live (not deleted) alerting rule."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all("SELECT DISTINCT org, app FROM {s}relay_alerting_rules WHERE deleted = 0")
+        rows = self.store.all("SELECT DISTINCT org, app FROM {s}relay_alerting_rules WHERE deleted = 0")
         return {(r["org"], r["app"]) for r in rows}
 
     def rule_counts(self) -> list[dict[str, Any]]:
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                "SELECT org, app, rule_type, COUNT(*) AS n FROM {s}relay_alerting_rules WHERE deleted = 0 "
-                "GROUP BY org, app, rule_type ORDER BY org, app, rule_type"
-            )
+        return self.store.all(
+            "SELECT org, app, rule_type, COUNT(*) AS n FROM {s}relay_alerting_rules WHERE deleted = 0 "
+            "GROUP BY org, app, rule_type ORDER BY org, app, rule_type"
+        )

@@ -263,16 +263,14 @@ class ApplicationsQueries:
             return sql.one("SELECT 1 AS x FROM {s}relay_orgs WHERE name = ?", (org,)) is not None
 
     def apps(self, org: str) -> list[dict[str, Any]]:
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all("SELECT * FROM {s}relay_apps WHERE org = ? AND deleted = 0 ORDER BY name", (org,))
+        rows = self.store.all("SELECT * FROM {s}relay_apps WHERE org = ? AND deleted = 0 ORDER BY name", (org,))
         return [_app_row(r) for r in rows]
 
     def app(self, org: str, name: str) -> dict[str, Any] | None:
         snapshot = self.cache.get(self._load)
         if snapshot is not None and (row := snapshot.apps.get((org, name))) is not None:
             return copy.deepcopy(row)  # the caller's to change
-        with self.store.transaction(commit=False) as sql:
-            row = sql.one("SELECT * FROM {s}relay_apps WHERE org = ? AND name = ? AND deleted = 0", (org, name))
+        row = self.store.one("SELECT * FROM {s}relay_apps WHERE org = ? AND name = ? AND deleted = 0", (org, name))
         return _app_row(row) if row else None
 
     def app_exists(self, org: str, name: str) -> bool:
@@ -303,13 +301,11 @@ class ApplicationsQueries:
         snapshot = self.cache.get(self._load)
         if snapshot is not None and (row := snapshot.keys.get(key_hash)) is not None:
             return row
-        with self.store.transaction(commit=False) as sql:
-            row = sql.one(
-                "SELECT * FROM {s}relay_api_keys WHERE key_hash = ? AND revoked_at IS NULL", (key_hash,)
-            )
+        row = self.store.one(
+            "SELECT * FROM {s}relay_api_keys WHERE key_hash = ? AND revoked_at IS NULL", (key_hash,)
+        )
         return _key_row(row) if row else None
 
     def keys(self, org: str) -> list[dict[str, Any]]:
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all("SELECT * FROM {s}relay_api_keys WHERE org = ? ORDER BY name", (org,))
+        rows = self.store.all("SELECT * FROM {s}relay_api_keys WHERE org = ? ORDER BY name", (org,))
         return [_key_row(r) for r in rows]

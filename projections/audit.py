@@ -130,7 +130,7 @@ class AuditQueries:
         newest_first: bool = False,
     ) -> list[dict[str, Any]]:
         where = ["position > ?"]
-        params: list[Any] = [since]
+        params: list[object] = [since]
         for column, value in (("org", org), ("app", app)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -148,20 +148,18 @@ class AuditQueries:
             where.append("at <= ?")
             params.append(end_time)
         order = "DESC" if newest_first else "ASC"
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                f"SELECT * FROM {{s}}relay_audit WHERE {' AND '.join(where)} "  # noqa: S608 - fixed columns
-                f"ORDER BY position {order} LIMIT ? OFFSET ?",
-                (*params, limit, offset),
-            )
+        rows = self.store.all(
+            f"SELECT * FROM {{s}}relay_audit WHERE {' AND '.join(where)} "  # noqa: S608 - fixed columns
+            f"ORDER BY position {order} LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
         for row in rows:
             row["details"] = json.loads(row["details"])
         return rows
 
     def first_position(self, *, org: str, kind: str) -> int | None:
         """The position of the organization's first entry of aggregate `kind`, if any."""
-        with self.store.transaction(commit=False) as sql:
-            row = sql.one(
-                "SELECT MIN(position) AS first FROM {s}relay_audit WHERE kind = ? AND org = ?", (kind, org)
-            )
+        row = self.store.one(
+            "SELECT MIN(position) AS first FROM {s}relay_audit WHERE kind = ? AND org = ?", (kind, org)
+        )
         return None if row is None or row["first"] is None else int(row["first"])

@@ -216,7 +216,7 @@ class Sql:
         runs.append(("update", dict(key), dict(values)))
 
     @staticmethod
-    def _statement(table: str, kind: str, key: Any, data: Any) -> tuple[str, tuple[Any, ...]]:
+    def _statement(table: str, kind: str, key: Any, data: Any) -> tuple[str, tuple[object, ...]]:
         if kind == "insert":
             columns = ", ".join(data)
             marks = ", ".join("?" * len(data))
@@ -327,6 +327,16 @@ class ViewStore:
             sql = Sql(curs, postgres=self.postgres, prefix=self.prefix)
             yield sql
             sql.flush()
+
+    def all(self, statement: str, params: Sequence[object] = ()) -> list[dict[str, Any]]:
+        """The rows of one query, read in a transaction of its own."""
+        with self.transaction(commit=False) as sql:
+            return sql.all(statement, params)
+
+    def one(self, statement: str, params: Sequence[object] = ()) -> dict[str, Any] | None:
+        """The first row of one query (None: no row), read in a transaction of its own."""
+        with self.transaction(commit=False) as sql:
+            return sql.one(statement, params)
 
     @contextmanager
     def batch_transaction(self) -> Iterator[Sql]:

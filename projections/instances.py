@@ -142,21 +142,18 @@ class InstancesQueries:
 
     def status_of(self, instance: str) -> str | None:
         """RUNNING, STOPPED or EXPIRED; None for an instance that never started."""
-        with self.store.transaction(commit=False) as sql:
-            row = sql.one("SELECT status FROM {s}relay_instance_states WHERE instance = ?", (instance,))
+        row = self.store.one("SELECT status FROM {s}relay_instance_states WHERE instance = ?", (instance,))
         return None if row is None else str(row["status"])
 
     def counts(self) -> dict[str, int]:
         """How many instances are RUNNING, STOPPED, EXPIRED."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all("SELECT status, COUNT(*) AS n FROM {s}relay_instance_states GROUP BY status")
+        rows = self.store.all("SELECT status, COUNT(*) AS n FROM {s}relay_instance_states GROUP BY status")
         return {r["status"]: int(r["n"]) for r in rows}
 
     def expiries(self) -> list[dict[str, Any]]:
         """Every `Expired`, oldest first: (instance, position, expired_by)."""
-        with self.store.transaction(commit=False) as sql:
-            return sql.all("SELECT instance, position, expired_by FROM {s}relay_instance_expiries "
-                           "ORDER BY position")
+        return self.store.all("SELECT instance, position, expired_by FROM {s}relay_instance_expiries "
+                              "ORDER BY position")
 
     def describe(self, beats: Iterable[dict[str, Any]], now: float, *,
                  org: str | None = None) -> list[InstanceState]:

@@ -160,35 +160,31 @@ class OperationsQueries:
         self.store = store
 
     def retention_runs(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT * FROM {s}relay_operations_retention_runs WHERE org = ? AND app = ? "
-                "ORDER BY started_at DESC, slot DESC LIMIT ? OFFSET ?",
-                (org, app, limit, offset),
-            )
+        rows = self.store.all(
+            "SELECT * FROM {s}relay_operations_retention_runs WHERE org = ? AND app = ? "
+            "ORDER BY started_at DESC, slot DESC LIMIT ? OFFSET ?",
+            (org, app, limit, offset),
+        )
         return [_run_row(r) for r in rows]
 
     def apps(self) -> list[dict[str, Any]]:
         """Every registered (not deleted) application, with its retention settings."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all("SELECT org, app, retention FROM {s}relay_operations_apps WHERE deleted = 0 "
-                           "ORDER BY org, app")
+        rows = self.store.all("SELECT org, app, retention FROM {s}relay_operations_apps WHERE deleted = 0 "
+                              "ORDER BY org, app")
         return [{"org": r["org"], "app": r["app"], "retention": json.loads(r["retention"])} for r in rows]
 
     def recovery_counts(self) -> list[dict[str, Any]]:
         """Recovery dispatches by (org, app, outcome): pending, failed, acknowledged."""
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                "SELECT org, app, outcome, COUNT(*) AS n FROM {s}relay_operations_recoveries "
-                "GROUP BY org, app, outcome ORDER BY org, app, outcome"
-            )
+        return self.store.all(
+            "SELECT org, app, outcome, COUNT(*) AS n FROM {s}relay_operations_recoveries "
+            "GROUP BY org, app, outcome ORDER BY org, app, outcome"
+        )
 
     def recovery_counts_between(self, org: str, app: str, start: str, end: str) -> dict[str, int]:
         """The app's recovery dispatches made in [start, end) (ISO times), by outcome."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT outcome, COUNT(*) AS n FROM {s}relay_operations_recoveries WHERE org = ? AND app = ? "
-                "AND dispatched_at >= ? AND dispatched_at < ? GROUP BY outcome ORDER BY outcome",
-                (org, app, start, end),
-            )
+        rows = self.store.all(
+            "SELECT outcome, COUNT(*) AS n FROM {s}relay_operations_recoveries WHERE org = ? AND app = ? "
+            "AND dispatched_at >= ? AND dispatched_at < ? GROUP BY outcome ORDER BY outcome",
+            (org, app, start, end),
+        )
         return {r["outcome"]: int(r["n"]) for r in rows}

@@ -149,43 +149,38 @@ class RegistryQueries:
 
     def executors(self, org: str, app: str, *, include_deleted: bool = False) -> list[dict[str, Any]]:
         condition = "" if include_deleted else " AND status <> 'DELETED'"
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                f"SELECT * FROM {{s}}relay_executors WHERE org = ? AND app = ?{condition} "  # noqa: S608
-                "ORDER BY connected_at, executor_id",
-                (org, app),
-            )
+        return self.store.all(
+            f"SELECT * FROM {{s}}relay_executors WHERE org = ? AND app = ?{condition} "  # noqa: S608
+            "ORDER BY connected_at, executor_id",
+            (org, app),
+        )
 
     def executor(self, org: str, app: str, executor_id: str) -> dict[str, Any] | None:
-        with self.store.transaction(commit=False) as sql:
-            return sql.one(
-                "SELECT * FROM {s}relay_executors WHERE org = ? AND app = ? AND executor_id = ?",
-                (org, app, executor_id),
-            )
+        return self.store.one(
+            "SELECT * FROM {s}relay_executors WHERE org = ? AND app = ? AND executor_id = ?",
+            (org, app, executor_id),
+        )
 
     def unfinished(self) -> list[dict[str, Any]]:
         """Executors that are not HEALTHY-and-done: what a restarted instance must keep watching."""
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                "SELECT * FROM {s}relay_executors WHERE status IN ('HEALTHY', 'DISCONNECTED', 'DEAD') "
-                "ORDER BY org, app, executor_id"
-            )
+        return self.store.all(
+            "SELECT * FROM {s}relay_executors WHERE status IN ('HEALTHY', 'DISCONNECTED', 'DEAD') "
+            "ORDER BY org, app, executor_id"
+        )
 
     def counts_by_status(self, org: str, app: str) -> dict[str, int]:
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT status, COUNT(*) AS n FROM {s}relay_executors WHERE org = ? AND app = ? GROUP BY status",
-                (org, app),
-            )
+        rows = self.store.all(
+            "SELECT status, COUNT(*) AS n FROM {s}relay_executors WHERE org = ? AND app = ? GROUP BY status",
+            (org, app),
+        )
         return {row["status"]: int(row["n"]) for row in rows}
 
     def leases(self) -> dict[str, list[dict[str, Any]]]:
         """Which instance holds which executors (the lease is the instance that executor reached)."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT instance, org, app, executor_id, status FROM {s}relay_executors "
-                "WHERE status <> 'DELETED' ORDER BY instance, org, app, executor_id"
-            )
+        rows = self.store.all(
+            "SELECT instance, org, app, executor_id, status FROM {s}relay_executors "
+            "WHERE status <> 'DELETED' ORDER BY instance, org, app, executor_id"
+        )
         held: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
             held.setdefault(str(row["instance"]), []).append(row)
@@ -193,37 +188,33 @@ class RegistryQueries:
 
     def holders(self) -> list[str]:
         """The instances that hold at least one lease (a row not DELETED)."""
-        with self.store.transaction(commit=False) as sql:
-            rows = sql.all(
-                "SELECT DISTINCT instance FROM {s}relay_executors WHERE status <> 'DELETED' AND instance IS NOT NULL"
-            )
+        rows = self.store.all(
+            "SELECT DISTINCT instance FROM {s}relay_executors WHERE status <> 'DELETED' AND instance IS NOT NULL"
+        )
         return sorted(str(r["instance"]) for r in rows)
 
     def held_by(self, instance: str) -> list[dict[str, Any]]:
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                "SELECT * FROM {s}relay_executors WHERE instance = ? AND status <> 'DELETED' "
-                "ORDER BY org, app, executor_id",
-                (instance,),
-            )
+        return self.store.all(
+            "SELECT * FROM {s}relay_executors WHERE instance = ? AND status <> 'DELETED' "
+            "ORDER BY org, app, executor_id",
+            (instance,),
+        )
 
     def recoveries(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                "SELECT * FROM {s}relay_recoveries WHERE org = ? AND app = ? "
-                "ORDER BY dispatched_at DESC, attempt DESC LIMIT ? OFFSET ?",
-                (org, app, limit, offset),
-            )
+        return self.store.all(
+            "SELECT * FROM {s}relay_recoveries WHERE org = ? AND app = ? "
+            "ORDER BY dispatched_at DESC, attempt DESC LIMIT ? OFFSET ?",
+            (org, app, limit, offset),
+        )
 
     def recovered_deaths(self, org: str, app: str, since: str) -> list[dict[str, Any]]:
         """The app's executor deaths whose recovery was first dispatched at or after ``since`` (an ISO time),
         oldest first: one row per death (its first attempt), however many peers its recovery then took."""
-        with self.store.transaction(commit=False) as sql:
-            return sql.all(
-                "SELECT executor_id, dispatched_at FROM {s}relay_recoveries WHERE org = ? AND app = ? "
-                "AND attempt = 1 AND dispatched_at >= ? ORDER BY dispatched_at, executor_id",
-                (org, app, since),
-            )
+        return self.store.all(
+            "SELECT executor_id, dispatched_at FROM {s}relay_recoveries WHERE org = ? AND app = ? "
+            "AND attempt = 1 AND dispatched_at >= ? ORDER BY dispatched_at, executor_id",
+            (org, app, since),
+        )
 
     def latest_recoveries(self, org: str, app: str, executor_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The latest recovery attempt of each of these executors (by executor_id): what the app page shows
