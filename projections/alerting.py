@@ -61,7 +61,6 @@ class AlertingSchema:
 class AlertingProjection(ViewProjection):
     schema = AlertingSchema()
 
-
     @handles("AlertingRule.Created")
     def rule_created(self, sql: Sql, e: _RuleCreated, _: int) -> None:
         sql.insert("relay_alerting_rules", {

@@ -83,7 +83,6 @@ class ApplicationsProjection(ViewProjection):
         if self.cache is not None:
             self.cache.invalidate()
 
-
     @handles("Organization.Created")
     def org_created(self, sql: Sql, e: _Named, _: int) -> None:
         sql.write(

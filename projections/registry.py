@@ -64,7 +64,6 @@ def _info_columns(info: Mapping[str, object]) -> tuple[object, ...]:
 class RegistryProjection(ViewProjection):
     schema = RegistrySchema()
 
-
     @handles("Executor.Connected")
     def connected(self, sql: Sql, e: ExecutorConnection, _: int) -> None:
         at = iso(e.at)
