@@ -101,32 +101,18 @@ test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/
 	$(VENV_OPENAPI_CLIENT)/.installed $(TS_APP)/node_modules/.installed \
 	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN)
 
-$(VENV_DBOS2)/bin/python:
-	$(PYTHON) -m venv $(VENV_DBOS2)
+# The test venvs, each made by `python -m venv` and given its requirements file.
+TEST_VENVS := $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(VENV_OPENAPI_CLIENT)
+$(VENV_DBOS2)/.installed: $(REQS)/dbos2.txt
+$(VENV_DBOS_CURRENT)/.installed: $(REQS)/dbos-current.txt
+$(VENV_MCP)/.installed: $(REQS)/mcp.txt
+$(VENV_OPENAPI_CLIENT)/.installed: $(REQS)/openapi-client.txt
 
-$(VENV_DBOS_CURRENT)/bin/python:
-	$(PYTHON) -m venv $(VENV_DBOS_CURRENT)
+$(addsuffix /bin/python,$(TEST_VENVS)): %/bin/python:
+	$(PYTHON) -m venv $*
 
-$(VENV_MCP)/bin/python:
-	$(PYTHON) -m venv $(VENV_MCP)
-
-$(VENV_OPENAPI_CLIENT)/bin/python:
-	$(PYTHON) -m venv $(VENV_OPENAPI_CLIENT)
-
-$(VENV_DBOS2)/.installed: $(REQS)/dbos2.txt | $(VENV_DBOS2)/bin/python
-	$(VENV_DBOS2)/bin/python -m pip install --disable-pip-version-check -q -r $<
-	touch $@
-
-$(VENV_DBOS_CURRENT)/.installed: $(REQS)/dbos-current.txt | $(VENV_DBOS_CURRENT)/bin/python
-	$(VENV_DBOS_CURRENT)/bin/python -m pip install --disable-pip-version-check -q -r $<
-	touch $@
-
-$(VENV_MCP)/.installed: $(REQS)/mcp.txt | $(VENV_MCP)/bin/python
-	$(VENV_MCP)/bin/python -m pip install --disable-pip-version-check -q -r $<
-	touch $@
-
-$(VENV_OPENAPI_CLIENT)/.installed: $(REQS)/openapi-client.txt | $(VENV_OPENAPI_CLIENT)/bin/python
-	$(VENV_OPENAPI_CLIENT)/bin/python -m pip install --disable-pip-version-check -q -r $<
+$(addsuffix /.installed,$(TEST_VENVS)): %/.installed: | %/bin/python
+	$*/bin/python -m pip install --disable-pip-version-check -q -r $<
 	touch $@
 
 # npm ci installs exactly package-lock.json (and starts from an empty node_modules).
