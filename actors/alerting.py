@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from relay.actors import metrics
 from relay.actors.adapters.dataplane import answers as dataplane_answers
-from relay.actors.adapters.dataplane.client import DataPlaneError
 from relay.actors.adapters.sinks import SinkConfig
 from relay.actors.alerting_fleet import FleetSources, evaluate_recovery_flapping, evaluate_stranded_version
 from relay.actors.clock import Clock
@@ -42,6 +41,7 @@ from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
 from relay.actors.policies import alerting as judge
 from relay.actors.policies.alerting import Finding, count_rows
+from relay.actors.services.errors import DataPlaneError
 from relay.events.alerting import (
     RECOVERY_FLAPPING,
     SLOW_QUEUE,
@@ -273,6 +273,8 @@ class LiveSources:
         except DataPlaneError as error:
             raise CannotAskError(error.detail) from None
 
+        except NotFoundError as error:  # a workflow, schedule or version the database does not have
+            raise CannotAskError(str(error)) from None
     def responsive_count(self) -> int:
         if self._responsive is None:
             targets = [(e, ExecutorInfoRequest()) for e in self.live]

@@ -121,6 +121,7 @@ class Runtime:
                 scheme="https" if settings.tls_cert else "http",
                 # Peers of a cluster commonly share a certificate or its private CA: trust both.
                 cafiles=[f for f in (settings.ca_file, settings.tls_cert) if f is not None],
+                inflight_limit=settings.limits.max_inflight_per_executor,
             )
         self.ctx.jobs = JobsConfig.from_settings(settings)
         self.ctx.alerting = self._alerting_config()

@@ -73,19 +73,24 @@ class TargetInvalidError(CallerMistakeError):
     """The request cannot be done as asked (a filter the database cannot do, an import that is not an export)."""
 
 
-class DataPlaneUnavailableError(ServiceError):
+class DataPlaneError(ServiceError):
+    """Why an application's system database could not answer (actors/adapters/dataplane/ raises these
+    itself); the detail never names the URL."""
+
+
+class DataPlaneUnavailableError(DataPlaneError):
     """The application's system database cannot be used now (unreachable, or the request needs an executor)."""
 
 
-class DataPlaneRefusedError(ServiceError):
+class DataPlaneRefusedError(DataPlaneError):
     """The system database cannot answer this request as asked (too many rows, an unreadable schema)."""
 
 
-class DataPlaneTimedOutError(ServiceError):
+class DataPlaneTimedOutError(DataPlaneError):
     """The system database did not answer within its statement timeout."""
 
 
-class DataPlaneFailedError(ServiceError):
+class DataPlaneFailedError(DataPlaneError):
     """The system database answered with an error."""
 
 

@@ -41,22 +41,18 @@ import pykka
 
 from relay.actors import metrics, routing
 from relay.actors.adapters.dataplane import answers as dataplane_answers
-from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError
-from relay.actors.adapters.forwarder import ForwardError
+from relay.actors.adapters.dataplane.client import DataPlane
 from relay.actors.application import LiveExecutor, Publication, RoutingBoard
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.executor import ask_request, tell_forget
 from relay.actors.services import executor_errors
 from relay.actors.services.errors import (
-    DataPlaneFailedError,
     DataPlaneRefusedError,
-    DataPlaneTimedOutError,
     DataPlaneUnavailableError,
     ExecutorDisconnectedError,
     ExecutorFailedError,
     ExecutorsBusyError,
     ExecutorUnavailableError,
-    ForwardRefusedError,
     NoExecutorError,
     NotSupportedError,
     ServiceError,
@@ -91,12 +87,6 @@ _TRACEBACK = "Traceback (most recent call last):"
 # A traceback's exception line: unindented "module.Name: message" (PostgreSQL's "DETAIL: ..." is all capitals).
 _EXCEPTION_LINE = re.compile(r"^(?=[\w.]*[a-z])[A-Za-z_][\w.]*: \S")
 _BULK_CAPABLE = (CancelRequest, ResumeRequest, DeleteRequest)
-
-# The data plane's refusals as the services' errors (its client names them by what HTTP would answer).
-_DATA_PLANE_ERRORS: dict[int, Callable[[str], Exception]] = {
-    404: NotFoundError, 422: DataPlaneRefusedError, 502: DataPlaneFailedError, 503: DataPlaneUnavailableError,
-    504: DataPlaneTimedOutError,
-}
 
 
 def summarize_error(message: str) -> str:
@@ -211,13 +201,11 @@ class ExecutorCalls:
         return self.rt.data_planes.get(org, app, config)
 
     def from_database(self, plane: DataPlane, request: Request) -> Any:
-        """The system database's answer (its failures never name the URL). Its refusals count as the
-        database's answer too: that is the path that answered."""
+        """The system database's answer; its failures are domain errors already (DataPlaneError's kinds,
+        NotFoundError) that never name the URL. Its refusals count as the database's answer too: that is the
+        path that answered."""
         self.served_from = "database"
-        try:
-            return dataplane_answers.answer(plane, request)
-        except DataPlaneError as error:
-            raise _DATA_PLANE_ERRORS.get(error.status, DataPlaneFailedError)(error.detail) from None
+        return dataplane_answers.answer(plane, request)
 
     def _database_first(self, plane: DataPlane, request: Request) -> Any:
         """A heavy read from the database; None when the database cannot be reached or is refused (the
@@ -359,25 +347,9 @@ class ExecutorCalls:
             ) from None
 
     def _forward_one(self, org: str, app: str, executor: RemoteExecutor, request: Any, timeout: float) -> Any:
-        """One request through the executor's instance, its failures read as a local executor's: gone (next
-        candidate), timed out, busy; a refused forward (secrets differ) or a malformed answer: failed."""
-        try:
-            return self.rt.forwarder.call(executor, org, app, request, timeout)  # type: ignore[union-attr]
-        except ForwardError as error:
-            if error.status in (None, 503):
-                raise ExecutorGoneError(str(error)) from None
-            if error.status == 504:
-                raise TimedOutError(
-                    f"executor '{executor.executor_id}' (on instance {executor.instance}) did not answer "
-                    f"'{request.type}' within {timeout:g} s",
-                ) from None
-            if error.status == 429:  # busy there: the next candidate, as for a local one
-                limit = getattr(self.rt.settings.limits, "max_inflight_per_executor", 0)
-                raise InFlightLimitError(limit) from None
-            if error.status == 502:
-                raise ExecutorFailedError(error.detail) from None
-            raise ForwardRefusedError(
-                f"instance {executor.instance} refused the forwarded request: {error.detail}") from None
+        """One request through the executor's instance; the forwarder raises what a local executor's call would
+        (gone: next candidate, busy, timed out, failed) or ForwardRefusedError (secrets differ)."""
+        return self.rt.forwarder.call(executor, org, app, request, timeout)  # type: ignore[union-attr]
 
     def _mark_unsupported(self, org: str, app: str, executor: LiveExecutor | RemoteExecutor, message_type: str) -> None:
         if isinstance(executor, RemoteExecutor):

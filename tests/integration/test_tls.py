@@ -23,8 +23,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from relay.actors.adapters.forwarder import Forwarder, ForwardError
+from relay.actors.adapters.forwarder import Forwarder
 from relay.actors.cluster import RemoteExecutor
+from relay.actors.services.errors import ForwardRefusedError
+from relay.wire.errors import ExecutorGoneError
 from relay.wire.requests import ExecutorInfoRequest
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app
 from tests.support.console_http import csrf_token
@@ -197,15 +199,16 @@ def test_forwards_to_a_tls_peer_trust_the_given_ca_and_check_its_certificate(rel
     peer = RemoteExecutor(executor_id="e1", application_version="v1", language="python", dbos_version="3.2.0",
                           connected_at=0.0, instance="relay-peer", address="127.0.0.1", port=relay.port)
 
-    def forward(cafiles: list[Path]) -> ForwardError:
+    def forward(cafiles: list[Path]) -> Exception:
         forwarder = Forwarder(cluster=None, applications=_OneApp(), secret="s" * 32,  # type: ignore[arg-type]
                               poll_s=1.0, max_bytes=1 << 20, scheme="https", cafiles=cafiles)
-        with pytest.raises(ForwardError) as failed:
+        with pytest.raises((ForwardRefusedError, ExecutorGoneError)) as failed:
             forwarder.call(peer, "local", APP, ExecutorInfoRequest(), timeout=5)
         return failed.value
 
+    # The peer's own answer, over TLS: a refusal (its 401/409), or its executor not connected there (its 503).
     trusted = forward([pki.ca])
-    assert trusted.status in (401, 409, 503), trusted.detail  # the peer's own answer, over TLS
-    untrusted = forward([])
-    assert untrusted.status is None and "SSL" in untrusted.detail, untrusted.detail
-    assert "s" * 32 not in untrusted.detail and "s" * 32 not in trusted.detail
+    assert isinstance(trusted, ForwardRefusedError) or "unreachable" not in str(trusted), trusted
+    untrusted = forward([])  # not reached at all: the certificate check refused it
+    assert isinstance(untrusted, ExecutorGoneError) and "unreachable (SSL" in str(untrusted), untrusted
+    assert "s" * 32 not in str(untrusted) and "s" * 32 not in str(trusted)

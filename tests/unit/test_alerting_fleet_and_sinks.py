@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from relay.actors.adapters.dataplane.client import DataPlaneError, State
+from relay.actors.adapters.dataplane.client import State
 from relay.actors.adapters.sinks import (
     PAGERDUTY,
     SLACK,
@@ -36,6 +36,7 @@ from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.delivery import Deliverer, Delivery, alert_payload
 from relay.actors.scheduler import ManualScheduler
+from relay.actors.services.errors import DataPlaneError, DataPlaneUnavailableError
 from relay.events.alerting import AlertingRule
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.refs import executor_ref, rule_ref
@@ -188,7 +189,7 @@ def test_stranded_version_asks_an_executor_without_a_database_and_lists_on_older
     now = ManualScheduler().wall()
     registry = Registry([executor_row("ex-2", "v2"), executor_row("ex-1", "v1", "DEAD", now - timedelta(hours=1))])
     transport = Transport({("ex-2", "get_workflow_aggregates"): by_version({"v1": 2, "v2": 7})})
-    unreachable = Plane(DataPlaneError(503, "the system database of application 'shop' cannot be reached"))
+    unreachable = Plane(DataPlaneUnavailableError("the system database of application 'shop' cannot be reached"))
     found = evaluate(STRANDED, sources(transport, [Exec("ex-2", "v2")], registry, unreachable), now)
     assert found is not None and (found.metadata["stranded_versions"], found.metadata["source"]) == (
         '{"v1": 2}', "executor")

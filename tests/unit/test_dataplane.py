@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError, scrub
+from relay.actors.adapters.dataplane.client import DataPlane, scrub
 from relay.actors.adapters.dataplane.reference import (
     MAX_REFERENCE_FILE_BYTES,
     UnsafeReference,
@@ -24,6 +24,7 @@ from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION, judge
 from relay.actors.adapters.dataplane.values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
+from relay.actors.services.errors import DataPlaneFailedError, DataPlaneTimedOutError, DataPlaneUnavailableError
 from relay.events.application import App
 from relay.events.data_plane import check_data_plane, check_reference_allowed, parse_allowed_references
 from relay.events.errors import IllegalTransitionError, InvalidValueError
@@ -151,9 +152,9 @@ def test_an_unset_reference_is_reported_as_unresolved_and_retried_later() -> Non
     environ["APP_DB"] = "sqlite:////nonexistent/dir/sys.sqlite"
     assert plane.state().status == "unresolved"  # not retried before RETRY_AFTER_FAILURE_S
     now[0] = 60.0
-    with pytest.raises(DataPlaneError) as failed:
+    with pytest.raises(DataPlaneUnavailableError) as failed:  # the API's 503 (web/problems.py)
         plane.client()
-    assert failed.value.status == 503 and "Relay's log says why" in failed.value.detail
+    assert "Relay's log says why" in failed.value.detail
     assert not Path("/nonexistent/dir/sys.sqlite").exists()
 
 
@@ -240,6 +241,7 @@ def test_workflow_aggregates_group_and_measure_like_an_executor() -> None:
 
 
 def test_client_failures_map_to_the_api() -> None:
+    """As domain errors: timed out (the API's 504), unavailable (503), failed (502); web/problems.py maps them."""
     plane = DataPlane("local", "dp-app", check_data_plane({"systemDatabaseUrlFrom": "env:A"}), {}, allowed=BOUND)
 
     class OperationalError(Exception):
@@ -249,8 +251,8 @@ def test_client_failures_map_to_the_api() -> None:
         pass
 
     timed_out = plane.failure(QueryCanceled("canceling statement due to statement timeout"))
-    assert timed_out.status == 504 and "10000 ms" in timed_out.detail
+    assert isinstance(timed_out, DataPlaneTimedOutError) and "10000 ms" in timed_out.detail
     gone = plane.failure(OperationalError(f"connection to {URL} failed: server closed the connection"))
-    assert gone.status == 503 and "s3cr3t" not in gone.detail and "cannot be reached" in gone.detail
+    assert isinstance(gone, DataPlaneUnavailableError) and "s3cr3t" not in gone.detail and "cannot be reached" in gone.detail
     other = plane.failure(RuntimeError("something else"))
-    assert other.status == 502
+    assert isinstance(other, DataPlaneFailedError)

@@ -1,6 +1,6 @@
 """The requests a system database answers (issue 15), each with the public ``DBOSClient`` call that answers it
-and the response an executor would have sent, so that everything after (translation, 404s, audit) is the same
-whichever path answered. What the public client cannot do (events, notifications and streams by listing,
+and the response an executor would have sent, so that everything after (translation, not-found answers, audit)
+is the same whichever path answered. What the public client cannot do (events, notifications and streams by listing,
 export, import, metrics, fork-from-failure, recovery, retention, alerts to handlers) is not here: it needs a
 connected executor, and actors/services/executor_calls.py says so."""
 
@@ -11,10 +11,12 @@ from datetime import datetime
 from typing import Protocol
 
 from relay.actors.adapters.dataplane import sql as dataplane_sql
-from relay.actors.adapters.dataplane.client import DataPlane, DataPlaneError
+from relay.actors.adapters.dataplane.client import DataPlane
 from relay.actors.adapters.dataplane.values import as_text
 from relay.actors.adapters.off_hub import off_hub
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
+from relay.actors.services.errors import DataPlaneError, DataPlaneRefusedError, DataPlaneUnavailableError
+from relay.events.errors import NotFoundError
 from relay.wire import client_records as records
 from relay.wire.catalog_requests import (
     BackfillScheduleRequest,
@@ -129,7 +131,7 @@ def _workflow_aggregates(plane: DataPlane, client: SystemDatabaseClient, request
             return {"output": dataplane_sql.workflow_aggregates(client, filters, body)}
         return {"output": aggregate(_every_status(client, filters), body)}
     except AggregateRequestError as error:
-        raise DataPlaneError(422, str(error)) from None
+        raise DataPlaneRefusedError(str(error)) from None
 
 
 def _every_status(client: SystemDatabaseClient, filters: JSONObject) -> Iterator[object]:
@@ -139,8 +141,8 @@ def _every_status(client: SystemDatabaseClient, filters: JSONObject) -> Iterator
                                      offset=seen)
         seen += len(page)
         if seen > MAX_AGGREGATED_WORKFLOWS:
-            raise DataPlaneError(422, f"more than {MAX_AGGREGATED_WORKFLOWS} workflows match: narrow the time "
-                                      "window (startTime, endTime) to aggregate them from the system database")
+            raise DataPlaneRefusedError(f"more than {MAX_AGGREGATED_WORKFLOWS} workflows match: narrow the time "
+                                        "window (startTime, endTime) to aggregate them from the system database")
         yield from page
         if len(page) < AGGREGATE_PAGE:
             return
@@ -208,7 +210,7 @@ def _get_schedule(client: SystemDatabaseClient, request: GetScheduleRequest) -> 
 
 def _existing_schedule(client: SystemDatabaseClient, name: str) -> None:
     if client.get_schedule(name) is None:
-        raise DataPlaneError(404, f"schedule '{name}' not found")
+        raise NotFoundError(f"schedule '{name}' not found")
 
 
 def _pause(client: SystemDatabaseClient, request: PauseScheduleRequest) -> JSONObject:
@@ -254,7 +256,7 @@ def _list_versions(client: SystemDatabaseClient, _: Request) -> JSONObject:
 
 def _set_latest(client: SystemDatabaseClient, request: SetLatestApplicationVersionRequest) -> JSONObject:
     if not any(v.get("version_name") == request.version_name for v in client.list_application_versions()):
-        raise DataPlaneError(404, f"application version '{request.version_name}' not found")
+        raise NotFoundError(f"application version '{request.version_name}' not found")
     client.set_latest_application_version(request.version_name)
     return {"success": True}
 
@@ -304,30 +306,32 @@ def serves(message_type: str) -> bool:
 
 
 def answer(plane: DataPlane, request: Request) -> Response:
-    """The response an executor would send, answered from the system database; DataPlaneError otherwise."""
+    """The response an executor would send, answered from the system database; otherwise a DataPlaneError
+    (actors/services/errors.py), or NotFoundError for a workflow, schedule or version it does not have."""
     found = ANSWERS.get(request.type)
     if found is None:
-        raise DataPlaneError(503, f"'{request.type.value}' needs a connected executor of application "
-                                  f"'{plane.app}' (the system database client cannot do it)")
+        raise DataPlaneUnavailableError(f"'{request.type.value}' needs a connected executor of application "
+                                        f"'{plane.app}' (the system database client cannot do it)")
     handler, changes = found
     if changes and not plane.writable:
-        raise DataPlaneError(503, f"no executor of application '{plane.app}' is connected and its data plane is "
-                                  f"read-only (mode read): '{request.type.value}' changes the system database")
+        raise DataPlaneUnavailableError(f"no executor of application '{plane.app}' is connected and its data "
+                                        f"plane is read-only (mode read): '{request.type.value}' changes the "
+                                        "system database")
     client = plane.client()
     try:
         fields = off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
                           else handler(client, request))
-    except DataPlaneError:
+    except (DataPlaneError, NotFoundError):
         raise
     except Exception as error:
         raise _client_error(plane, request, error) from None
     return response_for(request.type.value, request.request_id, fields)
 
 
-def _client_error(plane: DataPlane, request: Request, error: Exception) -> DataPlaneError:
+def _client_error(plane: DataPlane, request: Request, error: Exception) -> DataPlaneError | NotFoundError:
     name = type(error).__name__
     if name == "DBOSNonExistentWorkflowError":
-        return DataPlaneError(404, f"workflow not found in application '{plane.app}': {error}")
+        return NotFoundError(f"workflow not found in application '{plane.app}': {error}")
     if name in ("DBOSException", "DBOSConflictingWorkflowError") and "not exist" in str(error).lower():
-        return DataPlaneError(404, f"{request.type.value}: {error}")
+        return NotFoundError(f"{request.type.value}: {error}")
     return plane.failure(error)

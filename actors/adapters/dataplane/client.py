@@ -6,7 +6,9 @@ One `DataPlane` per configured application and instance, built on first use: the
 then from where the configuration points (an environment variable or a file of this server), never stored;
 the schema version is checked before the client is made (actors/adapters/dataplane/schema.py) and a database Relay does
 not support is refused before anything touches it. Errors name the application and what went wrong, never the
-URL (`scrub`). Answers are the executors' own response types (actors/adapters/dataplane/answers.py)."""
+URL (`scrub`); they are the services' domain errors (actors/services/errors.py: DataPlaneError's kinds
+unavailable, refused, timed out, failed), raised here, never an HTTP status. Answers are the executors' own
+response types (actors/adapters/dataplane/answers.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,13 @@ from typing import Any
 
 from relay.actors.adapters.dataplane import schema as dataplane_schema
 from relay.actors.adapters.dataplane.reference import UNUSABLE, UnusableReference, resolve_url
+from relay.actors.services.errors import (
+    DataPlaneError,
+    DataPlaneFailedError,
+    DataPlaneRefusedError,
+    DataPlaneTimedOutError,
+    DataPlaneUnavailableError,
+)
 from relay.events.data_plane import READ_WRITE, AllowedReferences, check_reference_allowed
 from relay.events.errors import InvalidValueError
 
@@ -49,15 +58,6 @@ def quiet_sdk_logger() -> None:
     sdk = logging.getLogger("dbos")
     if not any(isinstance(f, _SdkLogFilter) for f in sdk.filters):
         sdk.addFilter(_SdkLogFilter())
-
-
-class DataPlaneError(Exception):
-    """Why the data plane cannot answer: an HTTP status and a detail without the URL."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -100,11 +100,11 @@ def _engine(url: str, config: Mapping[str, Any]) -> Any:
     if parsed.get_backend_name() == "sqlite":
         database = parsed.database or ""
         if database in ("", ":memory:") or not Path(database).is_file():
-            raise DataPlaneError(503, "no SQLite system database at the configured path (Relay creates none)")
+            raise DataPlaneUnavailableError("no SQLite system database at the configured path (Relay creates none)")
         return sa.create_engine(parsed, connect_args={"timeout": timeout_ms / 1000})
     if parsed.get_backend_name() not in ("postgresql", "postgres"):
-        raise DataPlaneError(422, f"the URL's scheme is {parsed.get_backend_name()}: a system database is "
-                                  "PostgreSQL or SQLite")
+        raise DataPlaneRefusedError(f"the URL's scheme is {parsed.get_backend_name()}: a system database is "
+                                    "PostgreSQL or SQLite")
     parsed = parsed.set(drivername="postgresql+psycopg")
     return sa.create_engine(
         parsed,
@@ -170,7 +170,7 @@ class DataPlane:
         whether a file exists, or a URL's scheme, is not the caller's to learn)."""
         log.warning("data plane of %s/%s: %s", self.org, self.app, cause)
         self._state = State(status, UNUSABLE)
-        return DataPlaneError(503, f"the data plane of application '{self.app}' cannot be used: {UNUSABLE}")
+        return DataPlaneUnavailableError(f"the data plane of application '{self.app}' cannot be used: {UNUSABLE}")
 
     def _open(self) -> Any:
         reference = self.config["systemDatabaseUrlFrom"]
@@ -188,7 +188,7 @@ class DataPlane:
             from relay.actors.adapters.dataplane import values as dataplane_values  # noqa: PLC0415 (imports dbos)
         except ImportError:
             self._state = State("unavailable", "the DBOS client is not installed: pip install 'relay[dataplane]'")
-            raise DataPlaneError(503, self._state.detail) from None
+            raise DataPlaneUnavailableError(self._state.detail) from None
         quiet_sdk_logger()
         engine = None
         try:
@@ -196,8 +196,8 @@ class DataPlane:
             checked = dataplane_schema.check(engine, self.config["schema"])
             if not checked.ok:
                 self._state = State("refused", checked.detail, checked.version)
-                raise DataPlaneError(422, f"the system database of application '{self.app}' is not one Relay "
-                                          f"reads: {checked.detail}")
+                raise DataPlaneRefusedError(f"the system database of application '{self.app}' is not one Relay "
+                                            f"reads: {checked.detail}")
             self._refuse_another_application(engine, checked.version)
             client = DBOSClient(
                 system_database_engine=engine,
@@ -218,8 +218,8 @@ class DataPlane:
             detail = scrub(f"{type(error).__name__}: {_first_line(error)}", url)
             log.warning("data plane of %s/%s: cannot open the system database: %s", self.org, self.app, detail)
             self._state = State("unreachable", "the system database cannot be reached (Relay's log says why)")
-            raise DataPlaneError(503, f"the system database of application '{self.app}' cannot be reached "
-                                      "(Relay's log says why)") from None
+            raise DataPlaneUnavailableError(f"the system database of application '{self.app}' cannot be reached "
+                                            "(Relay's log says why)") from None
         self._engine = engine
         self._state = State("ready", checked.detail, checked.version)
         log.info("data plane of %s/%s: system database opened (%s, %s)", self.org, self.app,
@@ -234,23 +234,24 @@ class DataPlane:
             log.warning("data plane of %s/%s refused: its system database holds workflows of application %r",
                         self.org, self.app, other)
             self._state = State("refused", "the system database holds workflows of another application", version)
-            raise DataPlaneError(422, f"the system database of application '{self.app}' is not one Relay reads "
-                                      "for it: it holds workflows of another application")
+            raise DataPlaneRefusedError(f"the system database of application '{self.app}' is not one Relay reads "
+                                        "for it: it holds workflows of another application")
 
     def failure(self, error: Exception) -> DataPlaneError:
-        """A client call's exception as the API reports it (503 when the database went away, else 502)."""
+        """A client call's exception as a domain error: timed out, unavailable (the database went away), or
+        failed (it answered with an error)."""
         detail = scrub(f"{type(error).__name__}: {_first_line(error)}", None)
         names = {cls.__name__ for cls in type(error).__mro__}
         if names & {"QueryCanceled", "DBOSQueryTimeoutError"}:
-            return DataPlaneError(504, f"the system database of application '{self.app}' did not answer within "
-                                       f"{self.config['statementTimeoutMs']} ms (statementTimeoutMs)")
+            return DataPlaneTimedOutError(f"the system database of application '{self.app}' did not answer "
+                                          f"within {self.config['statementTimeoutMs']} ms (statementTimeoutMs)")
         if _is_connection_error(error):
             with self._lock:  # the next call opens a fresh client
                 self._discard()
-            return DataPlaneError(503, f"the system database of application '{self.app}' cannot be reached: "
-                                       f"{detail}")
-        return DataPlaneError(502, f"the system database of application '{self.app}' answered with an error: "
-                                   f"{detail}")
+            return DataPlaneUnavailableError(f"the system database of application '{self.app}' cannot be "
+                                             f"reached: {detail}")
+        return DataPlaneFailedError(f"the system database of application '{self.app}' answered with an error: "
+                                    f"{detail}")
 
     def close(self) -> None:
         with self._lock:

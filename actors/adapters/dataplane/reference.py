@@ -26,11 +26,11 @@ UNUSABLE = "the system database reference cannot be used (Relay's log says why)"
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 class UnusableReference(Exception):
-    """A reference that gives no URL: `status` for the API, `cause` for Relay's log only (no secret in it)."""
+    """A reference that gives no URL: `cause` for Relay's log only (no secret in it); the caller hears only that
+    the data plane cannot be used (actors/adapters/dataplane/client.py)."""
 
-    def __init__(self, status: int, cause: str) -> None:
+    def __init__(self, cause: str) -> None:
         super().__init__(cause)
-        self.status = status
         self.cause = cause
 
 
@@ -42,26 +42,26 @@ def read_reference_file(target: str, private: tuple[Path, ...] = ()) -> str:
     """The first line's worth of a small regular file, never following into a device or a FIFO."""
     resolved = Path(target).resolve()
     if any(resolved.is_relative_to(folder.resolve()) for folder in private):
-        raise UnsafeReference(422, f"{target} is in Relay's own data directory")
+        raise UnsafeReference(f"{target} is in Relay's own data directory")
     try:
         if not stat.S_ISREG(os.stat(resolved).st_mode):  # refused before it is even opened
-            raise UnsafeReference(422, f"{target} is not a regular file")
+            raise UnsafeReference(f"{target} is not a regular file")
         fd = os.open(resolved, _OPEN_FLAGS)
     except OSError as error:
-        raise UnusableReference(503, f"cannot read {target}: {error.strerror or type(error).__name__}") from None
+        raise UnusableReference(f"cannot read {target}: {error.strerror or type(error).__name__}") from None
     try:
         info = os.fstat(fd)  # what was opened, which may have been swapped since the stat above
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafeReference(422, f"{target} is not a regular file")
+            raise UnsafeReference(f"{target} is not a regular file")
         if info.st_size > MAX_REFERENCE_FILE_BYTES:
-            raise UnsafeReference(422, f"{target} is larger than {MAX_REFERENCE_FILE_BYTES} bytes")
+            raise UnsafeReference(f"{target} is larger than {MAX_REFERENCE_FILE_BYTES} bytes")
         data = os.read(fd, MAX_REFERENCE_FILE_BYTES + 1)
     except OSError as error:
-        raise UnusableReference(503, f"cannot read {target}: {error.strerror or type(error).__name__}") from None
+        raise UnusableReference(f"cannot read {target}: {error.strerror or type(error).__name__}") from None
     finally:
         os.close(fd)
     if len(data) > MAX_REFERENCE_FILE_BYTES:
-        raise UnsafeReference(422, f"{target} is larger than {MAX_REFERENCE_FILE_BYTES} bytes")
+        raise UnsafeReference(f"{target} is larger than {MAX_REFERENCE_FILE_BYTES} bytes")
     return data.decode("utf-8", errors="replace").strip()
 
 
@@ -71,11 +71,11 @@ def resolve_url(reference: str, environ: Mapping[str, str], private: tuple[Path,
     if kind == "env":
         value = environ.get(target, "").strip()
         if not value:
-            raise UnusableReference(503, f"environment variable {target} of the Relay server is not set")
+            raise UnusableReference(f"environment variable {target} of the Relay server is not set")
         return value
     value = off_hub(lambda: read_reference_file(target, private))
     if not value:
-        raise UnusableReference(503, f"{target} is empty")
+        raise UnusableReference(f"{target} is empty")
     return value
 
 
