@@ -26,6 +26,7 @@ from relay.web.transport.limits import (
     STORE_UNAVAILABLE,
     ConnectionSlots,
     EdgeLimits,
+    Ticket,
     retry_after_header,
 )
 from relay.web.transport.sockets import FrameRefusedError, GeventFrameSocket, RelayWebSocket
@@ -49,20 +50,6 @@ BACKLOG_WAIT_S = 10.0
 AT_CAPACITY = "Relay has as many executor connections open as it allows (RELAY_MAX_CONNECTIONS); try again later"
 HANDSHAKES_BUSY = ("Relay is admitting as many executors at once as it allows (RELAY_MAX_HANDSHAKES_IN_FLIGHT); "
                    "try again shortly")
-
-
-class HandshakeTicket:
-    """One handshake in flight; `release` (idempotent) gives its place back."""
-
-    __slots__ = ("_gate",)
-
-    def __init__(self, gate: HandshakeGate) -> None:
-        self._gate: HandshakeGate | None = gate
-
-    def release(self) -> None:
-        gate, self._gate = self._gate, None
-        if gate is not None:
-            gate.leave()
 
 
 # How long an upgrade past the limit waits for a handshake in flight to end before it is refused: in a storm,
@@ -93,7 +80,7 @@ class HandshakeGate:
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
 
-    def enter(self) -> HandshakeTicket | None:
+    def enter(self) -> Ticket | None:
         with self._lock:
             if self.in_flight >= self.limit and self.wait_s > 0:
                 deadline = time.monotonic() + self.wait_s
@@ -113,7 +100,7 @@ class HandshakeGate:
                     self._summarised, self._summary_at = self.refused, now
                 return None
             self.in_flight += 1
-        return HandshakeTicket(self)
+        return Ticket(self.leave)
 
     def leave(self) -> None:
         with self._lock:
@@ -151,7 +138,7 @@ class Handshake:
     refusal: Refusal | None = None
     admitted: Admitted | None = None
     slots: ConnectionSlots | None = None  # one slot of these taken: given back by `release`
-    ticket: HandshakeTicket | None = None  # released by the executor's actor once identified, else by `release`
+    ticket: Ticket | None = None  # released by the executor's actor once identified, else by `release`
 
     @property
     def upgrades(self) -> bool:
@@ -223,7 +210,7 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
             handshake.refusal = Refusal(429, TOO_MANY_FAILURES, retry_after_header(wait))
             metrics.count_refused_handshake(429, "too_many_failures")
             return handshake
-    ticket: HandshakeTicket | None = None
+    ticket: Ticket | None = None
     if gate is not None:
         ticket = gate.enter()
         if ticket is None:
