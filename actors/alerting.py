@@ -54,6 +54,7 @@ from relay.events.errors import DomainError, NotFoundError
 from relay.events.refs import alert_ref, rule_ref
 from relay.wire.catalog_requests import GetMetricsRequest
 from relay.wire.errors import CannotAskError
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import new_request_id
 from relay.wire.requests import ExecutorInfoRequest
 from relay.wire.workflow_requests import (
@@ -85,7 +86,7 @@ class AlertingConfig:
     (actors/adapters/dataplane/client.py), None when it has none."""
 
     webhook: WebhookConfig | None = None
-    peers: Callable[[str, str], list[Any]] = field(default=lambda org, app: [])
+    peers: Callable[[str, str], list[object]] = field(default=lambda org, app: [])
     remote: RemoteExecutors | None = None
     sinks: tuple[SinkConfig, ...] = ()
     data_plane: Callable[[str, str], Any] = field(default=lambda org, app: None)
@@ -215,7 +216,7 @@ class LiveSources:
     """Sources over the registry view and a snapshot of the application's live executors."""
 
     def __init__(
-        self, org: str, app: str, *, registry: Any, live: list[Any], latest: str | None, transport: Transport,
+        self, org: str, app: str, *, registry: Any, live: list[object], latest: str | None, transport: Transport,
         request_timeout_s: float, probe_timeout_s: float, mark_unsupported: Callable[[str, str], None],
         data_plane: Callable[[], Any] = lambda: None,
     ) -> None:
@@ -258,10 +259,10 @@ class LiveSources:
             raise CannotAskError(f"no executor of '{self.app}' supports {message_type}", unsupported=True)
         raise CannotAskError(last)
 
-    def recovered_deaths(self, since: datetime) -> list[dict[str, Any]]:
+    def recovered_deaths(self, since: datetime) -> list[JSONObject]:
         return self.registry.recovered_deaths(self.org, self.app, since.isoformat())
 
-    def executors(self) -> list[dict[str, Any]]:
+    def executors(self) -> list[JSONObject]:
         return self.registry.executors(self.org, self.app, include_deleted=True)
 
     def ask_database(self, request: Any) -> Any:
@@ -272,9 +273,9 @@ class LiveSources:
             return dataplane_answers.answer(plane, request)
         except DataPlaneError as error:
             raise CannotAskError(error.detail) from None
-
         except NotFoundError as error:  # a workflow, schedule or version the database does not have
             raise CannotAskError(str(error)) from None
+
     def responsive_count(self) -> int:
         if self._responsive is None:
             targets = [(e, ExecutorInfoRequest()) for e in self.live]
@@ -324,7 +325,7 @@ class AlertRun:
         self.clock = clock
         self.deliver = deliver
 
-    def run(self, rules: Iterable[dict[str, Any]]) -> list[Any]:
+    def run(self, rules: Iterable[JSONObject]) -> list[object]:
         """Evaluate each live rule; fire, send and record what trips. Returns the alerts this run fired."""
         fired = []
         for rule in rules:
@@ -412,7 +413,7 @@ class AppAlerting(AppJob):
         if isinstance(result, datetime):
             self.metrics_since = result
 
-    def _evaluate(self, jobs: JobsConfig, config: AlertingConfig, live: list[Any], latest: str | None,
+    def _evaluate(self, jobs: JobsConfig, config: AlertingConfig, live: list[object], latest: str | None,
                   since: datetime) -> datetime:
         """In the worker: evaluate the rules, then count this window's workflows and steps. Returns where
         the next metrics window starts."""

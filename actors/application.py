@@ -114,9 +114,9 @@ class RemotePeers(Protocol):
 
     poll_s: float
 
-    def executors(self, org: str, app: str) -> list[Any]: ...
+    def executors(self, org: str, app: str) -> list[object]: ...
 
-    def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> Any: ...
+    def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> object: ...
 
 
 class ApplicationActor(pykka.ThreadingActor):
@@ -163,7 +163,7 @@ class ApplicationActor(pykka.ThreadingActor):
         for job in self.jobs.values():
             job.start()
 
-    def on_receive(self, message: object) -> Any:
+    def on_receive(self, message: object) -> object:
         if isinstance(message, dict) and MESSAGE_KEY in message:
             try:
                 self.lifecycle.handle(message)
@@ -314,7 +314,7 @@ class ApplicationActor(pykka.ThreadingActor):
             log.debug("application actor %s/%s stopped; timer message dropped", self.org, self.app)
 
     def _send_recovery(
-        self, peer: LiveExecutor, request: Request, on_answer: Callable[[Any], None]
+        self, peer: LiveExecutor, request: Request, on_answer: Callable[[object], None]
     ) -> None:
         # A recovery dispatch, or the exist_pending_workflows check that confirms its success.
         # Not waited for: the answer (or the peer's disconnect) comes back through `on_answer`.
@@ -331,7 +331,7 @@ class ApplicationActor(pykka.ThreadingActor):
         with contextlib.suppress(pykka.ActorDeadError):
             self.actor_ref.proxy().mark_unsupported(executor_id, message_type)
 
-    def _send_remote(self, peer: Any, request: Request, on_answer: Callable[[Any], None]) -> None:
+    def _send_remote(self, peer: Any, request: Request, on_answer: Callable[[object], None]) -> None:
         """Through the peer's instance (POST /internal/v1/forward/...), in a thread of its own (a greenlet
         under gevent): the actor goes on; the answer is told back like a local one."""
         remote = self.remote

@@ -47,7 +47,7 @@ def _timestamp(record: Mapping[str, object]) -> int:
         return 0
 
 
-def versions_newest_first(records: list[Any]) -> list[str]:
+def versions_newest_first(records: list[object]) -> list[str]:
     """list_application_versions records as names, the latest first (as web/shapes/wire_to_api.py orders them)."""
     named = [r for r in records or [] if isinstance(r, Mapping) and isinstance(r.get("version_name"), str)]
     return [str(r["version_name"]) for r in sorted(named, key=_timestamp, reverse=True)]
@@ -60,7 +60,7 @@ def backlog_request(queue: str) -> GetWorkflowAggregatesRequest:
 
 
 def gather(policy: Mapping[str, object], ask: Callable[[Any], Any],
-           clock: Callable[[], datetime]) -> list[dict[str, Any]]:
+           clock: Callable[[], datetime]) -> list[dict[str, object]]:
     """The ``QueueAutoscale`` entries, with ``ask(request)`` returning an executor's successful response (raising
     otherwise). ``observedAt`` is when the backlog's answer came."""
     queue = ask(GetQueueRequest(name=str(policy["queue"]))).output
@@ -85,7 +85,7 @@ class Recommendations:
         self._lock = threading.Lock()
         self._by_app: dict[tuple[str, str], Recommendation] = {}
 
-    def publish(self, org: str, app: str, queue: str, entries: list[dict[str, Any]]) -> None:
+    def publish(self, org: str, app: str, queue: str, entries: list[dict[str, object]]) -> None:
         with self._lock:
             self._by_app[(org, app)] = Recommendation(queue, [dict(e) for e in entries])
 
@@ -130,7 +130,7 @@ class AppAutoscale(AppJob):
     def interval(self) -> float | None:
         return jobs.autoscale_interval_s if (jobs := self.ctx.jobs) else None
 
-    def _prepare(self) -> Callable[[], Any] | None:
+    def _prepare(self) -> Callable[[], object] | None:
         jobs = self.ctx.jobs
         if jobs is None:
             return None

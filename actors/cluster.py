@@ -39,6 +39,7 @@ from relay.events.executor import HEALTHY
 from relay.events.instance import EXPIRED, RUNNING, RelayInstance, lease_key
 from relay.events.refs import instance_ref
 from relay.projections.store.log import RelayLog
+from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.cluster")
 
@@ -231,7 +232,7 @@ class Cluster:
         if not owners:
             return
         self._wait_for_views()
-        expiries: list[dict[str, Any]] | None = None
+        expiries: list[JSONObject] | None = None
         for owner in owners:
             status = self.status_of(owner, cached=False)
             if status is None:
@@ -279,7 +280,7 @@ class Cluster:
         self._statuses[instance] = (now, status)
         return status
 
-    def live_peers(self) -> dict[str, dict[str, Any]]:
+    def live_peers(self) -> dict[str, JSONObject]:
         """Other instances with a fresh heartbeat, by id (their instances-table rows)."""
         now = self.wall()
         read_at, rows = self._peer_rows

@@ -45,6 +45,7 @@ from relay.events.executor import Executor, ExecutorInfo
 from relay.events.refs import executor_ref
 from relay.wire.codec import decode_response
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError, ProtocolError
+from relay.wire.json_types import JSONObject
 from relay.wire.messages import MessageType
 from relay.wire.requests import ExecutorInfoRequest, encode_request
 from relay.wire.responses import ExecutorInfoResponse
@@ -83,7 +84,7 @@ def tell_forget(ref: pykka.ActorRef[ExecutorActor], request_id: str) -> None:
     ref.tell(_call("forget", request_id))
 
 
-def tell_request_then(ref: pykka.ActorRef[ExecutorActor], request: Any, on_answer: Callable[[Any], None]) -> None:
+def tell_request_then(ref: pykka.ActorRef[ExecutorActor], request: Any, on_answer: Callable[[object], None]) -> None:
     """`ref.proxy().request_then(request, on_answer)` without the proxy (raises ActorDeadError when the actor
     has stopped)."""
     ref.tell(_call("request_then", request, on_answer))
@@ -99,8 +100,8 @@ def _fail(future: pykka.Future[Any], message: str, kind: type[Exception] = Execu
 class Pending:
     type: str
     future: pykka.Future[Any]
-    on_reply: Callable[[Any], None] | None = None
-    on_gone: Callable[[Any], None] | None = None
+    on_reply: Callable[[object], None] | None = None
+    on_gone: Callable[[object], None] | None = None
 
 
 @dataclass
@@ -169,7 +170,7 @@ class ExecutorActor(DrainedActor):
             except Exception:
                 log.exception("handshake bookkeeping of %s failed", self.who)
 
-    def _later(self, delay: float, message: dict[str, Any]) -> Cancellable:
+    def _later(self, delay: float, message: JSONObject) -> Cancellable:
         """Tell ourselves `message` after `delay` seconds (dropped if this actor has stopped by then)."""
 
         def post() -> None:
@@ -178,7 +179,7 @@ class ExecutorActor(DrainedActor):
 
         return self.ctx.scheduler.call_later(delay, post)
 
-    def on_receive(self, message: object) -> Any:
+    def on_receive(self, message: object) -> object:
         if not isinstance(message, dict):
             return None
         # Frames from the receive loop first (requests come as pykka ProxyCall messages: ask_request).
@@ -228,7 +229,7 @@ class ExecutorActor(DrainedActor):
             self._close(1011, reason)
 
     # -- requests ---------------------------------------------------------------------------------
-    def _send(self, request: Any, on_reply: Callable[[Any], None] | None = None) -> pykka.Future[Any]:
+    def _send(self, request: Any, on_reply: Callable[[object], None] | None = None) -> pykka.Future[Any]:
         """Send a request. Its answer resolves the returned future, or is handed to `on_reply`
         inside this actor (used for the actor's own requests, like executor_info)."""
         future: pykka.Future[Any] = self._create_future()
@@ -254,7 +255,7 @@ class ExecutorActor(DrainedActor):
             return future
         return self._send(request)
 
-    def request_then(self, request: Any, on_answer: Callable[[Any], None]) -> None:
+    def request_then(self, request: Any, on_answer: Callable[[object], None]) -> None:
         """Send a request without anyone waiting: `on_answer` gets the decoded response, or an
         ExecutorGoneError if the socket closes first. It runs inside this actor: keep it to a `tell`."""
         self._send(request, on_reply=on_answer)

@@ -32,10 +32,10 @@ class PeriodicWork:
 
     key: str = field(kw_only=False)
     scheduler: Scheduler
-    post: Callable[[dict[str, Any]], None]
+    post: Callable[[dict[str, object]], None]
     interval: Callable[[], float | None]
-    prepare: Callable[[], Callable[[], Any] | None]
-    finish: Callable[[Any], None] = lambda _: None
+    prepare: Callable[[], Callable[[], object] | None]
+    finish: Callable[[object], None] = lambda _: None
     run: Callable[[Callable[[], None]], None] = spawn
     _timer: Cancellable | None = field(default=None, init=False)
     _token: int = field(default=0, init=False)
@@ -127,7 +127,7 @@ class AppJob:
     def interval(self) -> float | None:
         raise NotImplementedError
 
-    def _prepare(self) -> Callable[[], Any] | None:
+    def _prepare(self) -> Callable[[], object] | None:
         raise NotImplementedError
 
     def _finish(self, result: object) -> None:

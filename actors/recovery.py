@@ -105,12 +105,12 @@ class AppLifecycle(RecoveryDispatch):
         scheduler: Scheduler,
         grace_secs: Callable[[], float],
         recovery_timeout_s: float,
-        peers: Callable[[], list[Any]],
+        peers: Callable[[], list[object]],
         latest_version: Callable[[], str | None],
-        send: Callable[[Any, Request, Callable[[Any], None]], None],
+        send: Callable[[Any, Request, Callable[[object], None]], None],
         forget: Callable[[Any, str], None],
-        post: Callable[[dict[str, Any]], None],
-        remote_peers: Callable[[], list[Any]] | None = None,
+        post: Callable[[JSONObject], None],
+        remote_peers: Callable[[], list[object]] | None = None,
         remote_poll_s: float = 2.0,
         max_per_peer: int = DEFAULT_MAX_PER_PEER,
         is_live: Callable[[str], bool] | None = None,
@@ -282,7 +282,7 @@ class AppLifecycle(RecoveryDispatch):
         self._inflight.clear()
         self._freed = False
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> JSONObject:
         """What this lifecycle watches: executors in grace, dead ones with their pending dispatch."""
         return {
             "grace": sorted(self._grace),

@@ -69,7 +69,7 @@ class RetentionRunner:
     mark_unsupported: Callable[[str, str], None]
     clock: Callable[[], datetime]
 
-    def run(self, settings: dict[str, Any], live: list[Any], latest: str | None) -> str | None:
+    def run(self, settings: dict[str, Any], live: list[object], latest: str | None) -> str | None:
         """Send this interval's run to the best executor here; return its outcome, or None when there was
         nothing to do (no setting, no executor here, or another instance ran this interval)."""
         now = self.clock()
@@ -116,7 +116,7 @@ class AppRetention(AppJob):
     def interval(self) -> float | None:
         return jobs.retention_interval_s if (jobs := self.ctx.jobs) else None
 
-    def _prepare(self) -> Callable[[], Any] | None:
+    def _prepare(self) -> Callable[[], object] | None:
         jobs = self.ctx.jobs
         if jobs is None:
             return None

@@ -55,7 +55,7 @@ def install_third_party() -> None:
     pykka_gevent.install()
 
 
-def store_offload(postgres: bool) -> Callable[[Callable[[], Any]], Any] | None:
+def store_offload(postgres: bool) -> Callable[[Callable[[], object]], Any] | None:
     """Where the event log's append transactions run. SQLite: in gevent's threadpool (sqlite3 releases the
     GIL; on the hub, each commit would stop every greenlet). PostgreSQL: where they are called (psycopg waits
     cooperatively under gevent's monkey-patching; its pool and wait functions are the hub's). Without gevent
@@ -64,13 +64,13 @@ def store_offload(postgres: bool) -> Callable[[Callable[[], Any]], Any] | None:
         return None
     pool = gevent.get_hub().threadpool
 
-    def caught(fn: Callable[[], Any]) -> tuple[bool, Any]:
+    def caught(fn: Callable[[], object]) -> tuple[bool, Any]:
         try:
             return True, fn()
         except Exception as error:  # raised again in the caller (the threadpool would print each one)
             return False, error
 
-    def offload(fn: Callable[[], Any]) -> Any:
+    def offload(fn: Callable[[], object]) -> object:
         ok, value = pool.apply(caught, (fn,))
         if not ok:
             raise value
@@ -147,11 +147,11 @@ class Runtime:
             data_plane=self._data_plane,
         )
 
-    def _data_plane(self, org: str, app: str) -> Any:
+    def _data_plane(self, org: str, app: str) -> object:
         """The application's data plane on this instance (StrandedVersion reads it), None without one."""
         return self.data_planes.get(org, app, self.views.applications.app_setting(org, app, "dataPlane"))
 
-    def _local_executors(self, org: str, app: str) -> list[Any]:
+    def _local_executors(self, org: str, app: str) -> list[object]:
         """The live executors of an application connected to this instance (where an alert is delivered)."""
         if self.views.applications.app(org, app) is None:
             return []

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from relay.projections.backend import Sql, ViewStore
 from relay.projections.projector import AggregateEvent, ViewProjection, decoded, handles, iso, to_json
+from relay.wire.json_types import JSONObject
 
 
 class _RuleCreated(AggregateEvent, Protocol):
@@ -96,11 +97,11 @@ class AlertingProjection(ViewProjection):
             sql.insert("relay_alerting_sinks", {"id": str(e.originator_id), "sinks": to_json(e.sinks)})
 
 
-def _rule_row(row: Mapping[str, object]) -> dict[str, Any]:
+def _rule_row(row: Mapping[str, object]) -> JSONObject:
     return decoded(row, ("metadata",), flags=("deleted",))
 
 
-def _alert_row(row: Mapping[str, object]) -> dict[str, Any]:
+def _alert_row(row: Mapping[str, object]) -> JSONObject:
     row = decoded(row, ("metadata",))
     for key in ("delivered_to", "failed", "webhook"):
         row[key] = json.loads(row[key]) if row[key] is not None else None
@@ -121,12 +122,12 @@ class AlertingQueries:
         )
         return [_rule_row(r) for r in rows]
 
-    def rule(self, org: str, app: str, rule_id: str) -> dict[str, Any] | None:
+    def rule(self, org: str, app: str, rule_id: str) -> JSONObject | None:
         row = self.store.one("SELECT * FROM {s}relay_alerting_rules WHERE org = ? AND app = ? AND rule_id = ?",
                              (org, app, rule_id))
         return _rule_row(row) if row else None
 
-    def alerts(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    def alerts(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[JSONObject]:
         """What the app's rules fired, newest first, with where each alert went."""
         rows = self.store.all(
             "SELECT a.*, k.sinks FROM {s}relay_alerting_alerts a LEFT JOIN {s}relay_alerting_sinks k "

@@ -20,6 +20,7 @@ from relay.projections.projector import (
     iso,
     to_json,
 )
+from relay.wire.json_types import JSONObject
 
 
 class _Named(AggregateEvent, Protocol):
@@ -168,11 +169,11 @@ class ApplicationsProjection(ViewProjection):
         )
 
 
-def _app_row(row: Mapping[str, object]) -> dict[str, Any]:
+def _app_row(row: Mapping[str, object]) -> dict[str, object]:
     return decoded(row, ("settings",), flags=("deleted",))
 
 
-def _key_row(row: Mapping[str, object]) -> dict[str, Any]:
+def _key_row(row: Mapping[str, object]) -> dict[str, object]:
     return decoded(row, ("apps", "permissions"))
 
 
@@ -184,7 +185,7 @@ _LOAD_WAIT_S = 2.0
 class _Snapshot:
     orgs: frozenset[str]
     apps: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # live (not deleted) apps
-    keys: dict[str, dict[str, Any]] = field(default_factory=dict)  # active (not revoked) keys by hash
+    keys: dict[str, dict[str, object]] = field(default_factory=dict)  # active (not revoked) keys by hash
 
 
 class ApplicationsCache:
@@ -288,7 +289,7 @@ class ApplicationsQueries:
         value = (row or {}).get("settings", {}).get(setting)
         return copy.deepcopy(value) if isinstance(value, dict | list) else value
 
-    def key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+    def key_by_hash(self, key_hash: str) -> JSONObject | None:
         """The active key with this hash (the caller's to change). The caller compares hashes again in
         constant time."""
         row = self.shared_key_by_hash(key_hash)

@@ -8,6 +8,7 @@ from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
 from relay.projections.projector import Handler, ViewProjection, event_name, iso, to_json
+from relay.wire.json_types import JSONObject
 
 # Event attributes that are bookkeeping, not audit content. key_hash is not a secret, but an
 # auditor has no use for it and it need not travel further than the applications view.
@@ -50,7 +51,7 @@ class AuditSchema:
     )
 
 
-def _details(domain_event: Any) -> dict[str, Any]:
+def _details(domain_event: Any) -> JSONObject:
     return {k: v for k, v in vars(domain_event).items() if k not in _HIDDEN and not k.startswith("_")}
 
 

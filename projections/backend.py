@@ -398,9 +398,9 @@ class ViewStore:
                 sql.execute(f"DELETE FROM {{s}}{table}")  # noqa: S608 - table names are ours
             sql.execute(f"DELETE FROM {{s}}{tracking_table} WHERE application_name = ?", (application_name,))  # noqa: S608
 
-    def dump(self) -> dict[str, list[dict[str, Any]]]:
+    def dump(self) -> dict[str, list[dict[str, object]]]:
         """Every row of every table, in a stable order: what --verify compares."""
-        out: dict[str, list[dict[str, Any]]] = {}
+        out: dict[str, list[dict[str, object]]] = {}
         with self.transaction(commit=False) as sql:
             for table in self.schema.tables:
                 rows = sql.all(f"SELECT * FROM {{s}}{table}")  # noqa: S608

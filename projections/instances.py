@@ -133,7 +133,7 @@ class InstanceState:
     stopped_at: str | None
     expired_by: str | None
     heartbeat_age_s: float | None
-    leases: list[dict[str, Any]]
+    leases: list[dict[str, object]]
 
 
 class InstancesQueries:

@@ -22,6 +22,7 @@ from relay.projections.projector import (
     recovery_row_id,
     to_json,
 )
+from relay.wire.json_types import JSONObject
 
 _RETENTION_KEYS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 _RECOVERY_OUTCOME = {"Executor.RecoveryFailed": "failed", "Executor.RecoveryAcknowledged": "acknowledged"}
@@ -151,7 +152,7 @@ class OperationsProjection(ViewProjection):
                    {"outcome": outcome, "finished_at": iso(e.at)})
 
 
-def _run_row(row: Mapping[str, object]) -> dict[str, Any]:
+def _run_row(row: Mapping[str, object]) -> JSONObject:
     return decoded(row, ("policy", "settings"))
 
 
@@ -159,7 +160,7 @@ class OperationsQueries:
     def __init__(self, store: ViewStore) -> None:
         self.store = store
 
-    def retention_runs(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    def retention_runs(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[JSONObject]:
         rows = self.store.all(
             "SELECT * FROM {s}relay_operations_retention_runs WHERE org = ? AND app = ? "
             "ORDER BY started_at DESC, slot DESC LIMIT ? OFFSET ?",

@@ -16,6 +16,7 @@ from relay.projections.projector import (
     recovery_row_id,
     to_json,
 )
+from relay.wire.json_types import JSONObject
 
 HEALTHY = "HEALTHY"
 # Ids per IN (...) lookup (well under SQLite's limit on bound parameters).
@@ -154,7 +155,7 @@ class RegistryQueries:
             (org, app),
         )
 
-    def executor(self, org: str, app: str, executor_id: str) -> dict[str, Any] | None:
+    def executor(self, org: str, app: str, executor_id: str) -> JSONObject | None:
         return self.store.one(
             "SELECT * FROM {s}relay_executors WHERE org = ? AND app = ? AND executor_id = ?",
             (org, app, executor_id),
@@ -174,13 +175,13 @@ class RegistryQueries:
         )
         return {row["status"]: int(row["n"]) for row in rows}
 
-    def leases(self) -> dict[str, list[dict[str, Any]]]:
+    def leases(self) -> dict[str, list[JSONObject]]:
         """Which instance holds which executors (the lease is the instance that executor reached)."""
         rows = self.store.all(
             "SELECT instance, org, app, executor_id, status FROM {s}relay_executors "
             "WHERE status <> 'DELETED' ORDER BY instance, org, app, executor_id"
         )
-        held: dict[str, list[dict[str, Any]]] = {}
+        held: dict[str, list[JSONObject]] = {}
         for row in rows:
             held.setdefault(str(row["instance"]), []).append(row)
         return held
@@ -199,14 +200,14 @@ class RegistryQueries:
             (instance,),
         )
 
-    def recoveries(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    def recoveries(self, org: str, app: str, limit: int = 100, offset: int = 0) -> list[JSONObject]:
         return self.store.all(
             "SELECT * FROM {s}relay_recoveries WHERE org = ? AND app = ? "
             "ORDER BY dispatched_at DESC, attempt DESC LIMIT ? OFFSET ?",
             (org, app, limit, offset),
         )
 
-    def recovered_deaths(self, org: str, app: str, since: str) -> list[dict[str, Any]]:
+    def recovered_deaths(self, org: str, app: str, since: str) -> list[JSONObject]:
         """The app's executor deaths whose recovery was first dispatched at or after ``since`` (an ISO time),
         oldest first: one row per death (its first attempt), however many peers its recovery then took."""
         return self.store.all(
@@ -215,11 +216,11 @@ class RegistryQueries:
             (org, app, since),
         )
 
-    def latest_recoveries(self, org: str, app: str, executor_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+    def latest_recoveries(self, org: str, app: str, executor_ids: Collection[str]) -> dict[str, JSONObject]:
         """The latest recovery attempt of each of these executors (by executor_id): what the app page shows
         beside the ones that are down. Only those are read: the page's live table asks every few seconds."""
         wanted = sorted(set(executor_ids))
-        latest: dict[str, dict[str, Any]] = {}
+        latest: dict[str, JSONObject] = {}
         with self.store.transaction(commit=False) as sql:
             for chunk in range(0, len(wanted), _IDS_PER_QUERY):
                 ids = wanted[chunk:chunk + _IDS_PER_QUERY]

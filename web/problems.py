@@ -55,7 +55,7 @@ class ApiError(Exception):
 
 
 def problem_response(error: ApiError) -> Response:
-    body: dict[str, Any] = {"type": "about:blank", "title": error.title, "status": error.status,
+    body: dict[str, object] = {"type": "about:blank", "title": error.title, "status": error.status,
                             "detail": error.detail}
     if error.errors:
         body["errors"] = error.errors

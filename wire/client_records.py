@@ -58,7 +58,7 @@ def _json_or_none(value: object) -> str | None:
 
 def workflow(status: Any, text: Text) -> JSONObject:
     """A ``WorkflowStatus`` as a list_workflows/get_workflow record (``WorkflowUUID``, ``Status``, ...)."""
-    def get(name: str, default: Any = None) -> Any:  # fields newer releases added
+    def get(name: str, default: Any = None) -> object:  # fields newer releases added
         return getattr(status, name, default)
 
     return {

@@ -44,7 +44,7 @@ class _NonFiniteNumberError(ValueError):
     and, once decoded, Python's json would write it back as NaN/Infinity, which API clients cannot parse."""
 
 
-def _refuse_constant(_: str) -> Any:
+def _refuse_constant(_: str) -> object:
     raise _NonFiniteNumberError
 
 
@@ -55,7 +55,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def json_loads_with(decoder: json.JSONDecoder, data: str | bytes | bytearray) -> Any:
+def json_loads_with(decoder: json.JSONDecoder, data: str | bytes | bytearray) -> object:
     """`json.loads(data, ...)` through a decoder built once with those options (json.loads builds one per call
     whenever an option is given): the same handling of bytes (their UTF encoding detected) and of a BOM."""
     if isinstance(data, bytes | bytearray):
@@ -137,7 +137,7 @@ def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_dep
         extra = {k: v for k, v in data.items() if k not in ("type", "request_id", "error_message")}
         return RawResponse(type=msg_type, request_id=request_id, error_message=error_message, fields=extra)
 
-    values: dict[str, Any] = {}  # keyword arguments of the class RESPONSE_FIELDS made: checked against its SPEC
+    values: JSONObject = {}  # keyword arguments of the class RESPONSE_FIELDS made: checked against its SPEC
     for name, kind, required in cls.SPEC:
         value = data.get(name)
         if value is None:

@@ -34,6 +34,7 @@ from relay.events.alerting import (
     UNRESPONSIVE_APPLICATION,
     WORKFLOW_FAILURE,
 )
+from relay.wire.json_types import JSONObject
 
 SLACK, PAGERDUTY = "slack", "pagerduty"
 PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
@@ -81,7 +82,7 @@ def post_with_retries(
     backoff_s: float,
     post: Post = http_post,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
+) -> JSONObject:
     """POST ``body`` (``headers()`` per attempt) with exponential backoff: 5xx, 429 and network errors are
     retried, other 4xx are not. The outcome, as Alert.Delivered records it (never the URL)."""
     status: int | None = None
@@ -138,7 +139,7 @@ def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
     ]
     context = (f"rule `{_mrkdwn(payload['ruleId'])}` · alert {payload['sequence']} · received by "
                f"{_mrkdwn(payload['receivingApp'])} · fired {payload['firedAt']}")
-    blocks: list[dict[str, Any]] = [
+    blocks: list[JSONObject] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, _SLACK_HEADER_CHARS)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _cut(_mrkdwn(payload["message"]), _SLACK_TEXT_CHARS)}},
     ]
@@ -149,7 +150,7 @@ def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
     return {"text": text, "blocks": blocks}
 
 
-def pagerduty_dedup_key(payload: dict[str, Any]) -> str:
+def pagerduty_dedup_key(payload: JSONObject) -> str:
     return _cut(f"relay/{payload['org']}/{payload['app']}/{payload['ruleId']}", _PD_DEDUP_CHARS)
 
 
@@ -176,11 +177,11 @@ def pagerduty_event(payload: dict[str, Any], routing_key: str) -> dict[str, Any]
 
 def send_sink(
     config: SinkConfig,
-    payload: dict[str, Any],
+    payload: JSONObject,
     *,
     post: Post = http_post,
     sleep: Callable[[float], None] = time.sleep,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Send one alert to one sink, with retries; its outcome."""
     if config.name == SLACK:
         message = slack_message(payload)

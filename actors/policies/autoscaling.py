@@ -36,7 +36,7 @@ def worker_concurrency(queue: Mapping[str, Any] | None) -> int | None:
     return int(value)
 
 
-def backlog_by_version(rows: Sequence[Any]) -> dict[str, int]:
+def backlog_by_version(rows: Sequence[object]) -> dict[str, int]:
     """get_workflow_aggregates rows grouped by application version (``{group: {application_version}, count}``) as
     counts per version; rows without a version or a count are skipped."""
     counts: dict[str, int] = {}
@@ -64,7 +64,7 @@ def desired_executors(depth: int, concurrency: int | None, *, latest: bool, old_
 def recommend(
     policy: Mapping[str, Any], versions: Sequence[str], backlog: Mapping[str, int], queue: Mapping[str, Any] | None,
     observed_at_ms: int,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The ``QueueAutoscale`` entries: ``versions`` newest registered first (the first is the latest), ``backlog`` the
     ENQUEUED+PENDING workflows per version on the policy's queue, ``queue`` its definition now (None when gone)."""
     rollout = policy.get("rollout") or {}
@@ -75,7 +75,7 @@ def recommend(
     entries = []
     for index, version in enumerate(list(dict.fromkeys(versions))[: 1 + max_old]):
         depth = int(backlog.get(version, 0))
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "applicationVersion": version,
             "isLatest": index == 0,
             "desiredExecutors": desired_executors(depth, concurrency, latest=index == 0, old_cap=old_cap),

@@ -20,6 +20,7 @@ from relay.actors.policies.config import AppSpec, Checker, Config, ConfigInvalid
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.errors import InvalidValueError
+from relay.wire.json_types import JSONObject
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -27,8 +28,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # -- the organization as it stands --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AppState:
-    settings: dict[str, Any]  # Conductor's settings (DEFAULT_SETTINGS' keys)
-    data_plane: dict[str, Any] | None = None
+    settings: JSONObject  # Conductor's settings (DEFAULT_SETTINGS' keys)
+    data_plane: JSONObject | None = None
     rules: tuple[tuple[str, RuleSpec], ...] = ()  # (rule id, rule), oldest first
 
 
@@ -116,7 +117,7 @@ class Change:
         described: str = (self.after or self.before).describe()
         return described
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"op": self.op, "kind": self.kind, "app": self.app, "name": self.name, "ruleId": self.rule_id,
                 "text": self.text()}
 

@@ -24,7 +24,7 @@ class AggregateRequestError(ValueError):
     """The request selects no group or no measure (an executor refuses it the same way)."""
 
 
-def aggregate(statuses: Iterable[Any], body: Any) -> list[dict[str, Any]]:
+def aggregate(statuses: Iterable[object], body: Any) -> list[dict[str, Any]]:
     """Rows ``{group: {...}, count?, min_created_at?, max_queue_wait_ms?, max_total_latency_ms?}``."""
     groups = [(attr, key) for flag, attr, key in GROUPS if getattr(body, flag, False)]
     bucket = body.time_bucket_size_ms
@@ -34,7 +34,7 @@ def aggregate(statuses: Iterable[Any], body: Any) -> list[dict[str, Any]]:
                 if getattr(body, f"select_{m}", False)]
     if not measures:
         raise AggregateRequestError("at least one select_ flag must be set")
-    folded: dict[tuple[Any, ...], dict[str, Any]] = {}
+    folded: dict[tuple[object, ...], dict[str, Any]] = {}
     for status in statuses:
         created = getattr(status, "created_at", None)
         group = {key: getattr(status, attr, None) for attr, key in groups}
@@ -62,5 +62,5 @@ def _max(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def _wire(value: Any) -> Any:
+def _wire(value: Any) -> object:
     return None if value is None else value if isinstance(value, int) else int(value)

@@ -68,7 +68,7 @@ class WorkflowActions:
     def __init__(self, calls: ExecutorCalls) -> None:
         self.calls = calls
 
-    def _succeeded(self, org: str, app: str, request: Request, what: str) -> Any:
+    def _succeeded(self, org: str, app: str, request: Request, what: str) -> object:
         # An SDK that failed says so in error_message (an error already); success false without one is odd but real.
         response = self.calls.call(org, app, request)
         if getattr(response, "success", True) is False:

@@ -49,7 +49,7 @@ class _Request(Generic[T, R]):
         self.error: BaseException | None = None
 
 
-def run_here(fn: Callable[[], Any]) -> Any:
+def run_here(fn: Callable[[], object]) -> object:
     """Run `fn` on the calling thread: the offload of a committer whose writes need no thread of their own."""
     return fn()
 
@@ -58,7 +58,7 @@ class GroupCommitter(Generic[T, R]):
     """``write(list of items) -> list of results`` (one per item, in order) in one transaction; ``commit``
     queues one caller's items and returns its result."""
 
-    def __init__(self, write: Callable[[list[T]], list[R]], offload: Callable[[Callable[[], Any]], Any] = run_here,
+    def __init__(self, write: Callable[[list[T]], list[R]], offload: Callable[[Callable[[], object]], Any] = run_here,
                  max_batch: int = MAX_BATCH, observe: Callable[[float, int], None] | None = None) -> None:
         self._write = write
         self._offload = offload

@@ -37,7 +37,7 @@ class RelayLog(Application[UUID]):
     name = "relay"
 
     def __init__(self, env: dict[str, str] | None = None,
-                 offload: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+                 offload: Callable[[Callable[[], object]], Any] | None = None) -> None:
         """``offload`` runs each append transaction (a batch of concurrent saves, projections/store/group_commit.py):
         `relay serve` passes gevent's threadpool for SQLite, whose calls would otherwise block the hub."""
         register_moved_topics()  # before the first read: older logs name the pre-namespace modules

@@ -92,7 +92,7 @@ def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def alert_v1(row: Mapping[str, object]) -> dict[str, Any]:
+def alert_v1(row: Mapping[str, object]) -> dict[str, object]:
     return {
         "alertId": row["id"],
         "ruleId": row["rule_id"],
@@ -111,7 +111,7 @@ def alert_v1(row: Mapping[str, object]) -> dict[str, Any]:
     }
 
 
-def retention_run_v1(row: Mapping[str, object]) -> dict[str, Any]:
+def retention_run_v1(row: Mapping[str, object]) -> dict[str, object]:
     return {
         "slot": row["slot"],
         "executorId": row["executor"],
@@ -125,7 +125,7 @@ def retention_run_v1(row: Mapping[str, object]) -> dict[str, Any]:
     }
 
 
-def _create_body(org: str, app: str) -> dict[str, Any]:
+def _create_body(org: str, app: str) -> dict[str, object]:
     return AlertingRules(runtime()).check_body(org, json_body(required=True, allowed=_FIELDS))
 
 

@@ -14,11 +14,11 @@ from flask import Response, current_app, jsonify, stream_with_context
 CHUNK = 50  # records shaped and encoded between two yields to the hub
 
 
-def _same(record: object) -> Any:
+def _same(record: object) -> object:
     return record
 
 
-def listed_json(records: Sequence[Any], shape: Callable[[Any], Any] = _same) -> Response:
+def listed_json(records: Sequence[object], shape: Callable[[Any], Any] = _same) -> Response:
     """``[shape(r) for r in records]`` as the JSON answer, streamed in chunks when it is more than one."""
     if len(records) <= CHUNK:
         return jsonify([shape(r) for r in records])

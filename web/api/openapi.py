@@ -24,8 +24,9 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, request, url
 from relay.actors.metrics import count_ignored_query
 from relay.web.api.openapi_30 import to_openapi_30
 from relay.web.api.openapi_schemas import COMPONENTS, Schema, array_of, ref
+from relay.wire.json_types import JSONObject
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 bp = Blueprint("openapi", __name__)
 log = logging.getLogger("relay.web.api.openapi")
@@ -70,8 +71,8 @@ class Param:
     required: bool = False
     description: str | None = None
 
-    def doc(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "in": "query", "explode": False, "schema": self.schema}
+    def doc(self) -> JSONObject:
+        out: JSONObject = {"name": self.name, "in": "query", "explode": False, "schema": self.schema}
         if self.required:
             out["required"] = True
         if self.description:
@@ -112,7 +113,7 @@ class Operation:
 _REGISTRY: dict[str, Operation] = {}
 
 
-def _key(view: Callable[..., Any]) -> str:
+def _key(view: Callable[..., object]) -> str:
     return f"{view.__module__}.{view.__qualname__}"
 
 
@@ -126,7 +127,7 @@ def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
     return register
 
 
-def operation_of(view: Callable[..., Any]) -> Operation | None:
+def operation_of(view: Callable[..., object]) -> Operation | None:
     """The `@operation` of a view (None for the console's pages)."""
     return _REGISTRY.get(_key(view))
 
@@ -164,8 +165,8 @@ def _response_schema(returns: str | Schema) -> Schema:
 _STATUS_TEXT = {200: "OK", 201: "Created", 204: "No Content", 101: "Switching Protocols"}
 
 
-def _operation_doc(op: Operation, path_params: list[dict[str, Any]]) -> dict[str, Any]:
-    response: dict[str, Any] = {"description": _STATUS_TEXT.get(op.status, "OK")}
+def _operation_doc(op: Operation, path_params: list[JSONObject]) -> JSONObject:
+    response: JSONObject = {"description": _STATUS_TEXT.get(op.status, "OK")}
     if op.returns is not None:
         response["content"] = {op.content_type: {"schema": _response_schema(op.returns)}}
     doc: dict[str, Any] = {
@@ -204,9 +205,9 @@ def is_api_endpoint(endpoint: str) -> bool:
     return endpoint != "static" and endpoint.partition(".")[0] not in NOT_API_BLUEPRINTS
 
 
-def build_document(app: Flask, version: str) -> dict[str, Any]:
+def build_document(app: Flask, version: str) -> JSONObject:
     """The OpenAPI document of every API route ``app`` serves (see NOT_API_BLUEPRINTS)."""
-    paths: dict[str, dict[str, Any]] = {}
+    paths: dict[str, JSONObject] = {}
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         if not is_api_endpoint(rule.endpoint):
             continue
@@ -246,7 +247,7 @@ def build_document(app: Flask, version: str) -> dict[str, Any]:
     }
 
 
-def _document() -> dict[str, Any]:
+def _document() -> JSONObject:
     from relay.actors.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
 
     cached = current_app.extensions.get("relay.openapi")

@@ -99,7 +99,7 @@ def _content_holder(holder: Json) -> None:
             media["schema"] = schema(media["schema"])
 
 
-def schema(node: object) -> Any:
+def schema(node: object) -> object:
     """One JSON Schema 2020-12 schema as an OpenAPI 3.0 Schema Object (a new object)."""
     if not isinstance(node, dict):
         return node  # a boolean schema: 3.0 has none, and Relay's document uses none

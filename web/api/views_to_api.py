@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay.web.shapes.values import view_time
+from relay.wire.json_types import JSONObject
 
 # GET /v2/orgs/{org}: the reference's Organization, for a self-hosted Relay. Conductor's fields describe a DBOS
 # Cloud subscription; Relay has none: it limits neither applications nor keys, keeps its event log (the audit
@@ -15,7 +16,7 @@ NO_LIMIT = 2**31 - 1  # "no limit" in the reference's int32 quota fields: the la
 SUBSCRIPTION_PLAN = "free"  # the enum's only value that does not claim a paid subscription
 
 
-def organization(name: str, created_at: str) -> dict[str, Any]:
+def organization(name: str, created_at: str) -> JSONObject:
     return {
         "id": name,  # as Application.orgId
         "name": name,
@@ -64,7 +65,7 @@ def executor(row: dict[str, Any], app_id: str) -> dict[str, Any]:
     }
 
 
-def token(row: Mapping[str, object]) -> dict[str, Any]:
+def token(row: Mapping[str, object]) -> dict[str, object]:
     return {
         "tokenName": row["name"],
         "createdAt": view_time(row["issued_at"]),
@@ -73,7 +74,7 @@ def token(row: Mapping[str, object]) -> dict[str, Any]:
     }
 
 
-def event_entry(row: Mapping[str, object]) -> dict[str, Any]:
+def event_entry(row: Mapping[str, object]) -> dict[str, object]:
     """An entry of Relay's event log (/relay/v1/events)."""
     return {
         "position": row["position"],

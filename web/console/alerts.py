@@ -21,6 +21,7 @@ from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
 from relay.web.context import runtime
 from relay.web.problems import ApiError, api_error
+from relay.wire.json_types import JSONObject
 
 _CREDENTIALS_IN_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
 _SECRET_WORDS = ("secret", "token", "password", "passwd", "apikey", "api_key", "credential", "authorization")
@@ -32,7 +33,7 @@ def _scrub(value: object) -> str:
     return _CREDENTIALS_IN_URL.sub(r"\1", "" if value is None else str(value))
 
 
-def _shown(metadata: dict[str, Any] | None) -> list[tuple[str, str]]:
+def _shown(metadata: JSONObject | None) -> list[tuple[str, str]]:
     """(key, value) pairs of a rule's or an alert's metadata, as a page may show them: nothing that looks
     like a secret (by its key) and no credentials in URLs. Alerting metadata holds none today (its keys
     are checked by events/alerting.py); this keeps it so if that ever changes."""
@@ -76,7 +77,7 @@ def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _sink(hook: Mapping[str, object] | None) -> dict[str, Any] | None:
+def _sink(hook: Mapping[str, object] | None) -> dict[str, object] | None:
     """A sink's outcome as the page shows it: never its URL, secret or key (the event holds none of them)."""
     return None if hook is None else {
         "outcome": str(hook.get("outcome") or ""), "attempts": hook.get("attempts"), "status": hook.get("status"),
@@ -116,16 +117,16 @@ def alerts(org: str, app: str) -> str:
     )
 
 
-def _rule_body(form: Any) -> dict[str, Any]:
+def _rule_body(form: Any) -> JSONObject:
     """The form of one rule type as a ``CreateAlertInputBody``: empty fields are left out (the rule type's
     defaults apply), numbers must be whole."""
     rule_type = (form.get("ruleType") or "").strip()
-    metadata: dict[str, Any] = {}
+    metadata: JSONObject = {}
     for key, _default, kind in metadata_fields(rule_type) if rule_type in RULE_TYPES else ():
         raw = (form.get(key) or "").strip()
         if raw:
             metadata[key] = raw if kind == "name" else _whole(key, raw)
-    body: dict[str, Any] = {"ruleType": rule_type, "ruleMetadata": metadata}
+    body: JSONObject = {"ruleType": rule_type, "ruleMetadata": metadata}
     interval = (form.get("minIntervalSecs") or "").strip()
     if interval:
         body["minIntervalSecs"] = _whole("minIntervalSecs", interval)

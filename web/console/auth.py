@@ -63,7 +63,7 @@ class SessionCookies(SecureCookieSessionInterface):
     request, and not at all for a request without a session cookie (API calls carry a bearer token)."""
 
     def __init__(self) -> None:
-        self._serializer: tuple[tuple[Any, ...], URLSafeTimedSerializer | None] | None = None
+        self._serializer: tuple[tuple[object, ...], URLSafeTimedSerializer | None] | None = None
 
     def get_signing_serializer(self, app: Flask) -> URLSafeTimedSerializer | None:
         # Rebuilt when the secret or a fallback is another object than the one it was built with.

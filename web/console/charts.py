@@ -31,7 +31,7 @@ WIDTH, HEIGHT = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 46
 
 
-def _group(row: dict[str, Any], *names: str) -> Any:
+def _group(row: dict[str, Any], *names: str) -> object:
     group = row.get("group") or {}
     for name in names:
         if name in group:

@@ -133,7 +133,7 @@ JSON_OPEN_LINES = 12  # a value this short is shown unfolded; longer ones start 
 LITERAL_MAX_CHARS = 200_000  # larger texts are not parsed as Python literals (the parser's cost grows with them)
 
 
-def _decoded(text: str) -> Any:
+def _decoded(text: str) -> object:
     """A serialized value as data: JSON first; else a Python literal (SDKs that send ``repr()`` of their
     arguments, e.g. ``{'args': ('x',), 'kwargs': {}}``: `ast.literal_eval` evaluates literals only, nothing
     else); else `_NOT_PARSED`."""

@@ -16,6 +16,7 @@ from relay.web.console.auth import confirm_page, confirmed, require, safe_path
 from relay.web.console.graph import workflow_graph
 from relay.web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
 from relay.web.context import runtime
+from relay.wire.json_types import JSONObject
 
 STATUSES = ("PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 # The workflows page's query parameters are the WorkflowSearchBody's own filter names (a list of one value
@@ -52,10 +53,10 @@ def _utc(raw: str) -> str | None:
     return parsed.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _filters(args: Any) -> tuple[dict[str, Any], dict[str, str]]:
+def _filters(args: Any) -> tuple[JSONObject, dict[str, str]]:
     """The WorkflowSearchBody filters of the query string, and the form's values to show again."""
     shown = {k: (args.get(k) or "").strip() for k in ("status", *TIME_FILTERS, *TEXT_FILTERS)}
-    filters: dict[str, Any] = {}
+    filters: JSONObject = {}
     if shown["status"] in STATUSES:
         filters["status"] = [shown["status"]]
     for name in TEXT_FILTERS:
@@ -70,20 +71,20 @@ def _filters(args: Any) -> tuple[dict[str, Any], dict[str, str]]:
     return filters, shown
 
 
-def _search(org: str, app: str, filters: dict[str, Any], *, limit: int, offset: int) -> list[dict[str, Any]]:
+def _search(org: str, app: str, filters: JSONObject, *, limit: int, offset: int) -> list[JSONObject]:
     body = {**filters, "limit": limit, "offset": offset, "sortDesc": True, "loadInput": False,
             "loadOutput": False}
     return remote.search_workflows(org, app, body)
 
 
-def _attempt(work: Callable[[], Any]) -> tuple[Any, remote.ExecutorProblem | None]:
+def _attempt(work: Callable[[], object]) -> tuple[Any, remote.ExecutorProblem | None]:
     try:
         return work(), None
     except remote.ExecutorProblem as problem:
         return None, problem
 
 
-def _act(operation: str, targets: list[str], work: Callable[[], Any]) -> tuple[Any, remote.ExecutorProblem | None]:
+def _act(operation: str, targets: list[str], work: Callable[[], object]) -> tuple[Any, remote.ExecutorProblem | None]:
     """An action of the console, run and recorded in the audit trail under the API's operation name."""
     result, problem = _attempt(work)
     if problem:
@@ -143,7 +144,7 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
         abort(404, f"the executors of '{app}' know no workflow '{workflow_id}'")
     sections: dict[str, Any] = {}
     problems: dict[str, remote.ExecutorProblem] = {}
-    calls: dict[str, Callable[[], Any]] = {
+    calls: dict[str, Callable[[], object]] = {
         "steps": lambda: remote.list_steps(org, app, workflow_id),
         "children": lambda: _search(org, app, {"parentWorkflowId": [workflow_id]}, limit=100, offset=0),
         # Its forks: the search's forkedFrom filter (what GET .../workflows?forkedFrom= runs).
@@ -228,7 +229,7 @@ def workflow_action(org: str, app: str, action: str) -> Any:
             return redirect(page)
         flash(f"Forked {workflow_id} from step {start_step}: new workflow {new_id}.", "ok")
         return redirect(url_for("console.workflow", org=org, app=app, workflow_id=new_id) if new_id else page)
-    work: dict[str, Callable[[], Any]] = {
+    work: dict[str, Callable[[], object]] = {
         "cancel": lambda: remote.cancel(org, app, [workflow_id]),
         "resume": lambda: remote.resume(org, app, [workflow_id]),
         "delete": lambda: remote.delete(org, app, workflow_id),
@@ -296,7 +297,7 @@ def schedule_action(org: str, app: str, action: str) -> Response | str:
         }
         return confirm_page(f"{action.capitalize()} schedule {name}?", messages[action],
                             f"{action.capitalize()} schedule", back=back, keep=SCHEDULE_KEEP[action])
-    work: dict[str, Callable[[], Any]] = {
+    work: dict[str, Callable[[], object]] = {
         "pause": lambda: remote.pause_schedule(org, app, name),
         "resume": lambda: remote.resume_schedule(org, app, name),
         "trigger": lambda: remote.trigger_schedule(org, app, name),

@@ -29,6 +29,7 @@ from relay.wire.catalog_requests import (
     ListSchedulesBody,
     ListSchedulesRequest,
 )
+from relay.wire.json_types import JSONObject
 from relay.wire.requests import CancelRequest, DeleteRequest, RawRequest, ResumeRequest
 from relay.wire.responses import RawResponse, Response
 from relay.wire.workflow_requests import (
@@ -89,7 +90,7 @@ def _status(location: str, value: object) -> str:
 def _list_of(item: Converter) -> Converter:
     """An array of items (or null). An empty array, like null, means no filter."""
 
-    def convert(location: str, value: object) -> list[Any] | None:
+    def convert(location: str, value: object) -> list[object] | None:
         if value is None:
             return None
         if not isinstance(value, list):
@@ -103,7 +104,7 @@ def _time(location: str, value: object) -> str:
     return _wire_time(parse_time(location, value))
 
 
-def _object(location: str, value: object) -> dict[str, Any]:
+def _object(location: str, value: object) -> JSONObject:
     if not isinstance(value, dict):
         raise invalid(location, "must be an object", value)
     return value
@@ -146,7 +147,7 @@ Spec = Mapping[str, Field]  # v2 name → its declaration
 
 def _fields(body: Mapping[str, object], spec: Spec, where: str = "body") -> dict[str, Any]:
     """Check a JSON body against ``spec``; the wire fields it sets (unset and empty filters left out)."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for name, value in body.items():
         if name == "$schema":
             continue
@@ -176,7 +177,7 @@ def _query_value(location: str, convert: Converter, raw: str) -> Any:
 
 def _query(args: Mapping[str, str], spec: Spec) -> dict[str, Any]:
     """Read the declared query parameters (others are ignored, as Conductor does); empty means unset."""
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for name, (wire, convert, _) in spec.items():
         raw = args.get(name)
         if raw is None or raw == "":
@@ -191,7 +192,7 @@ def _require(body: Mapping[str, object], *names: str) -> None:
             raise invalid(f"body.{name}", "is required", None)
 
 
-def _build(factory: Callable[..., Any], **fields: object) -> Any:
+def _build(factory: Callable[..., object], **fields: object) -> Any:
     """Construct a protocol request; its own checks are a second line (the specs here come first)."""
     try:
         return factory(**fields)

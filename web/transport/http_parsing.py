@@ -30,7 +30,7 @@ MAX_HEADERS = 100
 _SIMPLE = re.compile(r"([\x21-\x39\x3b-\x7e]+):[ \t]*([^\r\n]*)\r?\n\Z")
 
 
-def parse_headers(fp: Any) -> Any:
+def parse_headers(fp: Any) -> object:
     """`gevent.pywsgi.headers_factory(fp)`: the header block read from `fp`; `.status` says 'Line too long'
     when a line is over http.client's limit (more than 100 headers raise http.client.HTTPException, as there)."""
     lines: list[bytes] = []
@@ -56,7 +56,7 @@ def parse_headers(fp: Any) -> Any:
     return message
 
 
-def _parsed_by_email(lines: list[bytes]) -> Any:
+def _parsed_by_email(lines: list[bytes]) -> object:
     """http.client._parse_header_lines with pywsgi's class."""
     return email.parser.Parser(_class=OldMessage).parsestr(b"".join(lines).decode("iso-8859-1"))
 

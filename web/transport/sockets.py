@@ -182,10 +182,10 @@ class RelayWebSocket(WebSocket):
         self.environ = None
 
     @property
-    def current_app(self) -> Any:
+    def current_app(self) -> object:
         return _NO_APP
 
-    def read_frame(self) -> Any:
+    def read_frame(self) -> object:
         return _read_frame_checked(self)
 
     def send_frame(self, message: object, opcode: int) -> None:
@@ -263,7 +263,7 @@ def check_frame_header(ws: RelayWebSocket, header: Any) -> None:
     ws._fragmented = not header.fin
 
 
-def _read_frame_checked(ws: RelayWebSocket) -> Any:
+def _read_frame_checked(ws: RelayWebSocket) -> object:
     """WebSocket.read_frame with the header checked (check_frame_header) between header and payload."""
     header = Header.decode_header(ws.stream)
     if header.flags:

@@ -34,6 +34,7 @@ from relay.actors.services.errors import (
 )
 from relay.events.data_plane import READ_WRITE, AllowedReferences, check_reference_allowed
 from relay.events.errors import InvalidValueError
+from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.dataplane")
 
@@ -68,7 +69,7 @@ class State:
     detail: str
     schema_version: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"status": self.status, "detail": self.detail, "schemaVersion": self.schema_version}
 
 
