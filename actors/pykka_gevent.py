@@ -29,7 +29,7 @@ from relay.events.errors import DomainError
 PINNED = "pykka 4.5.0"
 # pykka logs every exception an actor hands back to the caller of an ask, at INFO with its traceback (and so
 # does `_handle_envelope` below, as pykka does). The caller gets the exception and decides; for the outcomes a
-# caller expects (a DomainError: not found, exists already, invalid, illegal now: the API's 404/409/422) the
+# caller expects (a DomainError: not found, exists already, invalid, illegal now: the API's refusals) the
 # line is noise, a traceback per refused API call (issue 29): `QuietRefusals` drops it. Any other exception
 # is still logged so.
 RETURNED_TO_CALLER = "Exception returned from "

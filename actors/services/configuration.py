@@ -4,8 +4,9 @@ it, and apply that plan, all of it or nothing.
 
 - `Configurations.plan` reads the views (`current_state`), makes the plan and checks its data planes' references as
   PUT .../data-plane does. ConfigInvalidError names every bad item by its path.
-- `Configurations.apply` refuses a plan made on another basis or replacing keys unasked (409), or granting more than
-  the caller holds (403), draws the new keys' secrets and has the instance actor record it (actors/instance.py).
+- `Configurations.apply` refuses a plan made on another basis (ConcurrentChangeError) or replacing keys unasked
+  (KeysCannotChangeError), or granting more than the caller holds (NotAllowedError), draws the new keys' secrets
+  and has the instance actor record it (actors/instance.py).
 - `apply_config`, in the actor, loads through the event log, runs `apply_changes` and saves every aggregate it
   returns in ONE save (one store transaction). Each change's ``before`` is checked against its aggregate, not
   against the view the plan was read from: when anything moved since (another request, an HA peer),

@@ -3,10 +3,10 @@
 An executor answers every failure with a free-text ``error_message`` (no code). Most are faults of the executor
 or its database (ExecutorFailedError), but some say the request itself was wrong: an id that does not exist, a
 filter the executor's system database cannot do, an import that is not an export. Those are the caller's
-(404, 409, 422 over HTTP: web/problems.py), like the same mistake caught by Relay itself. The texts below were
-read from each SDK's source and checked against real executors (tests/integration/test_operations_python.py,
-test_sdk_executors.py; tests/unit/test_executor_calls.py keeps them); an unrecognized text stays the executor's
-fault.
+(TargetNotFoundError, TargetConflictError, TargetInvalidError), like the same mistake caught by Relay itself.
+The texts below were read from each SDK's source and checked against real executors
+(tests/integration/test_operations_python.py, test_sdk_executors.py; tests/unit/test_executor_calls.py keeps
+them); an unrecognized text stays the executor's fault.
 
 - Python (dbos 3.2.0): context, traceback, last line ``dbos._error.DBOSNonExistentWorkflowError: DBOS Error 5:
   Non-existent target workflow ID: a, b`` (``export`` instead of ``target`` on export);
@@ -21,11 +21,12 @@ fault.
 - Java (1.1): ``Workflow does not exist a``; imports: ``Not in GZIP format``, ``Unrecognized token``, JSON of
   another shape ``Cannot invoke ... because "status" is null``.
 - Imports of a workflow still there, and forks to a ``newWorkflowId`` that already exists, every SDK: the
-  database's unique violation (409), e.g. Python ``sqlalchemy.exc.IntegrityError: (psycopg.errors.UniqueViolation)
-  duplicate key value violates unique constraint "workflow_status_pkey"`` (SQLite: ``UNIQUE constraint failed``),
-  TypeScript the bare PostgreSQL message, Java ``org.postgresql.util.PSQLException: ERROR: duplicate key
-  value ...``, Go ``failed to fork workflow: failed to insert forked workflow
-  statuses: ERROR: duplicate key value ... (SQLSTATE 23505)``: no SDK checks the new id first.
+  database's unique violation (a conflict), e.g. Python ``sqlalchemy.exc.IntegrityError:
+  (psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "workflow_status_pkey"``
+  (SQLite: ``UNIQUE constraint failed``), TypeScript the bare PostgreSQL message, Java
+  ``org.postgresql.util.PSQLException: ERROR: duplicate key value ...``, Go ``failed to fork workflow: failed
+  to insert forked workflow statuses: ERROR: duplicate key value ... (SQLSTATE 23505)``: no SDK checks the new
+  id first.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from datetime import datetime
 
 from flask import Blueprint, Response, jsonify
 
+from relay.actors.services.configuration_changes import ConfigurationChanges
 from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import DEFAULT_KEY_PERMISSIONS as _DEFAULT_PERMISSIONS
@@ -14,7 +15,7 @@ from relay.projections.identity import hash_key, new_api_key
 from relay.web.api import views_to_api
 from relay.web.api.openapi import operation
 from relay.web.api.requests_ import json_body
-from relay.web.context import ask, authorize, refuse_beyond_scope, require_app, runtime
+from relay.web.context import authorize, refuse_beyond_scope, require_app, runtime
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.shapes.values import format_time
 
@@ -71,11 +72,11 @@ def register_app(org: str, app: str) -> Response:
     body = json_body(allowed={"privateMode"})
     if "privateMode" in body and not isinstance(body["privateMode"], bool):
         raise invalid("body.privateMode", "must be a boolean", body["privateMode"])
-    actor = runtime().directory.application(org, app).proxy()
+    changes = ConfigurationChanges(runtime())
     if runtime().views.applications.app(org, app) is None:
-        ask(lambda: actor.register(who.display))
+        changes.register_app(org, app, who.display)
     if "privateMode" in body:
-        ask(lambda: actor.change_settings({"privateMode": body["privateMode"]}, who.display))
+        changes.change_settings(org, app, {"privateMode": body["privateMode"]}, who.display)
     return Response(status=204)
 
 
@@ -100,7 +101,7 @@ def update_app(org: str, app: str) -> Response:
         elif key == "executorTimeoutSecs" and value > MAX_EXECUTOR_TIMEOUT_SECS:
             raise invalid(f"body.{key}", f"must be at most {MAX_EXECUTOR_TIMEOUT_SECS} (a day)", value)
     require_app(org, app)
-    ask(lambda: runtime().directory.application(org, app).proxy().change_settings(body, who.display))
+    ConfigurationChanges(runtime()).change_settings(org, app, body, who.display)
     return Response(status=204)
 
 
@@ -109,7 +110,7 @@ def update_app(org: str, app: str) -> Response:
 def delete_app(org: str, app: str) -> Response:
     who = authorize("application.write", org, app)
     require_app(org, app)
-    ask(lambda: runtime().directory.application(org, app).proxy().delete(who.display))
+    ConfigurationChanges(runtime()).delete_app(org, app, who.display)
     return Response(status=204)
 
 
@@ -149,9 +150,7 @@ def create_token(org: str, name: str) -> Response:
         if beyond or not who.covers(apps):
             raise ApiError(403, "a token cannot grant more than its own permissions and applications")
     key = new_api_key()
-    instance = runtime().instance
-    assert instance is not None
-    ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps, permissions, who.display))
+    ConfigurationChanges(runtime()).issue_key(org, name, hash_key(key), apps, permissions, who.display)
     response = jsonify({"token": key, "tokenName": name})
     response.status_code = 201
     return response
@@ -181,7 +180,5 @@ def list_permissions(org: str) -> Response:
 def delete_token(org: str, name: str) -> Response:
     who = authorize("token.write", org)
     refuse_beyond_scope(who, org, name)
-    instance = runtime().instance
-    assert instance is not None
-    ask(lambda: instance.proxy().revoke_key(org, name, who.display))
+    ConfigurationChanges(runtime()).revoke_key(org, name, who.display)
     return Response(status=204)

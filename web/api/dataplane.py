@@ -8,12 +8,13 @@ import gevent
 from flask import Blueprint, Response, jsonify
 
 from relay.actors.adapters.dataplane.client import State
+from relay.actors.services.configuration_changes import ConfigurationChanges
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal
 from relay.web.api.openapi import operation
 from relay.web.api.requests_ import json_body
-from relay.web.context import ask, authorize, check_bound_reference, require_app, runtime
+from relay.web.context import authorize, check_bound_reference, require_app, runtime
 from relay.web.problems import ApiError, invalid, not_found
 
 bp = Blueprint("relay_data_plane", __name__)
@@ -67,8 +68,7 @@ def put_data_plane(org: str, app: str) -> Response:
     except InvalidValueError as error:
         field = next((f for f in body if f in str(error)), "body")
         raise invalid(f"body.{field}" if field != "body" else "body", str(error)) from None
-    actor = runtime().directory.application(org, app).proxy()
-    ask(lambda: actor.configure_data_plane(config, who.display))
+    ConfigurationChanges(runtime()).configure_data_plane(org, app, config, who.display)
     return jsonify(_view(org, app))
 
 
@@ -77,6 +77,5 @@ def put_data_plane(org: str, app: str) -> Response:
 def delete_data_plane(org: str, app: str) -> Response:
     who = authorize_configuring(org, app)
     require_app(org, app)
-    actor = runtime().directory.application(org, app).proxy()
-    ask(lambda: actor.configure_data_plane(None, who.display))
+    ConfigurationChanges(runtime()).configure_data_plane(org, app, None, who.display)
     return Response(status=204)

@@ -1,5 +1,6 @@
 """Console pages served from Relay's own store: applications, executors, settings, keys, recoveries,
-audit log, cluster. Reads go to the views; actions to the same actor commands as the HTTP API."""
+audit log, cluster. Reads go to the views; actions to the services (actors/services/configuration_changes.py), whose
+domain errors are shown as the API would answer them (web/problems.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from werkzeug.exceptions import Forbidden
 from werkzeug.wrappers import Response
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
+from relay.actors.services.configuration_changes import ConfigurationChanges
+from relay.actors.services.errors import ServiceError
 from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane
-from relay.events.errors import InvalidValueError
+from relay.events.errors import DomainError, InvalidValueError
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import Principal, hash_key, new_api_key
@@ -25,8 +28,8 @@ from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
 from relay.web.console.recovery_state import recovery_wait
-from relay.web.context import ask, check_bound_reference, refuse_beyond_scope, runtime
-from relay.web.problems import ApiError
+from relay.web.context import check_bound_reference, refuse_beyond_scope, runtime
+from relay.web.problems import ApiError, api_error
 from relay.web.shapes.values import view_time
 
 # What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
@@ -146,12 +149,13 @@ def register_app(org: str) -> Response:
         flash(f"Application '{name}' is already registered.", "info")
     else:
         try:
-            ask(lambda: runtime().directory.application(org, name).proxy().register(by=who.display))
+            ConfigurationChanges(runtime()).register_app(org, name, who.display)
             audit_trail.note("registerApp", [name], app=name)
             flash(f"Application '{name}' registered. Executors can now connect with a key for it.", "ok")
-        except ApiError as error:
-            audit_trail.note("registerApp", [name], app=name, failed=error.detail, status=error.status)
-            flash(f"Could not register '{name}': {error.detail}", "error")
+        except (ServiceError, DomainError) as error:
+            problem = api_error(error)
+            audit_trail.note("registerApp", [name], app=name, failed=problem.detail, status=problem.status)
+            flash(f"Could not register '{name}': {problem.detail}", "error")
     return redirect(url_for("console.apps", org=org))
 
 
@@ -232,12 +236,13 @@ def app_settings(org: str, app: str) -> Any:
         return confirm_page(f"Change the settings of {app}?", described, "Save settings",
                             back=url_for("console.app_settings", org=org, app=app), keep="Don't change")
     try:
-        ask(lambda: runtime().directory.application(org, app).proxy().change_settings(changes, by=who.display))
+        ConfigurationChanges(runtime()).change_settings(org, app, changes, who.display)
         audit_trail.note("updateApp", [app])
         flash("Settings saved.", "ok")
-    except ApiError as error:
-        audit_trail.note("updateApp", [app], failed=error.detail, status=error.status)
-        flash(f"Settings not saved: {error.detail}", "error")
+    except (ServiceError, DomainError) as error:
+        problem = api_error(error)
+        audit_trail.note("updateApp", [app], failed=problem.detail, status=problem.status)
+        flash(f"Settings not saved: {problem.detail}", "error")
     return redirect(url_for("console.app_settings", org=org, app=app))
 
 
@@ -283,12 +288,13 @@ def app_data_plane(org: str, app: str) -> Any:
                             keep="Don't change")
     operation = "deleteDataPlane" if config is None else "putDataPlane"
     try:
-        ask(lambda: runtime().directory.application(org, app).proxy().configure_data_plane(config, by=who.display))
+        ConfigurationChanges(runtime()).configure_data_plane(org, app, config, who.display)
         audit_trail.note(operation, [app])
         flash("Data plane removed." if config is None else "Data plane saved.", "ok")
-    except ApiError as error:
-        audit_trail.note(operation, [app], failed=error.detail, status=error.status)
-        flash(f"Data plane not saved: {error.detail}", "error")
+    except (ServiceError, DomainError) as error:
+        problem = api_error(error)
+        audit_trail.note(operation, [app], failed=problem.detail, status=problem.status)
+        flash(f"Data plane not saved: {problem.detail}", "error")
     return redirect(back)
 
 
@@ -343,14 +349,14 @@ def create_key(org: str) -> Any:
         flash(problem, "error")
         return redirect(url_for("console.keys", org=org))
     key = new_api_key()
-    instance = runtime().instance
-    if instance is None:
+    if runtime().instance is None:
         abort(503, "this instance is not started")
     try:
-        ask(lambda: instance.proxy().issue_key(org, name, hash_key(key), apps_, permissions, by=who.display))
-    except ApiError as error:
-        audit_trail.note("createToken", [name], failed=error.detail, status=error.status)
-        flash(f"Key not created: {error.detail}", "error")
+        ConfigurationChanges(runtime()).issue_key(org, name, hash_key(key), apps_, permissions, who.display)
+    except (ServiceError, DomainError) as error:
+        failure = api_error(error)
+        audit_trail.note("createToken", [name], failed=failure.detail, status=failure.status)
+        flash(f"Key not created: {failure.detail}", "error")
         return redirect(url_for("console.keys", org=org))
     audit_trail.note("createToken", [name])
     # Rendered in this response only (no redirect, no flash, no-store): the key is shown exactly once.
@@ -367,17 +373,17 @@ def revoke_key(org: str, name: str) -> Any:
             "Every executor and client using it is refused from now on; its open executor sockets are closed.",
             "Revoke key", danger=True, back=url_for("console.keys", org=org), keep="Keep the key",
         )
-    instance = runtime().instance
-    if instance is None:
+    if runtime().instance is None:
         abort(503, "this instance is not started")
     try:
         refuse_beyond_scope(who, org, name)
-        closed = ask(lambda: instance.proxy().revoke_key(org, name, by=who.display))
+        closed = ConfigurationChanges(runtime()).revoke_key(org, name, who.display)
         audit_trail.note("deleteToken", [name])
         flash(f"Key '{name}' revoked ({closed} executor socket(s) closed).", "ok")
-    except ApiError as error:
-        audit_trail.note("deleteToken", [name], failed=error.detail, status=error.status)
-        flash(f"Key not revoked: {error.detail}", "error")
+    except (ServiceError, DomainError, ApiError) as error:  # ApiError: a key beyond the caller's scope (its 404)
+        problem = api_error(error)
+        audit_trail.note("deleteToken", [name], failed=problem.detail, status=problem.status)
+        flash(f"Key not revoked: {problem.detail}", "error")
     return redirect(url_for("console.keys", org=org))
 
 
