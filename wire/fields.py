@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from functools import partial
+from typing import Any, ClassVar, cast
 
 from relay.wire.json_types import JSONObject
 
@@ -112,34 +113,44 @@ def one_or_listed(name: str, value: Any) -> str | list[str] | None:
     return string_or_list(value, name)
 
 
-def optional_text(name: str, value: object) -> Any:
-    _check(name, value, str, optional=True)
+def _keeping(test: Callable[[str, Any], None]) -> FieldCheck:
+    """A check that runs ``test`` (it raises for a bad value) and keeps the value as it is."""
+
+    def check(name: str, value: object) -> object:
+        test(name, value)
+        return value
+
+    return check
+
+
+text = _keeping(partial(_check, kind=str))
+optional_text = _keeping(partial(_check, kind=str, optional=True))
+flag = _keeping(partial(_check, kind=bool))
+optional_flag = _keeping(partial(_check, kind=bool, optional=True))
+integer = _keeping(partial(_check, kind=int))
+optional_integer = _keeping(partial(_check, kind=int, optional=True))
+optional_mapping = _keeping(partial(_check, kind=Mapping, optional=True))
+identifier = _keeping(_check_id)
+optional_identifier = _keeping(partial(_check_id, optional=True))
+count = _keeping(_check_count)
+positive_count = _keeping(partial(_check_count, minimum=1))
+
+
+def string_mapping(name: str, value: object) -> object:
+    _check(name, value, Mapping)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in cast(Mapping[object, object], value).items()):
+        raise TypeError(f"{name} must map strings to strings")
     return value
 
 
-def flag(name: str, value: object) -> Any:
-    _check(name, value, bool)
-    return value
+FieldChecks = tuple[tuple[FieldCheck, tuple[str, ...]], ...]
 
 
-def optional_flag(name: str, value: object) -> Any:
-    _check(name, value, bool, optional=True)
-    return value
-
-
-def optional_mapping(name: str, value: object) -> Any:
-    _check(name, value, Mapping, optional=True)
-    return value
-
-
-def count(name: str, value: Any) -> Any:
-    _check_count(name, value)
-    return value
-
-
-def positive_count(name: str, value: Any) -> Any:
-    _check_count(name, value, minimum=1)
-    return value
+def run_checks(obj: object, checks: FieldChecks) -> None:
+    """Run ``checks`` on ``obj``'s fields in their order; each field keeps the value its check returns."""
+    for check, names in checks:
+        for name in names:
+            _set(obj, name, check(name, getattr(obj, name)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,12 +158,10 @@ class _Body:
     """A request's ``body`` object. ``CHECKS``: its fields' checks (see FieldCheck), run after construction."""
 
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
-    CHECKS: ClassVar[tuple[tuple[FieldCheck, tuple[str, ...]], ...]] = ()
+    CHECKS: ClassVar[FieldChecks] = ()
 
     def __post_init__(self) -> None:
-        for check, names in self.CHECKS:
-            for name in names:
-                _set(self, name, check(name, getattr(self, name)))
+        run_checks(self, self.CHECKS)
 
     def wire(self) -> JSONObject:
         return _wire_fields(self, self.ALWAYS)

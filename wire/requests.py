@@ -10,13 +10,19 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from relay.wire.fields import (
+    FieldChecks,
     _Body,
-    _check,
-    _check_count,
     _check_id,
     _set,
     _wire_fields,
+    count,
+    flag,
+    identifier,
+    listed,
+    optional_identifier,
+    run_checks,
     string_list,
+    text,
 )
 from relay.wire.json_types import JSON, JSONObject
 from relay.wire.messages import (
@@ -39,16 +45,27 @@ class Request:
     type: ClassVar[MessageType]
     answer: ClassVar[builtins.type[Response]]  # the response class an executor answers this request with
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
+    CHECKS: ClassVar[FieldChecks] = ()  # this class's own fields' checks (see check_fields)
 
     request_id: str = field(default_factory=new_request_id)
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
+    def __init_subclass__(
+        cls, *, message_type: MessageType | None = None, answer: builtins.type[Response] | None = None, **kwargs: object
+    ) -> None:
+        """A concrete request names its type and answer in its class line; the codec learns the answer."""
         super().__init_subclass__(**kwargs)
-        if "type" in cls.__dict__:  # a concrete request (not a shared base): the codec learns its answer
-            register_answer(cls.type, cls.answer)
+        if message_type is not None and answer is not None:
+            cls.type, cls.answer = message_type, answer
+            register_answer(message_type, answer)
 
     def __post_init__(self) -> None:
         _check_id("request_id", self.request_id)
+        self.check_fields()
+
+    def check_fields(self) -> None:
+        """Run the ``CHECKS`` (see FieldCheck) of each class from the bases down: a base's fields come first."""
+        for klass in reversed(type(self).__mro__):
+            run_checks(self, vars(klass).get("CHECKS", ()))
 
     def wire_fields(self) -> JSONObject:
         """The frame's keys other than ``type`` and ``request_id``."""
@@ -56,24 +73,18 @@ class Request:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExecutorInfoRequest(Request):
+class ExecutorInfoRequest(Request, message_type=MessageType.EXECUTOR_INFO, answer=ExecutorInfoResponse):
     """Sent first on every connection; answered by ExecutorInfoResponse."""
 
-    type: ClassVar[MessageType] = MessageType.EXECUTOR_INFO
-    answer: ClassVar[builtins.type[Response]] = ExecutorInfoResponse
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecoveryRequest(Request):
+class RecoveryRequest(Request, message_type=MessageType.RECOVERY, answer=SuccessResponse):
     """Recover the PENDING workflows of these (dead) executors; answered by SuccessResponse."""
 
-    type: ClassVar[MessageType] = MessageType.RECOVERY
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     executor_ids: list[str]
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _set(self, "executor_ids", string_list(self.executor_ids, "executor_ids"))
+    CHECKS = ((listed, ("executor_ids",)),)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,8 +100,7 @@ class _WorkflowsTarget(Request):
     workflow_id: str | None = None
     workflow_ids: list[str] | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def check_fields(self) -> None:
         if (self.workflow_id is None) == (self.workflow_ids is None):
             raise ValueError("give exactly one of workflow_id and workflow_ids")
         if self.workflow_id is not None:
@@ -98,6 +108,7 @@ class _WorkflowsTarget(Request):
         else:
             ids = string_list(self.workflow_ids, "workflow_ids") or []
             _set(self, "workflow_ids", ids)
+        super().check_fields()
 
     @property
     def ids(self) -> list[str]:
@@ -114,59 +125,44 @@ class _WorkflowsTarget(Request):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CancelRequest(_WorkflowsTarget):
+class CancelRequest(_WorkflowsTarget, message_type=MessageType.CANCEL, answer=SuccessResponse):
     """Answered by SuccessResponse."""
 
-    type: ClassVar[MessageType] = MessageType.CANCEL
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"cancel_children"})
     cancel_children: bool = False
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check("cancel_children", self.cancel_children, bool)
+    CHECKS = ((flag, ("cancel_children",)),)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResumeRequest(_WorkflowsTarget):
+class ResumeRequest(_WorkflowsTarget, message_type=MessageType.RESUME, answer=SuccessResponse):
     """Answered by SuccessResponse. ``queue_name``: the queue to resume onto (SDK default when unset)."""
 
-    type: ClassVar[MessageType] = MessageType.RESUME
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     queue_name: str | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("queue_name", self.queue_name, optional=True)
+    CHECKS = ((optional_identifier, ("queue_name",)),)
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeleteRequest(_WorkflowsTarget):
+class DeleteRequest(_WorkflowsTarget, message_type=MessageType.DELETE, answer=SuccessResponse):
     """Answered by SuccessResponse. The Python SDK requires ``delete_children``: it is always sent."""
 
-    type: ClassVar[MessageType] = MessageType.DELETE
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"delete_children"})
     delete_children: bool = False
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check("delete_children", self.delete_children, bool)
+    CHECKS = ((flag, ("delete_children",)),)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExistPendingWorkflowsRequest(Request):
+class ExistPendingWorkflowsRequest(
+    Request, message_type=MessageType.EXIST_PENDING_WORKFLOWS, answer=ExistPendingWorkflowsResponse
+):
     """Answered by ExistPendingWorkflowsResponse."""
 
-    type: ClassVar[MessageType] = MessageType.EXIST_PENDING_WORKFLOWS
-    answer: ClassVar[builtins.type[Response]] = ExistPendingWorkflowsResponse
     executor_id: str
     application_version: str
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("executor_id", self.executor_id)
-        _check("application_version", self.application_version, str)
+    CHECKS = ((identifier, ("executor_id",)), (text, ("application_version",)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,17 +177,13 @@ class RetentionBody(_Body):
     gc_batch_size: int | None = None
     timeout_cutoff_epoch_ms: int | None = None
 
-    def __post_init__(self) -> None:
-        for name in self.ALWAYS:
-            _check_count(name, getattr(self, name))
+    CHECKS = ((count, tuple(ALWAYS)),)
 
 
 @dataclass(frozen=True, kw_only=True)
-class RetentionRequest(Request):
+class RetentionRequest(Request, message_type=MessageType.RETENTION, answer=SuccessResponse):
     """Answered by SuccessResponse at once; the SDKs run the garbage collection in the background."""
 
-    type: ClassVar[MessageType] = MessageType.RETENTION
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     body: RetentionBody
 
 

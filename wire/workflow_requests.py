@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import builtins
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from relay.wire.fields import (
     _Body,
-    _check,
-    _check_count,
-    _check_id,
-    _set,
     count,
     flag,
+    identifier,
+    integer,
     listed,
     one_or_listed,
     optional_flag,
+    optional_identifier,
+    optional_integer,
     optional_mapping,
     optional_text,
     positive_count,
-    string_list,
 )
 from relay.wire.json_types import JSONObject
 from relay.wire.messages import (
@@ -39,7 +37,6 @@ from relay.wire.responses import (
     GetWorkflowStreamsResponse,
     ListStepsResponse,
     ListWorkflowsResponse,
-    Response,
     SuccessResponse,
 )
 
@@ -107,92 +104,73 @@ class ListWorkflowsBody(_Body):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ListWorkflowsRequest(Request):
+class ListWorkflowsRequest(Request, message_type=MessageType.LIST_WORKFLOWS, answer=ListWorkflowsResponse):
     """Answered by ListWorkflowsResponse."""
 
-    type: ClassVar[MessageType] = MessageType.LIST_WORKFLOWS
-    answer: ClassVar[builtins.type[Response]] = ListWorkflowsResponse
     body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
 
 
 @dataclass(frozen=True, kw_only=True)
-class ListQueuedWorkflowsRequest(Request):
+class ListQueuedWorkflowsRequest(Request, message_type=MessageType.LIST_QUEUED_WORKFLOWS, answer=ListWorkflowsResponse):
     """Answered by ListWorkflowsResponse (type list_queued_workflows)."""
 
-    type: ClassVar[MessageType] = MessageType.LIST_QUEUED_WORKFLOWS
-    answer: ClassVar[builtins.type[Response]] = ListWorkflowsResponse
     body: ListWorkflowsBody = field(default_factory=ListWorkflowsBody)
 
 
 @dataclass(frozen=True, kw_only=True)
-class GetWorkflowRequest(Request):
+class GetWorkflowRequest(Request, message_type=MessageType.GET_WORKFLOW, answer=GetWorkflowResponse):
     """Answered by GetWorkflowResponse (``output`` is None when there is no such workflow)."""
 
-    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW
-    answer: ClassVar[builtins.type[Response]] = GetWorkflowResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_input", "load_output"})
     workflow_id: str
     load_input: bool = True
     load_output: bool = True
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("workflow_id", self.workflow_id)
-        _check("load_input", self.load_input, bool)
-        _check("load_output", self.load_output, bool)
+    CHECKS = ((identifier, ("workflow_id",)), (flag, ("load_input", "load_output")))
 
 
 @dataclass(frozen=True, kw_only=True)
-class ListStepsRequest(Request):
+class ListStepsRequest(Request, message_type=MessageType.LIST_STEPS, answer=ListStepsResponse):
     """Answered by ListStepsResponse."""
 
-    type: ClassVar[MessageType] = MessageType.LIST_STEPS
-    answer: ClassVar[builtins.type[Response]] = ListStepsResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"load_output"})
     workflow_id: str
     load_output: bool = True
     limit: int | None = None
     offset: int | None = None
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("workflow_id", self.workflow_id)
-        _check("load_output", self.load_output, bool)
-        _check_count("limit", self.limit)
-        _check_count("offset", self.offset)
+    CHECKS = ((identifier, ("workflow_id",)), (flag, ("load_output",)), (count, ("limit", "offset")))
 
 
 @dataclass(frozen=True, kw_only=True)
 class _OneWorkflowRequest(Request):
     workflow_id: str
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("workflow_id", self.workflow_id)
+    CHECKS = ((identifier, ("workflow_id",)),)
 
 
 @dataclass(frozen=True, kw_only=True)
-class GetWorkflowEventsRequest(_OneWorkflowRequest):
+class GetWorkflowEventsRequest(
+    _OneWorkflowRequest, message_type=MessageType.GET_WORKFLOW_EVENTS, answer=GetWorkflowEventsResponse
+):
     """Answered by GetWorkflowEventsResponse."""
 
-    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_EVENTS
-    answer: ClassVar[builtins.type[Response]] = GetWorkflowEventsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
-class GetWorkflowNotificationsRequest(_OneWorkflowRequest):
+class GetWorkflowNotificationsRequest(
+    _OneWorkflowRequest, message_type=MessageType.GET_WORKFLOW_NOTIFICATIONS, answer=GetWorkflowNotificationsResponse
+):
     """Answered by GetWorkflowNotificationsResponse."""
 
-    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_NOTIFICATIONS
-    answer: ClassVar[builtins.type[Response]] = GetWorkflowNotificationsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
-class GetWorkflowStreamsRequest(_OneWorkflowRequest):
+class GetWorkflowStreamsRequest(
+    _OneWorkflowRequest, message_type=MessageType.GET_WORKFLOW_STREAMS, answer=GetWorkflowStreamsResponse
+):
     """Answered by GetWorkflowStreamsResponse."""
 
-    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_STREAMS
-    answer: ClassVar[builtins.type[Response]] = GetWorkflowStreamsResponse
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,11 +228,11 @@ class GetWorkflowAggregatesBody(_Body):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GetWorkflowAggregatesRequest(Request):
+class GetWorkflowAggregatesRequest(
+    Request, message_type=MessageType.GET_WORKFLOW_AGGREGATES, answer=GetWorkflowAggregatesResponse
+):
     """Answered by GetWorkflowAggregatesResponse."""
 
-    type: ClassVar[MessageType] = MessageType.GET_WORKFLOW_AGGREGATES
-    answer: ClassVar[builtins.type[Response]] = GetWorkflowAggregatesResponse
     body: GetWorkflowAggregatesBody = field(default_factory=GetWorkflowAggregatesBody)
 
 
@@ -284,11 +262,9 @@ class GetStepAggregatesBody(_Body):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GetStepAggregatesRequest(Request):
+class GetStepAggregatesRequest(Request, message_type=MessageType.GET_STEP_AGGREGATES, answer=GetStepAggregatesResponse):
     """Answered by GetStepAggregatesResponse."""
 
-    type: ClassVar[MessageType] = MessageType.GET_STEP_AGGREGATES
-    answer: ClassVar[builtins.type[Response]] = GetStepAggregatesResponse
     body: GetStepAggregatesBody = field(default_factory=GetStepAggregatesBody)
 
 
@@ -304,19 +280,16 @@ class ForkWorkflowBody(_Body):
     queue_name: str | None = None
     queue_partition_key: str | None = None
 
-    def __post_init__(self) -> None:
-        _check_id("workflow_id", self.workflow_id)
-        _check("start_step", self.start_step, int)
-        for name in ("new_workflow_id", "application_version", "queue_name", "queue_partition_key"):
-            _check_id(name, getattr(self, name), optional=True)
+    CHECKS = (
+        (identifier, ("workflow_id",)), (integer, ("start_step",)),
+        (optional_identifier, ("new_workflow_id", "application_version", "queue_name", "queue_partition_key")),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
-class ForkWorkflowRequest(Request):
+class ForkWorkflowRequest(Request, message_type=MessageType.FORK_WORKFLOW, answer=ForkWorkflowResponse):
     """Answered by ForkWorkflowResponse."""
 
-    type: ClassVar[MessageType] = MessageType.FORK_WORKFLOW
-    answer: ClassVar[builtins.type[Response]] = ForkWorkflowResponse
     body: ForkWorkflowBody
 
 
@@ -331,21 +304,17 @@ class ForkFromFailureBody(_Body):
     from_step: int | None = None
     from_step_name: str | None = None
 
-    def __post_init__(self) -> None:
-        _set(self, "workflow_ids", string_list(self.workflow_ids, "workflow_ids"))
-        for name in ("application_version", "queue_name", "queue_partition_key", "from_step_name"):
-            _check_id(name, getattr(self, name), optional=True)
-        _check("from_last_failure", self.from_last_failure, bool)
-        _check("from_last_step", self.from_last_step, bool)
-        _check("from_step", self.from_step, int, optional=True)
+    CHECKS = (
+        (listed, ("workflow_ids",)),
+        (optional_identifier, ("application_version", "queue_name", "queue_partition_key", "from_step_name")),
+        (flag, ("from_last_failure", "from_last_step")), (optional_integer, ("from_step",)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
-class ForkFromFailureRequest(Request):
+class ForkFromFailureRequest(Request, message_type=MessageType.FORK_FROM_FAILURE, answer=ForkFromFailureResponse):
     """Answered by ForkFromFailureResponse."""
 
-    type: ClassVar[MessageType] = MessageType.FORK_FROM_FAILURE
-    answer: ClassVar[builtins.type[Response]] = ForkFromFailureResponse
     body: ForkFromFailureBody
 
 
@@ -359,50 +328,38 @@ class RewindWorkflowBody(_Body):
     queue_name: str | None = None
     queue_partition_key: str | None = None
 
-    def __post_init__(self) -> None:
-        _check_id("workflow_id", self.workflow_id)
-        _check("start_step", self.start_step, int)
-        for name in ("application_version", "queue_name", "queue_partition_key"):
-            _check_id(name, getattr(self, name), optional=True)
+    CHECKS = (
+        (identifier, ("workflow_id",)), (integer, ("start_step",)),
+        (optional_identifier, ("application_version", "queue_name", "queue_partition_key")),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
-class RewindWorkflowRequest(Request):
+class RewindWorkflowRequest(Request, message_type=MessageType.REWIND_WORKFLOW, answer=SuccessResponse):
     """Answered by SuccessResponse (Python >= 3.1, TypeScript >= 5.1)."""
 
-    type: ClassVar[MessageType] = MessageType.REWIND_WORKFLOW
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     body: RewindWorkflowBody
 
 
 @dataclass(frozen=True, kw_only=True)
-class ExportWorkflowRequest(Request):
+class ExportWorkflowRequest(Request, message_type=MessageType.EXPORT_WORKFLOW, answer=ExportWorkflowResponse):
     """Answered by ExportWorkflowResponse.
 
     The export is language-specific (Python: base64 of gzipped pickle; TypeScript: base64 of gzipped
     JSON): import it only into an executor of the same language.
     """
 
-    type: ClassVar[MessageType] = MessageType.EXPORT_WORKFLOW
-    answer: ClassVar[builtins.type[Response]] = ExportWorkflowResponse
     ALWAYS: ClassVar[frozenset[str]] = frozenset({"export_children"})
     workflow_id: str
     export_children: bool = False
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("workflow_id", self.workflow_id)
-        _check("export_children", self.export_children, bool)
+    CHECKS = ((identifier, ("workflow_id",)), (flag, ("export_children",)))
 
 
 @dataclass(frozen=True, kw_only=True)
-class ImportWorkflowRequest(Request):
+class ImportWorkflowRequest(Request, message_type=MessageType.IMPORT_WORKFLOW, answer=SuccessResponse):
     """Answered by SuccessResponse."""
 
-    type: ClassVar[MessageType] = MessageType.IMPORT_WORKFLOW
-    answer: ClassVar[builtins.type[Response]] = SuccessResponse
     serialized_workflow: str
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_id("serialized_workflow", self.serialized_workflow)
+    CHECKS = ((identifier, ("serialized_workflow",)),)
