@@ -28,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from relay.actors import metrics
 from relay.actors.alerting import LiveSources
+from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.periodic import AppJob
 from relay.actors.policies.autoscaling import BACKLOG, backlog_by_version, recommend
 from relay.wire.catalog_requests import GetQueueRequest, ListApplicationVersionsRequest
@@ -127,13 +128,10 @@ class AppAutoscale(AppJob):
 
     key = MESSAGE_KEY
 
-    def interval(self) -> float | None:
-        return jobs.autoscale_interval_s if (jobs := self.ctx.jobs) else None
+    def interval_of(self, jobs: JobsConfig) -> float:
+        return jobs.autoscale_interval_s
 
-    def _prepare(self) -> Callable[[], object] | None:
-        jobs = self.ctx.jobs
-        if jobs is None:
-            return None
+    def prepare_run(self, jobs: JobsConfig) -> Callable[[], object] | None:
         policy = self.ctx.views.applications.app_setting(self.org, self.app, POLICY_SETTING)
         live, latest = self.snapshot()
         if policy is None or not live:

@@ -12,6 +12,7 @@ from relay.actors.executor_requests import ActorTransport, Transport
 from relay.actors.scheduler import Cancellable, Scheduler
 
 if TYPE_CHECKING:
+    from relay.actors.configuration.jobs import JobsConfig
     from relay.actors.context import ActorContext
 
 log = logging.getLogger("relay.actors.periodic")
@@ -99,8 +100,8 @@ class PeriodicWork:
 
 class AppJob:
     """A periodic job of one application (org, app), owned by its ApplicationActor: alerting, retention.
-    A subclass names its message `key`, says its `interval()` and `prepare`s each run; `finish` gets the
-    result back inside the actor."""
+    A subclass names its message `key`, says its interval (`interval_of` the jobs' config) and prepares each run
+    (`prepare_run`); both only while the jobs are configured. `_finish` gets the result back inside the actor."""
 
     key: ClassVar[str]
 
@@ -125,9 +126,15 @@ class AppJob:
                                      interval=self.interval, prepare=self._prepare, finish=self._finish)
 
     def interval(self) -> float | None:
+        return self.interval_of(jobs) if (jobs := self.ctx.jobs) else None
+
+    def interval_of(self, jobs: JobsConfig) -> float:
         raise NotImplementedError
 
     def _prepare(self) -> Callable[[], object] | None:
+        return self.prepare_run(jobs) if (jobs := self.ctx.jobs) else None
+
+    def prepare_run(self, jobs: JobsConfig) -> Callable[[], object] | None:
         raise NotImplementedError
 
     def _finish(self, result: object) -> None:

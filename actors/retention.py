@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from relay.actors import metrics
 from relay.actors.alerting import slot_of
+from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
 from relay.events.errors import DomainError
@@ -113,13 +114,10 @@ class AppRetention(AppJob):
 
     key = MESSAGE_KEY
 
-    def interval(self) -> float | None:
-        return jobs.retention_interval_s if (jobs := self.ctx.jobs) else None
+    def interval_of(self, jobs: JobsConfig) -> float:
+        return jobs.retention_interval_s
 
-    def _prepare(self) -> Callable[[], object] | None:
-        jobs = self.ctx.jobs
-        if jobs is None:
-            return None
+    def prepare_run(self, jobs: JobsConfig) -> Callable[[], object] | None:
         live, latest = self.snapshot()
         if not live:
             return None  # nobody here to send it to (an instance holding one of its executors will)

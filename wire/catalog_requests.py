@@ -76,11 +76,9 @@ class PauseScheduleRequest(_OneScheduleRequest, message_type=MessageType.PAUSE_S
     """Answered by SuccessResponse."""
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class ResumeScheduleRequest(_OneScheduleRequest, message_type=MessageType.RESUME_SCHEDULE, answer=SuccessResponse):
     """Answered by SuccessResponse."""
-
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +86,6 @@ class TriggerScheduleRequest(
     _OneScheduleRequest, message_type=MessageType.TRIGGER_SCHEDULE, answer=TriggerScheduleResponse
 ):
     """Answered by TriggerScheduleResponse."""
-
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,7 +143,6 @@ class ListApplicationVersionsRequest(
     Request, message_type=MessageType.LIST_APPLICATION_VERSIONS, answer=ListApplicationVersionsResponse
 ):
     """Answered by ListApplicationVersionsResponse."""
-
 
 
 @dataclass(frozen=True, kw_only=True)

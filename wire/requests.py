@@ -77,7 +77,6 @@ class ExecutorInfoRequest(Request, message_type=MessageType.EXECUTOR_INFO, answe
     """Sent first on every connection; answered by ExecutorInfoResponse."""
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class RecoveryRequest(Request, message_type=MessageType.RECOVERY, answer=SuccessResponse):
     """Recover the PENDING workflows of these (dead) executors; answered by SuccessResponse."""

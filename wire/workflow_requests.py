@@ -156,7 +156,6 @@ class GetWorkflowEventsRequest(
     """Answered by GetWorkflowEventsResponse."""
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class GetWorkflowNotificationsRequest(
     _OneWorkflowRequest, message_type=MessageType.GET_WORKFLOW_NOTIFICATIONS, answer=GetWorkflowNotificationsResponse
@@ -164,13 +163,11 @@ class GetWorkflowNotificationsRequest(
     """Answered by GetWorkflowNotificationsResponse."""
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class GetWorkflowStreamsRequest(
     _OneWorkflowRequest, message_type=MessageType.GET_WORKFLOW_STREAMS, answer=GetWorkflowStreamsResponse
 ):
     """Answered by GetWorkflowStreamsResponse."""
-
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,7 +8,7 @@ from web/problems.py's one table), which pages show as a clear state rather than
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
@@ -86,24 +86,26 @@ def workflow_streams(org: str, app: str, workflow_id: str) -> list[JSONObject]:
     return [wire_to_api.stream_entry(r) for r in _actions().streams(org, app, workflow_id, known=True)]
 
 
+R = TypeVar("R")
+
+
+def _one_or_bulk(
+    workflow_ids: list[str],
+    one: Callable[[str, Mapping[str, object]], R],
+    bulk: Callable[[Mapping[str, object]], R],
+) -> R:
+    """One workflow as the API's single-workflow request, several as its bulk request (all or nothing)."""
+    return one(workflow_ids[0], {}) if len(workflow_ids) == 1 else bulk({"workflowIds": workflow_ids})
+
+
 @_problems
 def cancel(org: str, app: str, workflow_ids: list[str]) -> None:
-    """One workflow as the API's cancel, several as its bulk cancel (all or nothing)."""
-    if len(workflow_ids) == 1:
-        request = api_to_wire.cancel_request(workflow_ids[0], {})
-    else:
-        request = api_to_wire.bulk_cancel_request({"workflowIds": workflow_ids})
-    _actions().cancel(org, app, request)
+    _actions().cancel(org, app, _one_or_bulk(workflow_ids, api_to_wire.cancel_request, api_to_wire.bulk_cancel_request))
 
 
 @_problems
 def resume(org: str, app: str, workflow_ids: list[str]) -> None:
-    """One workflow as the API's resume, several as its bulk resume (all or nothing)."""
-    if len(workflow_ids) == 1:
-        request = api_to_wire.resume_request(workflow_ids[0], {})
-    else:
-        request = api_to_wire.bulk_resume_request({"workflowIds": workflow_ids})
-    _actions().resume(org, app, request)
+    _actions().resume(org, app, _one_or_bulk(workflow_ids, api_to_wire.resume_request, api_to_wire.bulk_resume_request))
 
 
 @_problems
