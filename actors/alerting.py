@@ -153,7 +153,7 @@ class Sources(FleetSources, Protocol):
         ...
 
 
-def _ask_count(sources: Sources, aggregate: Any, listing: Any) -> int:
+def _ask_count(sources: Sources, aggregate: object, listing: object) -> int:
     """Count workflows with get_workflow_aggregates, or list_workflows on an SDK that lacks it."""
     try:
         return count_rows(sources.ask(aggregate).output)
@@ -315,7 +315,7 @@ class AlertRun:
         instance_id: str,
         interval_s: float,
         clock: Clock,
-        deliver: Callable[[Any], Delivery],
+        deliver: Callable[[object], Delivery],
     ) -> None:
         self.org, self.app = org, app
         self.log = log

@@ -116,7 +116,7 @@ class RemotePeers(Protocol):
 
     def executors(self, org: str, app: str) -> list[object]: ...
 
-    def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> object: ...
+    def send(self, executor: object, org: str, app: str, request: object, timeout: float) -> object: ...
 
 
 class ApplicationActor(pykka.ThreadingActor):
@@ -214,7 +214,7 @@ class ApplicationActor(pykka.ThreadingActor):
         return self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.set_autoscaling_policy(policy, at, by))
 
     def create_alerting_rule(
-        self, rule_type: str, metadata: Any, receiving_app: str | None, min_interval_secs: Any, by: str = "relay"
+        self, rule_type: str, metadata: object, receiving_app: str | None, min_interval_secs: object, by: str = "relay"
     ) -> AlertingRule:
         rule_id, at = str(uuid.uuid4()), self.ctx.clock()
         return self.ctx.log.create(rule_ref(self.org, self.app, rule_id), lambda: AlertingRule.create(
@@ -340,7 +340,7 @@ class ApplicationActor(pykka.ThreadingActor):
 
         def run() -> None:
             try:
-                answer: Any = remote.send(peer, self.org, self.app, request, timeout)
+                answer: object = remote.send(peer, self.org, self.app, request, timeout)
             except PeerUnreachableError as error:
                 answer = error
             except Exception as error:

@@ -156,7 +156,7 @@ class Deliverer:
             log.warning("sending an alert to %s failed inside Relay: %s", sink.name, type(error).__name__)
             return {"outcome": "failed", "attempts": 0, "status": None, "error": type(error).__name__}
 
-    def _remote_executors(self, org: str, receiver: str, here: set[str]) -> list[Any]:
+    def _remote_executors(self, org: str, receiver: str, here: set[str]) -> list[object]:
         if self.remote is None:
             return []
         try:

@@ -68,13 +68,13 @@ RELAY_STOPPING = "relay stopping"
 _REQUEST_ID = re.compile(r'"request_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
 
 
-def _call(method: str, *args: Any) -> ProxyCall:
+def _call(method: str, *args: object) -> ProxyCall:
     """The message a pykka proxy sends for `proxy.method(*args)`, without building the proxy (which introspects
     the whole actor each time it is built)."""
     return ProxyCall(attr_path=(method,), args=args, kwargs={})
 
 
-def ask_request(ref: pykka.ActorRef[ExecutorActor], request: Any) -> pykka.Future[pykka.Future[Any]]:
+def ask_request(ref: pykka.ActorRef[ExecutorActor], request: object) -> pykka.Future[pykka.Future[object]]:
     """`ref.proxy().request(request)` without the proxy: a future of the future of the answer."""
     return ref.ask(_call("request", request), block=False)
 
@@ -84,13 +84,13 @@ def tell_forget(ref: pykka.ActorRef[ExecutorActor], request_id: str) -> None:
     ref.tell(_call("forget", request_id))
 
 
-def tell_request_then(ref: pykka.ActorRef[ExecutorActor], request: Any, on_answer: Callable[[object], None]) -> None:
+def tell_request_then(ref: pykka.ActorRef[ExecutorActor], request: object, on_answer: Callable[[object], None]) -> None:
     """`ref.proxy().request_then(request, on_answer)` without the proxy (raises ActorDeadError when the actor
     has stopped)."""
     ref.tell(_call("request_then", request, on_answer))
 
 
-def _fail(future: pykka.Future[Any], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
+def _fail(future: pykka.Future[object], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
     """Fail a future (pykka wants an exc_info triple, not an exception)."""
     error = kind(message)
     future.set_exception((kind, error, None))
@@ -99,7 +99,7 @@ def _fail(future: pykka.Future[Any], message: str, kind: type[Exception] = Execu
 @dataclass
 class Pending:
     type: str
-    future: pykka.Future[Any]
+    future: pykka.Future[object]
     on_reply: Callable[[object], None] | None = None
     on_gone: Callable[[object], None] | None = None
 
@@ -229,10 +229,10 @@ class ExecutorActor(DrainedActor):
             self._close(1011, reason)
 
     # -- requests ---------------------------------------------------------------------------------
-    def _send(self, request: Any, on_reply: Callable[[object], None] | None = None) -> pykka.Future[Any]:
+    def _send(self, request: Any, on_reply: Callable[[object], None] | None = None) -> pykka.Future[object]:
         """Send a request. Its answer resolves the returned future, or is handed to `on_reply`
         inside this actor (used for the actor's own requests, like executor_info)."""
-        future: pykka.Future[Any] = self._create_future()
+        future: pykka.Future[object] = self._create_future()
         if self.closed:
             _fail(future, "executor disconnected")
             return future
@@ -245,12 +245,12 @@ class ExecutorActor(DrainedActor):
             _fail(future, "executor socket failed while sending")
         return future
 
-    def request(self, request: object) -> pykka.Future[Any]:
+    def request(self, request: object) -> pykka.Future[object]:
         """Send a request; the returned future gets the decoded response (or ExecutorGoneError,
         MalformedAnswerError; InFlightLimitError, unsent, when RELAY_MAX_INFLIGHT_PER_EXECUTOR are pending)."""
         limit = self.ctx.limits.max_inflight_per_executor
         if len(self.pending) >= limit:
-            future: pykka.Future[Any] = self._create_future()
+            future: pykka.Future[object] = self._create_future()
             future.set_exception((InFlightLimitError, InFlightLimitError(limit), None))
             return future
         return self._send(request)

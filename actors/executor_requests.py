@@ -24,7 +24,7 @@ class Transport(Protocol):
     """How a request reaches one executor: ``send`` returns a future of its answer (raising when the
     socket closes first), ``forget`` drops a request nobody waits for any more."""
 
-    def send(self, executor: object, request: object) -> pykka.Future[Any]: ...
+    def send(self, executor: object, request: object) -> pykka.Future[object]: ...
 
     def forget(self, executor: object, request_id: str) -> None: ...
 
@@ -32,7 +32,7 @@ class Transport(Protocol):
 class ActorTransport:
     """Through the executor's actor (actors/executor.py `request`)."""
 
-    def send(self, executor: Any, request: Any) -> pykka.Future[Any]:
+    def send(self, executor: Any, request: Any) -> pykka.Future[object]:
         return executor.ref.proxy().request(request).get(timeout=ASK_S)
 
     def forget(self, executor: Any, request_id: str) -> None:
@@ -46,7 +46,7 @@ class Answer:
 
     executor: Any
     outcome: str
-    response: Any = None
+    response: object = None
     refused: str | None = None  # the actor refused to send or answer (the exception's name)
 
     @property

@@ -183,9 +183,9 @@ class AlertingRule(Aggregate):
         app: str,
         rule_id: str,
         rule_type: str,
-        metadata: Any,
+        metadata: object,
         receiving_app: str | None,
-        min_interval_secs: Any,
+        min_interval_secs: object,
         at: datetime,
         by: str = "relay",
     ) -> AlertingRule:

@@ -51,7 +51,7 @@ class AuditSchema:
     )
 
 
-def _details(domain_event: Any) -> JSONObject:
+def _details(domain_event: object) -> JSONObject:
     return {k: v for k, v in vars(domain_event).items() if k not in _HIDDEN and not k.startswith("_")}
 
 

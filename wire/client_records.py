@@ -11,7 +11,7 @@ from typing import Any, TypedDict
 
 from relay.wire.json_types import JSONObject
 
-Text = Callable[[Any], str | None]
+Text = Callable[[object], str | None]
 
 
 
@@ -58,7 +58,7 @@ def _json_or_none(value: object) -> str | None:
 
 def workflow(status: Any, text: Text) -> JSONObject:
     """A ``WorkflowStatus`` as a list_workflows/get_workflow record (``WorkflowUUID``, ``Status``, ...)."""
-    def get(name: str, default: Any = None) -> object:  # fields newer releases added
+    def get(name: str, default: object = None) -> object:  # fields newer releases added
         return getattr(status, name, default)
 
     return {

@@ -29,7 +29,7 @@ def queue_problem(name: str, queue: Mapping[str, object] | None) -> str | None:
     return None
 
 
-def worker_concurrency(queue: Mapping[str, Any] | None) -> int | None:
+def worker_concurrency(queue: Mapping[str, object] | None) -> int | None:
     value = (queue or {}).get("worker_concurrency")
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
         return None

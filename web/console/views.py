@@ -31,6 +31,7 @@ from relay.web.console.recovery_state import recovery_wait
 from relay.web.context import check_bound_reference, refuse_beyond_scope, runtime
 from relay.web.problems import ApiError, api_error
 from relay.web.shapes.values import view_time
+from relay.wire.json_types import JSONObject
 
 # What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
 DEFAULT_KEY_PERMISSIONS = ("application.read", "application.write", "metric.read", "websocket.connect")
@@ -49,7 +50,7 @@ def _organizations() -> list[str]:
 
 
 @bp.app_context_processor
-def _nav() -> dict[str, Any]:
+def _nav() -> dict[str, object]:
     # A callable: the layout calls it only once someone is logged in.
     return {"organizations": _organizations}
 
@@ -68,7 +69,7 @@ def home() -> Response:
 
 
 # -- applications ---------------------------------------------------------------------------------
-def _executor_row(row: dict[str, Any], wait: str = "") -> dict[str, Any]:
+def _executor_row(row: JSONObject, wait: str = "") -> JSONObject:
     """An executor as pages and the live table show it: no instance-internal columns; `wait` says where its
     recovery stands (web/console/recovery_state.py)."""
     return {
@@ -87,7 +88,7 @@ def _executor_row(row: dict[str, Any], wait: str = "") -> dict[str, Any]:
     }
 
 
-def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _executor_rows(org: str, app: str) -> tuple[list[JSONObject], list[JSONObject]]:
     """The app's executors (live, DELETED left out) and its history: the ones that went down and were
     recovered or deleted since, newest first, so a dead executor stays visible with its recovery."""
     registry = runtime().views.registry
@@ -98,7 +99,7 @@ def _executor_rows(org: str, app: str) -> tuple[list[dict[str, Any]], list[dict[
     grace = float(app_row["settings"].get("executorTimeoutSecs") or DEFAULT_EXECUTOR_TIMEOUT_SECS)
     now = datetime.now(UTC)
 
-    def shown(row: dict[str, Any]) -> dict[str, Any]:
+    def shown(row: JSONObject) -> JSONObject:
         wait = recovery_wait(row, latest.get(str(row["executor_id"])), healthy, grace, now)
         return _executor_row(row, wait)
 
@@ -191,8 +192,8 @@ def executors_json(org: str, app: str) -> Response:
 
 
 # -- settings: grace period and retention -----------------------------------------------------------
-def _parse_settings(form: Any, current_settings: Mapping[str, object]) -> dict[str, Any]:
-    changes: dict[str, Any] = {}
+def _parse_settings(form: Any, current_settings: Mapping[str, object]) -> JSONObject:
+    changes: JSONObject = {}
     for key in ("executorTimeoutSecs", *RETENTION_SETTINGS):
         raw = (form.get(key) or "").strip()
         if raw == "":
@@ -247,7 +248,7 @@ def app_settings(org: str, app: str) -> Any:
 
 
 # -- data plane (issue 15): the system database by reference, its mode and limits ------------------------------------
-def _data_plane_state(org: str, app: str, config: Mapping[str, object] | None) -> dict[str, Any] | None:
+def _data_plane_state(org: str, app: str, config: Mapping[str, object] | None) -> JSONObject | None:
     plane = runtime().data_planes.get(org, app, config)
     return plane.state().to_json() if plane is not None else None
 
@@ -261,7 +262,7 @@ def app_data_plane(org: str, app: str) -> Any:
         flash("Data plane not saved: a key limited to some applications cannot configure a data plane", "error")
         return redirect(back)
     removing = request.form.get("remove") == "1"
-    config: dict[str, Any] | None = None
+    config: JSONObject | None = None
     if not removing:
         try:
             config = check_data_plane({

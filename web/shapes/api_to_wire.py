@@ -162,7 +162,7 @@ def _fields(body: Mapping[str, object], spec: Spec, where: str = "body") -> dict
 
 def _query_value(location: str, convert: Converter, raw: str) -> Any:
     """Query strings carry text: read booleans and integers from it, then convert as a body value."""
-    value: Any = raw
+    value: object = raw
     if convert is _boolean:
         lowered = raw.strip().lower()
         if lowered not in ("true", "false", "1", "0"):

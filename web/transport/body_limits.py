@@ -74,7 +74,7 @@ class MeteredReader(io.RawIOBase):
     def fileno(self) -> int:
         return int(self.raw.fileno())
 
-    def readinto(self, buffer: Any) -> int | None:
+    def readinto(self, buffer: object) -> int | None:
         clock = self.clock
         if clock is None:
             return self.raw.readinto(buffer)

@@ -124,7 +124,7 @@ class RelayHandler(WebSocketHandler):
         self.close_connection = True
         self.wsgi_input = body_limits.NOTHING_TO_DISCARD
 
-    def run_application(self) -> Any:
+    def run_application(self) -> object:
         self.socket.settimeout(None)  # the request arrived: no deadline while it runs (a WebSocket's life)
         self._admit_body()
         if WEBSOCKET_PATH.match(self.environ.get("PATH_INFO", "")):  # an executor's: its own limits from here
@@ -143,7 +143,7 @@ class RelayHandler(WebSocketHandler):
             if handshake is not None:  # the gate's place was given back once the executor was identified; else now
                 handshake.release()
 
-    def upgrade_websocket(self) -> Any:
+    def upgrade_websocket(self) -> object:
         handshake = handshake_of(self.environ)
         if handshake is None or not handshake.upgrades:
             return None  # not upgraded: Flask answers (401/403/400) as plain HTTP
@@ -205,7 +205,7 @@ class RelayHandler(WebSocketHandler):
         text = msg % args if args else msg
         log.warning("%s", redact_path(text))
 
-    def handle_one_request(self) -> Any:
+    def handle_one_request(self) -> object:
         # The request line and headers must arrive within RELAY_HANDSHAKE_TIMEOUT_S, in total: an idle or
         # trickling connection holds nothing for longer. One timer per connection, started for each request's
         # line and headers (read_requestline) and stopped once they are in (read_request). The socket itself has
@@ -235,14 +235,14 @@ class RelayHandler(WebSocketHandler):
             timer.cancel()
             raise
 
-    def read_request(self, raw_requestline: str) -> Any:
+    def read_request(self, raw_requestline: str) -> object:
         try:
             return super().read_request(raw_requestline)
         finally:
             if self._request_timer is not None:
                 self._request_timer.cancel()
 
-    def get_environ(self) -> Any:
+    def get_environ(self) -> object:
         environ = super().get_environ()
         proxies = self.server.relay_proxies
         # behind a trusted proxy: the caller it names (web/transport/forwarded.py)
@@ -250,10 +250,10 @@ class RelayHandler(WebSocketHandler):
             environ["REMOTE_ADDR"] = proxies.client(environ["REMOTE_ADDR"], environ.get("HTTP_X_FORWARDED_FOR"))
         return environ
 
-    def MessageClass(self, fp: Any, *args: Any) -> Any:
+    def MessageClass(self, fp: object, *args: object) -> object:
         return parse_headers(fp)
 
-    def _headers(self) -> Any:
+    def _headers(self) -> object:
         return environ_headers(self.headers)
 
     def finalize_headers(self) -> None:
@@ -313,7 +313,7 @@ class RelayServer(WSGIServer):
         """True (and forgotten) if `sock` was kept open."""
         return self._kept.pop(id(sock), None) is sock
 
-    def do_handle(self, *args: Any) -> None:
+    def do_handle(self, *args: object) -> None:
         """BaseServer.do_handle with RELAY_MAX_HTTP_CONNECTIONS: a place taken at the accept (else 503 at once),
         held while the connection's handler runs (web/transport/http_connections.py)."""
         connections: HttpConnections = self.relay_http  # type: ignore[attr-defined]
@@ -328,7 +328,7 @@ class RelayServer(WSGIServer):
             self.do_close(*args)
             raise
 
-    def _handle_counted(self, ticket: Any, *args: Any) -> None:
+    def _handle_counted(self, ticket: object, *args: object) -> None:
         try:
             with self.relay_http.serving(ticket):  # type: ignore[attr-defined]
                 self._handle(*args)  # type: ignore[attr-defined]

@@ -62,7 +62,7 @@ class _NoApp:
     """What gevent-websocket tells of a socket closing (current_app.on_close): nobody listens."""
 
     @staticmethod
-    def on_close(reason: Any) -> None:
+    def on_close(reason: object) -> None:
         del reason
 
 
@@ -159,7 +159,7 @@ class RelayWebSocket(WebSocket):
         handler: Any
         environ: dict[str, Any] | None  # the WSGI environ
 
-    def prepare(self, max_message_bytes: int, tcp: Any) -> None:
+    def prepare(self, max_message_bytes: int, tcp: object) -> None:
         self.max_message_bytes = max_message_bytes
         # The receive loop answers pings while the actor sends frames: one writer at a time.
         self.send_lock = threading.Lock()
@@ -168,7 +168,7 @@ class RelayWebSocket(WebSocket):
         self._message_bytes = 0
         self._fragmented = False  # a text or binary message begun and not finished (its continuations to come)
 
-    def detach(self, rfile: Any) -> None:
+    def detach(self, rfile: object) -> None:
         """Once the HTTP request is over (server.RelayHandler hands the socket over): read frames from the
         socket itself, starting with what the request's reader already holds, and keep nothing of the request
         (handler, environ, the reader and its buffer)."""
@@ -192,7 +192,7 @@ class RelayWebSocket(WebSocket):
         with self.send_lock:
             super().send_frame(message, opcode)
 
-    def handle_pong(self, header: Any, payload: bytes) -> None:
+    def handle_pong(self, header: object, payload: bytes) -> None:
         self.last_pong = time.monotonic()
 
     def validate_utf8(self, payload: object) -> None:

@@ -40,7 +40,7 @@ class _CapturingConnection:
     def __init__(self) -> None:
         self.statement: Any = None
 
-    def execute(self, statement: Any, *_: Any, **__: Any) -> Any:
+    def execute(self, statement: object, *_: object, **__: object) -> Any:
         self.statement = statement
         raise _Built
 
@@ -52,7 +52,7 @@ def sdk_workflow_filter(client: Any, filters: Mapping[str, object]) -> Any:
     connection = _CapturingConnection()
 
     @contextlib.contextmanager
-    def capture(*_: Any, **__: Any) -> Iterator[_CapturingConnection]:
+    def capture(*_: object, **__: object) -> Iterator[_CapturingConnection]:
         yield connection
 
     builder._observability_query = capture
