@@ -30,7 +30,7 @@ from relay.web.api.openapi import operation, query
 from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
 from relay.web.api.requests_ import json_body, page_args
 from relay.web.context import authorize, require_app, runtime
-from relay.web.shapes.values import page_description, view_time
+from relay.web.shapes.values import api_record, page_description, view_time
 
 bp = Blueprint("alerting", __name__)
 
@@ -92,37 +92,24 @@ def rule_v2(org: str, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_ALERT_COLUMNS = (
+    "id", "rule_id", "rule_type", "sequence", "message", "metadata", "receiving_app", "instance", "fired_at",
+    "delivered_at", "delivered_to", "failed", "webhook", "sinks",
+)  # fmt: skip
+
+
 def alert_v1(row: Mapping[str, object]) -> dict[str, object]:
-    return {
-        "alertId": row["id"],
-        "ruleId": row["rule_id"],
-        "ruleType": row["rule_type"],
-        "sequence": row["sequence"],
-        "message": row["message"],
-        "metadata": row["metadata"],
-        "receivingApp": row["receiving_app"],
-        "instance": row["instance"],
-        "firedAt": view_time(row["fired_at"]),
-        "deliveredAt": view_time(row["delivered_at"]),
-        "deliveredTo": row["delivered_to"],
-        "failed": row["failed"],
-        "webhook": row["webhook"],
-        "sinks": row["sinks"],
-    }
+    return api_record(row, _ALERT_COLUMNS, times=("fired_at", "delivered_at"), names={"id": "alertId"})
+
+
+_RETENTION_RUN_COLUMNS = (
+    "slot", "executor", "instance", "started_at", "outcome", "reason", "finished_at", "policy", "settings",
+)
 
 
 def retention_run_v1(row: Mapping[str, object]) -> dict[str, object]:
-    return {
-        "slot": row["slot"],
-        "executorId": row["executor"],
-        "instance": row["instance"],
-        "startedAt": view_time(row["started_at"]),
-        "outcome": row["outcome"],
-        "reason": row["reason"],
-        "finishedAt": view_time(row["finished_at"]),
-        "policy": row["policy"],
-        "settings": row["settings"],
-    }
+    return api_record(row, _RETENTION_RUN_COLUMNS, times=("started_at", "finished_at"),
+                      names={"executor": "executorId"})
 
 
 def _create_body(org: str, app: str) -> dict[str, object]:

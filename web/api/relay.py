@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import gevent
 from flask import Blueprint, Response, jsonify, request
 
@@ -10,7 +12,7 @@ from relay.web.api.openapi import operation, query
 from relay.web.api.requests_ import check_path_names, int_arg, page_args, page_limit_arg
 from relay.web.context import authorize, principal, require_app, runtime
 from relay.web.problems import ApiError
-from relay.web.shapes.values import page_description, view_time
+from relay.web.shapes.values import api_record, page_description
 
 bp = Blueprint("relay", __name__)
 
@@ -86,14 +88,10 @@ def recoveries(org: str, app: str) -> Response:
     return jsonify({"recoveries": [_recovery(r) for r in rows]})
 
 
-def _recovery(row: dict) -> dict:
-    return {
-        "executorId": row["executor_id"],
-        "attempt": row["attempt"],
-        "peer": row["peer"],
-        "instance": row["instance"],
-        "dispatchedAt": view_time(row["dispatched_at"]),
-        "outcome": row["outcome"],
-        "reason": row["reason"],
-        "finishedAt": view_time(row["finished_at"]),
-    }
+_RECOVERY_COLUMNS = (
+    "executor_id", "attempt", "peer", "instance", "dispatched_at", "outcome", "reason", "finished_at",
+)
+
+
+def _recovery(row: Mapping[str, object]) -> dict[str, object]:
+    return api_record(row, _RECOVERY_COLUMNS, times=("dispatched_at", "finished_at"))

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from relay.web.shapes.values import view_time
+from relay.web.shapes.values import api_record, view_time
 from relay.wire.json_types import JSONObject
 
 # GET /v2/orgs/{org}: the reference's Organization, for a self-hosted Relay. Conductor's fields describe a DBOS
@@ -66,24 +66,13 @@ def executor(row: dict[str, Any], app_id: str) -> dict[str, Any]:
 
 
 def token(row: Mapping[str, object]) -> dict[str, object]:
-    return {
-        "tokenName": row["name"],
-        "createdAt": view_time(row["issued_at"]),
-        "permissions": row["permissions"],
-        "appIds": row["apps"],
-    }
+    return api_record(row, ("name", "issued_at", "permissions", "apps"), times=("issued_at",),
+                      names={"name": "tokenName", "issued_at": "createdAt", "apps": "appIds"})
+
+
+_EVENT_COLUMNS = ("position", "event", "kind", "at", "recorded_at", "org", "app", "subject", "details")
 
 
 def event_entry(row: Mapping[str, object]) -> dict[str, object]:
     """An entry of Relay's event log (/relay/v1/events)."""
-    return {
-        "position": row["position"],
-        "event": row["event"],
-        "kind": row["kind"],
-        "at": view_time(row["at"]),
-        "recordedAt": view_time(row["recorded_at"]),
-        "org": row["org"],
-        "app": row["app"],
-        "subject": row["subject"],
-        "details": row["details"],
-    }
+    return api_record(row, _EVENT_COLUMNS, times=("at", "recorded_at"))

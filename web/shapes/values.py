@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,6 +99,23 @@ def view_time(value: object) -> str | None:
     """A time as a view stores it (``datetime.isoformat()``, microseconds and ``+00:00``) in the API's one
     format, format_time's: every time Relay writes in JSON goes through one of these two functions."""
     return time_from_wire(value) if isinstance(value, str) else None
+
+
+def api_record(
+    row: Mapping[str, object], columns: Sequence[str], *, times: Collection[str] = (),
+    names: Mapping[str, str] | None = None,
+) -> dict[str, object]:
+    """A view's row as an API object: each of ``columns``, in order, under its camelCase name (or its name in
+    ``names``), the ``times`` among them in the API's time format (view_time)."""
+    return {
+        (names or {}).get(column) or _camel(column): view_time(row[column]) if column in times else row[column]
+        for column in columns
+    }
+
+
+def _camel(column: str) -> str:
+    head, *rest = column.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
 def int_from_wire(value: object) -> int | None:
