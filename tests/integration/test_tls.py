@@ -206,9 +206,10 @@ def test_forwards_to_a_tls_peer_trust_the_given_ca_and_check_its_certificate(rel
             forwarder.call(peer, "local", APP, ExecutorInfoRequest(), timeout=5)
         return failed.value
 
-    # The peer's own answer, over TLS: a refusal (its 401/409), or its executor not connected there (its 503).
+    # The peer's own answer, over TLS: it has no forwarding secret, so it refuses (its 401, read into a refusal).
     trusted = forward([pki.ca])
-    assert isinstance(trusted, ForwardRefusedError) or "unreachable" not in str(trusted), trusted
+    assert isinstance(trusted, ForwardRefusedError), trusted
+    assert "forwarding is not configured on this instance" in str(trusted), trusted
     untrusted = forward([])  # not reached at all: the certificate check refused it
     assert isinstance(untrusted, ExecutorGoneError) and "unreachable (SSL" in str(untrusted), untrusted
     assert "s" * 32 not in str(untrusted) and "s" * 32 not in str(trusted)
