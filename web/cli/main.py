@@ -150,14 +150,12 @@ def _table(args: argparse.Namespace, header: tuple[str, ...], rows: list[tuple[A
 
 
 def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
-    org = args.org or settings.default_org
-    target = Target(settings, args.url, args.cacert)
+    org, target = _org_and_target(settings, args)
     if args.action == "create":
         _api(target, settings, "PUT", f"/v2/orgs/{org}/apps/{args.name}", {})
         print(f"application {org}/{args.name} registered")
     elif args.action == "delete":
-        _api(target, settings, "DELETE", f"/v2/orgs/{org}/apps/{args.name}")
-        print(f"application {org}/{args.name} deleted")
+        _delete(target, settings, f"/v2/orgs/{org}/apps/{args.name}", f"application {org}/{args.name} deleted")
     else:
         apps = _api(target, settings, "GET", f"/v2/orgs/{org}/apps")
         rows = [(a["name"], a["status"], a["executorTimeoutSecs"]) for a in apps]
@@ -165,14 +163,23 @@ def cmd_apps(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _org_and_target(settings: Settings, args: argparse.Namespace) -> tuple[str, Target]:
+    """The organisation a command is about (--org, else the default) and the Relay it talks to."""
+    return args.org or settings.default_org, Target(settings, args.url, args.cacert)
+
+
+def _delete(target: Target, settings: Settings, path: str, done: str) -> int:
+    """DELETE ``path``, then say ``done``."""
+    _api(target, settings, "DELETE", path)
+    print(done)
+    return 0
+
+
 def cmd_data_plane(settings: Settings, args: argparse.Namespace) -> int:
-    org = args.org or settings.default_org
-    target = Target(settings, args.url, args.cacert)
+    org, target = _org_and_target(settings, args)
     path = f"/relay/v1/orgs/{org}/apps/{args.name}/data-plane"
     if args.action == "remove":
-        _api(target, settings, "DELETE", path)
-        print(f"data plane of {org}/{args.name} removed")
-        return 0
+        return _delete(target, settings, path, f"data plane of {org}/{args.name} removed")
     if args.action == "set":
         if not args.url_from:
             print("relay: data-plane set needs --url-from env:NAME or file:/absolute/path", file=sys.stderr)
@@ -194,13 +201,11 @@ def cmd_data_plane(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_autoscale(settings: Settings, args: argparse.Namespace) -> int:
     """An application's autoscaling policy (Conductor's .../autoscaling-policy) and its recommendation."""
-    org = args.org or settings.default_org
-    target = Target(settings, args.url, args.cacert)
+    org, target = _org_and_target(settings, args)
     base = f"/v2/orgs/{org}/apps/{args.name}"
     if args.action == "delete":
-        _api(target, settings, "DELETE", base + "/autoscaling-policy")
-        print(f"autoscaling policy of {org}/{args.name} deleted")
-        return 0
+        done = f"autoscaling policy of {org}/{args.name} deleted"
+        return _delete(target, settings, f"{base}/autoscaling-policy", done)
     if args.action == "set":
         if not args.queue:
             print("relay: autoscale set needs --queue NAME", file=sys.stderr)
@@ -221,8 +226,7 @@ def cmd_autoscale(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
-    org = args.org or settings.default_org
-    target = Target(settings, args.url, args.cacert)
+    org, target = _org_and_target(settings, args)
     if args.action == "create":
         body: JSONObject = {"appNames": args.app or []}
         if args.permission:
@@ -231,8 +235,7 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
         print("API key created; it is shown once, store it now:", file=sys.stderr)
         print(created["token"])
     elif args.action == "revoke":
-        _api(target, settings, "DELETE", f"/v2/orgs/{org}/tokens/{args.name}")
-        print(f"API key {args.name} revoked")
+        _delete(target, settings, f"/v2/orgs/{org}/tokens/{args.name}", f"API key {args.name} revoked")
     else:
         keys = _api(target, settings, "GET", f"/v2/orgs/{org}/tokens")
         rows = [(k["tokenName"], ",".join(k["appIds"]) or "*", ",".join(k["permissions"]), k["createdAt"])
