@@ -8,10 +8,11 @@ then translates its answer (web/shapes/wire_to_api.py). Domain errors become pro
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, jsonify, request
 
+from relay.actors.services.workflows import WorkflowActions
 from relay.web.api.json_lists import listed_json
 from relay.web.api.openapi import operation, query
 from relay.web.api.requests_ import json_body
@@ -26,6 +27,7 @@ APP = "/v2/orgs/<org>/apps/<app>"
 ONE = APP + "/workflows/<workflow_id>"
 READ, WRITE = "application.read", "application.write"
 TAG = "Workflows"
+R = TypeVar("R")
 
 
 def _no_content(status: int = 204) -> Response:
@@ -173,31 +175,34 @@ def import_workflow(org: str, app: str) -> Response:
     return _no_content(201)
 
 
+def _bulk(
+    org: str, app: str, act: Callable[[WorkflowActions, str, str, R], None], build: Callable[[JSONObject], R]
+) -> Response:
+    """A bulk action: the workflows named in the body, all or nothing; 204 when done."""
+    authorize_app(WRITE, org, app)
+    act(workflow_actions(), org, app, build(json_body(required=True)))
+    return _no_content()
+
+
 @bp.post(APP + "/workflows/bulk-cancel")
 @operation("bulkCancelWorkflows", summary="Cancel workflows", tag=TAG, status=204, body="BulkCancelInputBody",
            body_required=True)
 def bulk_cancel(org: str, app: str) -> Response:
-    authorize_app(WRITE, org, app)
-    workflow_actions().cancel(org, app, api_to_wire.bulk_cancel_request(json_body(required=True)))
-    return _no_content()
+    return _bulk(org, app, WorkflowActions.cancel, api_to_wire.bulk_cancel_request)
 
 
 @bp.post(APP + "/workflows/bulk-resume")
 @operation("bulkResumeWorkflows", summary="Resume workflows", tag=TAG, status=204, body="BulkResumeInputBody",
            body_required=True)
 def bulk_resume(org: str, app: str) -> Response:
-    authorize_app(WRITE, org, app)
-    workflow_actions().resume(org, app, api_to_wire.bulk_resume_request(json_body(required=True)))
-    return _no_content()
+    return _bulk(org, app, WorkflowActions.resume, api_to_wire.bulk_resume_request)
 
 
 @bp.post(APP + "/workflows/bulk-delete")
 @operation("bulkDeleteWorkflows", summary="Delete workflows", tag=TAG, status=204, body="BulkDeleteInputBody",
            body_required=True)
 def bulk_delete(org: str, app: str) -> Response:
-    authorize_app(WRITE, org, app)
-    workflow_actions().delete(org, app, api_to_wire.bulk_delete_request(json_body(required=True)))
-    return _no_content()
+    return _bulk(org, app, WorkflowActions.delete, api_to_wire.bulk_delete_request)
 
 
 @bp.post(APP + "/workflows/bulk-fork-from-failure")
