@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -190,46 +190,46 @@ def evaluate_slow_queue(app: str, metadata: dict[str, Any], sources: Sources, no
     return judge.slow_queue(app, metadata, _ask_count(sources, aggregate, listing))
 
 
-def evaluate_unresponsive(app: str, sources: Sources) -> Finding | None:
+def evaluate_unresponsive(app: str, _metadata: dict[str, Any], sources: Sources, _now: datetime) -> Finding | None:
     healthy, local = sources.healthy_count(), sources.local_count()
     responsive = sources.responsive_count() if judge.probe_needed(healthy, local) else 0
     return judge.unresponsive(app, healthy, local, responsive)
 
 
+Evaluator = Callable[[str, dict[str, Any], "Sources", datetime], "Finding | None"]
+
+# Each rule type's read of its sources; what trips it is actors/policies/alerting.py. A new rule type is a row.
+EVALUATORS: dict[str, Evaluator] = {
+    WORKFLOW_FAILURE: evaluate_workflow_failure,
+    SLOW_QUEUE: evaluate_slow_queue,
+    UNRESPONSIVE_APPLICATION: evaluate_unresponsive,
+    RECOVERY_FLAPPING: evaluate_recovery_flapping,
+    STRANDED_VERSION: evaluate_stranded_version,
+}
+
+
 def evaluate(rule: dict[str, Any], sources: Sources, now: datetime) -> Finding | None:
     """Whether ``rule`` (a row of the alerts view) trips now. CannotAskError: no executor here could say."""
-    app, kind, metadata = rule["app"], rule["rule_type"], rule["metadata"]
-    if kind == WORKFLOW_FAILURE:
-        return evaluate_workflow_failure(app, metadata, sources, now)
-    if kind == SLOW_QUEUE:
-        return evaluate_slow_queue(app, metadata, sources, now)
-    if kind == UNRESPONSIVE_APPLICATION:
-        return evaluate_unresponsive(app, sources)
-    if kind == RECOVERY_FLAPPING:
-        return evaluate_recovery_flapping(app, metadata, sources, now)
-    if kind == STRANDED_VERSION:
-        return evaluate_stranded_version(app, metadata, sources, now)
-    return None
+    evaluator = EVALUATORS.get(rule["rule_type"])
+    return evaluator(rule["app"], rule["metadata"], sources, now) if evaluator else None
 
 
+@dataclass(eq=False)
 class LiveSources:
     """Sources over the registry view and a snapshot of the application's live executors."""
 
-    def __init__(
-        self, org: str, app: str, *, registry: Any, live: list[object], latest: str | None, transport: Transport,
-        request_timeout_s: float, probe_timeout_s: float, mark_unsupported: Callable[[str, str], None],
-        data_plane: Callable[[], Any] = lambda: None,
-    ) -> None:
-        self.org, self.app = org, app
-        self.registry = registry
-        self.live = live
-        self.latest = latest
-        self.transport = transport
-        self.request_timeout_s = request_timeout_s
-        self.probe_timeout_s = probe_timeout_s
-        self.mark_unsupported = mark_unsupported
-        self.data_plane = data_plane
-        self._responsive: int | None = None
+    org: str
+    app: str
+    _: KW_ONLY
+    registry: Any
+    live: list[object]
+    latest: str | None
+    transport: Transport
+    request_timeout_s: float
+    probe_timeout_s: float
+    mark_unsupported: Callable[[str, str], None]
+    data_plane: Callable[[], Any] = field(default=lambda: None)
+    _responsive: int | None = field(default=None, init=False, repr=False)
 
     def healthy_count(self) -> int:
         return int(self.registry.counts_by_status(self.org, self.app).get("HEALTHY", 0))
