@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from relay.actors import metrics
 from relay.actors.adapters.dataplane import answers as dataplane_answers
-from relay.actors.adapters.sinks import SinkConfig
 from relay.actors.alerting_fleet import FleetSources, evaluate_recovery_flapping, evaluate_stranded_version
 from relay.actors.clock import Clock
+from relay.actors.configuration.alerting import AlertingConfig
 from relay.actors.configuration.jobs import JobsConfig
-from relay.actors.delivery import Deliverer, Delivery, RemoteExecutors, WebhookConfig
+from relay.actors.delivery import Deliverer, Delivery
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
 from relay.actors.policies import alerting as judge
@@ -73,23 +73,6 @@ log = logging.getLogger("relay.actors.alerting")
 MESSAGE_KEY = "alerting"  # messages for AppAlerting.handle carry this key
 LIST_LIMIT = 10_000  # list_workflows fallback: counted up to this many rows
 METRICS_LAG_S = 2.0  # per-app workflow/step counts: how far behind the clock each window ends
-
-
-@dataclass(frozen=True)
-class AlertingConfig:
-    """What alerting needs from the process beside the jobs' intervals (actors/configuration/jobs.py); the runtime,
-    actors/runtime.py, builds it.
-
-    ``peers(org, app)``: the live executors of an application connected to this instance (the receiving
-    application of an alert); ``remote``: those connected to other instances, and how to reach them (HA);
-    ``sinks``: Slack and PagerDuty, when configured; ``data_plane(org, app)``: the application's data plane
-    (actors/adapters/dataplane/client.py), None when it has none."""
-
-    webhook: WebhookConfig | None = None
-    peers: Callable[[str, str], list[object]] = field(default=lambda org, app: [])
-    remote: RemoteExecutors | None = None
-    sinks: tuple[SinkConfig, ...] = ()
-    data_plane: Callable[[str, str], Any] = field(default=lambda org, app: None)
 
 
 def latest_alert(relay_log: RelayLog, org: str, app: str, rule_id: str, known: int = 0) -> Alert | None:

@@ -14,33 +14,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
-from typing import Any, Protocol
+from typing import Any
 
 from relay.actors import metrics
-from relay.actors.adapters.sinks import HttpError, SinkConfig, http_post, post_with_retries, send_sink
+from relay.actors.adapters.sinks import HttpError, http_post, post_with_retries, send_sink
+from relay.actors.configuration.alerting import RemoteExecutors, SinkConfig, WebhookConfig
 from relay.actors.executor_requests import Transport, request_all
 from relay.wire import signing
 from relay.wire.catalog_requests import AlertRequest
 from relay.wire.json_types import JSONObject
 from relay.wire.messages import new_request_id
 
-__all__ = ["Deliverer", "Delivery", "HttpError", "RemoteExecutors", "WebhookConfig", "alert_payload", "http_post",
+__all__ = ["Deliverer", "Delivery", "HttpError", "alert_payload", "http_post",
            "send_webhook"]
 
 log = logging.getLogger("relay.actors.delivery")
-
-
-@dataclass(frozen=True)
-class WebhookConfig:
-    """Where alerts are POSTed as JSON. The URL and the secret come from the environment only: they may be
-    secrets themselves (a Slack hook), so neither reaches the event log, the API or the logs."""
-
-    url: str
-    secret: str | None = None
-    timeout_s: float = 5.0
-    attempts: int = 3
-    backoff_s: float = 0.5
-
 
 
 @dataclass(frozen=True)
@@ -69,15 +57,6 @@ def alert_payload(alert: Any) -> JSONObject:
         "firedAt": alert.fired_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "instance": alert.instance,
     }
-
-
-class RemoteExecutors(Protocol):
-    """Executors of an application connected to other instances, and a way to send one a request (Runtime
-    passes actors/adapters/forwarder.py's Forwarder; `send` raises when no answer comes back)."""
-
-    def executors(self, org: str, app: str) -> list[Any]: ...
-
-    def send(self, executor: Any, org: str, app: str, request: Any, timeout: float) -> object: ...
 
 
 def send_webhook(

@@ -20,13 +20,13 @@ import pykka
 from relay.actors import alerting, metrics, pykka_gevent, retention
 from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.adapters.forwarder import Forwarder
-from relay.actors.adapters.sinks import PAGERDUTY, SLACK, SinkConfig
+from relay.actors.adapters.sinks import PAGERDUTY, SLACK
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
+from relay.actors.configuration.alerting import AlertingConfig, SinkConfig, WebhookConfig
 from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.configuration.settings import Settings
 from relay.actors.context import ActorContext
-from relay.actors.delivery import WebhookConfig
 from relay.actors.directory import Directory
 from relay.actors.edge_state import EdgeState
 from relay.actors.heartbeats import InstanceTable
@@ -126,7 +126,7 @@ class Runtime:
         self.ctx.jobs = JobsConfig.from_settings(settings)
         self.ctx.alerting = self._alerting_config()
 
-    def _alerting_config(self) -> alerting.AlertingConfig:
+    def _alerting_config(self) -> AlertingConfig:
         settings = self.settings
         webhook = None
         if settings.alert_webhook_url:
@@ -142,7 +142,7 @@ class Runtime:
             sinks.append(SinkConfig(PAGERDUTY, settings.alert_pagerduty_url,
                                     routing_key=settings.alert_pagerduty_routing_key, timeout_s=timeout_s,
                                     attempts=attempts))
-        return alerting.AlertingConfig(
+        return AlertingConfig(
             webhook=webhook, peers=self._local_executors, remote=self.forwarder, sinks=tuple(sinks),
             data_plane=self._data_plane,
         )

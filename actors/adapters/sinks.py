@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from relay.actors.adapters.http_client import HttpClient, UnreachableError
+from relay.actors.configuration.alerting import SinkConfig
 from relay.events.alerting import (
     RECOVERY_FLAPPING,
     SLOW_QUEUE,
@@ -103,22 +103,6 @@ def post_with_retries(
         if attempt < attempts:
             sleep(backoff_s * 2 ** (attempt - 1))
     return {"outcome": "failed", "attempts": tried, "status": status, "error": error}
-
-
-@dataclass(frozen=True)
-class SinkConfig:
-    """A Slack or PagerDuty sink (``name``), from the environment only. ``url`` is the Slack hook (a secret) or
-    PagerDuty's endpoint; ``routing_key`` PagerDuty's integration key (a secret)."""
-
-    name: str
-    url: str
-    routing_key: str | None = None
-    timeout_s: float = 5.0
-    attempts: int = 3
-    backoff_s: float = 0.5
-
-    def __repr__(self) -> str:  # never the URL or the key, wherever a config is printed
-        return f"SinkConfig(name={self.name!r})"
 
 
 def _mrkdwn(text: str) -> str:

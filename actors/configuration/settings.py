@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from relay.actors.context import Limits
+from relay.actors.configuration.limits import Limits
 from relay.events.data_plane import AllowedReferences, parse_allowed_references
 from relay.events.errors import InvalidValueError
 from relay.projections.backend import StoreConfig, private_dir

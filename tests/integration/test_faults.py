@@ -735,7 +735,8 @@ def world() -> Iterator[tuple[Any, Any, Any]]:
     import pykka
 
     from relay.actors.application import ApplicationActor
-    from relay.actors.context import ActorContext, Limits
+    from relay.actors.configuration.limits import Limits
+    from relay.actors.context import ActorContext
     from relay.actors.directory import Directory
     from relay.actors.scheduler import ManualScheduler
 

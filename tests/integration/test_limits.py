@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import requests
 
+from relay.actors.configuration.limits import Limits
 from relay.actors.configuration.settings import ConfigError, Settings
-from relay.actors.context import Limits
 from tests.integration.fake_executor import (
     FakeExecutor,
     HandshakeRefusedError,

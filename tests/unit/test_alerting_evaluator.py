@@ -21,7 +21,8 @@ import pykka
 import pytest
 
 from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert, latest_alert, slot_of
-from relay.actors.delivery import Deliverer, Delivery, HttpError, WebhookConfig, alert_payload, send_webhook
+from relay.actors.configuration.alerting import WebhookConfig
+from relay.actors.delivery import Deliverer, Delivery, HttpError, alert_payload, send_webhook
 from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler

@@ -27,12 +27,12 @@ from relay.actors.adapters.sinks import (
     PAGERDUTY,
     SLACK,
     HttpError,
-    SinkConfig,
     pagerduty_event,
     send_sink,
     slack_message,
 )
 from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert
+from relay.actors.configuration.alerting import SinkConfig
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.delivery import Deliverer, Delivery, alert_payload
 from relay.actors.scheduler import ManualScheduler

@@ -16,7 +16,7 @@ from flask import Flask
 from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.application import LiveExecutor
-from relay.actors.context import Limits
+from relay.actors.configuration.limits import Limits
 from relay.actors.directory import Directory
 from relay.actors.services import executor_calls
 from relay.actors.services.executor_calls import summarize_error

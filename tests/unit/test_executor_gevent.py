@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import gevent, greenlet, pykka
 from relay.wire.workflow_requests import GetWorkflowRequest
 from relay.actors.application import ApplicationActor
-from relay.actors.context import ActorContext, Limits
+from relay.actors.configuration.limits import Limits
+from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
 from relay.actors.executor import Connection, ExecutorActor, ask_request
 from relay.actors import pykka_gevent

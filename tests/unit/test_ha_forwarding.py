@@ -32,8 +32,8 @@ from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.adapters.forwarder import Forwarder
 from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
+from relay.actors.configuration.limits import Limits
 from relay.actors.configuration.settings import ConfigError, Settings
-from relay.actors.context import Limits
 from relay.actors.directory import Directory
 from relay.actors.edge_state import EdgeState
 from relay.projections.backend import StoreConfig

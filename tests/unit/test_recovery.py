@@ -21,7 +21,8 @@ import pykka
 import pytest
 
 from relay.actors.application import ApplicationActor
-from relay.actors.context import ActorContext, Limits
+from relay.actors.configuration.limits import Limits
+from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
 from relay.actors.executor import Connection, ExecutorActor
 from relay.actors.recovery import (
