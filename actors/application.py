@@ -13,15 +13,16 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import pykka
 
 from relay.actors import alerting, autoscale, retention
 from relay.actors.context import ActorContext
+from relay.actors.executor import ExecutorActor, LiveExecutor
 from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
+from relay.actors.routing import Publication
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, MAX_EXECUTOR_TIMEOUT_SECS, App
 from relay.events.names import check_app_name
@@ -32,10 +33,6 @@ from relay.wire.errors import PeerUnreachableError
 from relay.wire.json_types import JSONObject
 from relay.wire.requests import Request
 
-if TYPE_CHECKING:  # actors/routing.py and actors/executor.py import this module
-    from relay.actors.executor import ExecutorActor
-    from relay.actors.routing import Route
-
 log = logging.getLogger("relay.actors.application")
 
 
@@ -45,29 +42,6 @@ def register_app(relay_log: RelayLog, org: str, name: str, at: datetime, by: str
     check_app_name(name)  # before the organization: a refused registration records nothing
     relay_log.ensure(org_ref(org), lambda: Organization.create(org, at))
     return relay_log.run(app_ref(org, name), lambda found: App.register_on(found, org, name, at, by))
-
-
-@dataclass
-class LiveExecutor:
-    """An executor connected to this instance, as routing sees it."""
-
-    executor_id: str
-    ref: pykka.ActorRef[ExecutorActor]
-    application_version: str
-    language: str | None
-    dbos_version: str | None
-    connected_at: float
-    unsupported: set[str] = field(default_factory=set)
-
-
-@dataclass(frozen=True)
-class Publication:
-    """What routing reads of an application at one moment: its live executors, the latest version, and the
-    routes ranked from them so far (actors/routing.py rank_cached), by message type."""
-
-    executors: tuple[LiveExecutor, ...]
-    latest_version: str | None
-    routes: dict[str, Route] = field(default_factory=dict)
 
 
 class RoutingBoard:

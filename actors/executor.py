@@ -6,8 +6,7 @@ the pong deadline are run by the scheduler itself (`Liveness`: one timer armed p
 non-blocking ping, a look at the socket's last pong), not by actor messages; the actor hears of liveness only
 when it fails.
 
-Others talk to the actor without a pykka proxy (building one introspects the whole actor): `ask_request`,
-`tell_forget`, `tell_request_then` send the ProxyCall messages a proxy would; the receive loop sends {"frame"}
+Others talk to the actor without a pykka proxy (actors/executor_messages.py); the receive loop sends {"frame"}
 and {"closed"}.
 
 The handshake: `claim` by the application actor is waited for at most `handshake_timeout_s`; past that the
@@ -26,17 +25,14 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pykka
-from pykka.messages import ProxyCall
 
 from relay.actors import metrics
-from relay.actors.application import LiveExecutor
 from relay.actors.context import ActorContext
-from relay.actors.directory import Directory
 from relay.actors.liveness import FrameSocket, Liveness
 from relay.actors.pykka_gevent import DrainedActor
 from relay.actors.scheduler import Cancellable
@@ -68,28 +64,6 @@ RELAY_STOPPING = "relay stopping"
 _REQUEST_ID = re.compile(r'"request_id"\s*:\s*"([0-9A-Za-z_-]{1,200})"')
 
 
-def _call(method: str, *args: object) -> ProxyCall:
-    """The message a pykka proxy sends for `proxy.method(*args)`, without building the proxy (which introspects
-    the whole actor each time it is built)."""
-    return ProxyCall(attr_path=(method,), args=args, kwargs={})
-
-
-def ask_request(ref: pykka.ActorRef[ExecutorActor], request: object) -> pykka.Future[pykka.Future[object]]:
-    """`ref.proxy().request(request)` without the proxy: a future of the future of the answer."""
-    return ref.ask(_call("request", request), block=False)
-
-
-def tell_forget(ref: pykka.ActorRef[ExecutorActor], request_id: str) -> None:
-    """`ref.proxy().forget(request_id)` without the proxy (raises ActorDeadError when the actor has stopped)."""
-    ref.tell(_call("forget", request_id))
-
-
-def tell_request_then(ref: pykka.ActorRef[ExecutorActor], request: object, on_answer: Callable[[object], None]) -> None:
-    """`ref.proxy().request_then(request, on_answer)` without the proxy (raises ActorDeadError when the actor
-    has stopped)."""
-    ref.tell(_call("request_then", request, on_answer))
-
-
 def _fail(future: pykka.Future[object], message: str, kind: type[Exception] = ExecutorGoneError) -> None:
     """Fail a future (pykka wants an exc_info triple, not an exception)."""
     error = kind(message)
@@ -105,11 +79,45 @@ class Pending:
 
 
 @dataclass
+class LiveExecutor:
+    """An executor connected to this instance, as routing sees it."""
+
+    executor_id: str
+    ref: pykka.ActorRef[ExecutorActor]
+    application_version: str
+    language: str | None
+    dbos_version: str | None
+    connected_at: float
+    unsupported: set[str] = field(default_factory=set)
+
+
+@dataclass
 class Connection:
     org: str
     app: str
     key_name: str
     peer: str
+
+
+class ApplicationProxy(Protocol):
+    """What an executor actor asks of its application's actor (actors/application.py ApplicationActor) through
+    that actor's pykka proxy, each call a future. A Protocol rather than the class: the application actor holds
+    executor actors, so this module naming it would make the two import each other."""
+
+    def claim(self, executor: LiveExecutor) -> pykka.Future[pykka.ActorRef[ExecutorActor] | None]: ...
+    def release(self, executor_id: str, ref: pykka.ActorRef[ExecutorActor]) -> pykka.Future[bool]: ...
+    def live_executors(self) -> pykka.Future[list[LiveExecutor]]: ...
+    def executor_connected(self, executor_id: str) -> pykka.Future[None]: ...
+    def executor_disconnected(self, executor_id: str, at: datetime) -> pykka.Future[None]: ...
+    def rewatch(self, executor_id: str) -> pykka.Future[None]: ...
+
+
+class Connections(Protocol):
+    """What an executor actor needs of the process's Directory (actors/directory.py)."""
+
+    def add_connection(self, org: str, key_name: str, ref: pykka.ActorRef[ExecutorActor]) -> None: ...
+    def remove_connection(self, org: str, key_name: str, ref: pykka.ActorRef[ExecutorActor]) -> None: ...
+    def application_proxy(self, org: str, app: str) -> ApplicationProxy: ...
 
 
 class ExecutorActor(DrainedActor):
@@ -120,7 +128,7 @@ class ExecutorActor(DrainedActor):
     one-at-a-time handling, several KiB less per idle connection. Elsewhere (unit tests) it is an ordinary
     ThreadingActor."""
 
-    def __init__(self, ctx: ActorContext, directory: Directory, socket: FrameSocket, conn: Connection,
+    def __init__(self, ctx: ActorContext, directory: Connections, socket: FrameSocket, conn: Connection,
                  admitted: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.ctx = ctx

@@ -1,5 +1,5 @@
-"""Asking an application's executors from an actor's worker: the same ranking as actors/routing.py (which
-these modules cannot import: routing imports the application actor), sends to several executors at once with
+"""Asking an application's executors from an actor's worker: the same ranking rule as actors/routing.py
+(actors/policies/ranking.py) over any executor-like rows, sends to several executors at once with
 one deadline, and the outcome of each as a metrics word (actors/metrics.py), counted there.
 """
 

@@ -8,12 +8,12 @@ the caller passes what it read from the ApplicationActor.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from relay.actors.application import LiveExecutor, Publication
+from relay.actors.executor import LiveExecutor
 from relay.actors.policies.ranking import order, supports
 
-__all__ = ["Route", "describe_lacking", "rank", "rank_cached", "supports"]
+__all__ = ["Publication", "Route", "describe_lacking", "rank", "rank_cached", "supports"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,16 @@ class Route:
 
     candidates: list[LiveExecutor]
     lacking: list[LiveExecutor]
+
+
+@dataclass(frozen=True)
+class Publication:
+    """What routing reads of an application at one moment: its live executors, the latest version, and the
+    routes ranked from them so far (rank_cached), by message type."""
+
+    executors: tuple[LiveExecutor, ...]
+    latest_version: str | None
+    routes: dict[str, Route] = field(default_factory=dict)
 
 
 def rank(

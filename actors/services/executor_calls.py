@@ -42,9 +42,10 @@ import pykka
 from relay.actors import metrics, routing
 from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlane
-from relay.actors.application import LiveExecutor, Publication, RoutingBoard
+from relay.actors.application import RoutingBoard
 from relay.actors.cluster import RemoteExecutor
-from relay.actors.executor import ask_request, tell_forget
+from relay.actors.executor import LiveExecutor
+from relay.actors.executor_messages import ask_request, tell_forget
 from relay.actors.services import executor_errors
 from relay.actors.services.errors import (
     DataPlaneRefusedError,
@@ -177,7 +178,7 @@ class ExecutorCalls:
             raise TimedOutError(f"application '{app}' did not answer Relay in time") from None
         return executors
 
-    def _published(self, org: str, app: str) -> Publication | None:
+    def _published(self, org: str, app: str) -> routing.Publication | None:
         """What the application's actor (started on first use) last published for routing, read without asking
         it (actors/application.py RoutingBoard); None for an actor that publishes nothing (test stand-ins)."""
         board = RoutingBoard.of(self.rt.directory.application(org, app))

@@ -15,9 +15,9 @@ from flask import Flask
 
 from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlanes
-from relay.actors.application import LiveExecutor
 from relay.actors.configuration.limits import Limits
 from relay.actors.directory import Directory
+from relay.actors.executor import LiveExecutor
 from relay.actors.services import executor_calls
 from relay.actors.services.executor_calls import summarize_error
 from relay.actors.services.workflows import WorkflowActions

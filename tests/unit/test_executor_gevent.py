@@ -21,7 +21,8 @@ from relay.actors.application import ApplicationActor
 from relay.actors.configuration.limits import Limits
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
-from relay.actors.executor import Connection, ExecutorActor, ask_request
+from relay.actors.executor import Connection, ExecutorActor
+from relay.actors.executor_messages import ask_request
 from relay.actors import pykka_gevent
 pykka_gevent.install()  # as relay serve does at start-up
 from relay.actors.scheduler import ManualScheduler

@@ -30,12 +30,12 @@ from werkzeug.serving import make_server
 
 from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.adapters.forwarder import Forwarder
-from relay.actors.application import LiveExecutor
 from relay.actors.cluster import RemoteExecutor
 from relay.actors.configuration.limits import Limits
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.directory import Directory
 from relay.actors.edge_state import EdgeState
+from relay.actors.executor import LiveExecutor
 from relay.projections.backend import StoreConfig
 from relay.web.api import cluster as api_cluster
 from relay.web.context import executor_calls

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from relay.actors.application import LiveExecutor
+from relay.actors.executor import LiveExecutor
 from relay.actors.routing import describe_lacking, rank, supports
 
 
