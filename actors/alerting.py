@@ -197,7 +197,7 @@ def evaluate(rule: dict[str, Any], sources: Sources, now: datetime) -> Finding |
     return evaluator(rule["app"], rule["metadata"], sources, now) if evaluator else None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class LiveSources:
     """Sources over the registry view and a snapshot of the application's live executors."""
 

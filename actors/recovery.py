@@ -32,12 +32,11 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from relay.actors.clock import Clock
 from relay.actors.recovery_dispatch import (
     MESSAGE_KEY,
     STORE_RETRY_S,
@@ -49,20 +48,17 @@ from relay.actors.recovery_dispatch import (
     rank_peers,
     read_check,
 )
-from relay.actors.scheduler import Cancellable, Scheduler
+from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError, IllegalTransitionError
 from relay.events.executor import DEAD, DISCONNECTED, HEALTHY, Executor
 from relay.events.refs import executor_ref
-from relay.projections.store.log import RelayLog
 from relay.wire.json_types import JSONObject
-from relay.wire.requests import Request
 
 log = logging.getLogger("relay.actors.recovery")
 
 __all__ = ["ADOPTED_REASON", "MESSAGE_KEY", "RESTART_REASON", "AppLifecycle", "Peer", "describe_answer",
            "rank_peers", "read_check"]
 
-DEFAULT_MAX_PER_PEER = 4  # recovery dispatches in flight on one peer at once; the rest queue
 # A record taken over at a restart (or an adoption) whose grace expires while the other executors taken over
 # are still coming back (one came back within the last STORM_QUIET_S) is looked at again STORM_QUIET_S later.
 STORM_QUIET_S = 5.0
@@ -91,51 +87,12 @@ class _Grace:
     deadline: float = 0.0  # scheduler time it expires
 
 
+@dataclass(eq=False, repr=False)
 class AppLifecycle(RecoveryDispatch):
     """Grace timers and recovery dispatches of one application (org, app), on this instance."""
 
-    def __init__(
-        self,
-        org: str,
-        app: str,
-        *,
-        log: RelayLog,
-        instance_id: str,
-        clock: Clock,
-        scheduler: Scheduler,
-        grace_secs: Callable[[], float],
-        recovery_timeout_s: float,
-        peers: Callable[[], list[object]],
-        latest_version: Callable[[], str | None],
-        send: Callable[[Any, Request, Callable[[object], None]], None],
-        forget: Callable[[Any, str], None],
-        post: Callable[[JSONObject], None],
-        remote_peers: Callable[[], list[object]] | None = None,
-        remote_poll_s: float = 2.0,
-        max_per_peer: int = DEFAULT_MAX_PER_PEER,
-        is_live: Callable[[str], bool] | None = None,
-    ) -> None:
-        self.org = org
-        self.app = app
-        self.log = log
-        self.instance_id = instance_id
-        self.clock = clock
-        self.scheduler = scheduler
-        self.grace_secs = grace_secs
-        self.recovery_timeout_s = recovery_timeout_s
-        self.peers = peers
-        self.latest_version = latest_version
-        self.send = send
-        self.forget = forget
-        self.post = post
-        # In a cluster: HEALTHY executors of the app on other instances, also candidates for recovery (after
-        # local ones of the same rank); a dead executor without candidates looks for one every poll.
-        self.remote_peers = remote_peers
-        self.remote_poll_s = remote_poll_s
-        self.max_per_peer = max(1, int(max_per_peer))
-        # Whether an executor id is connected here now: O(1) from the application actor's live map (after a
-        # restart thousands of grace timers expire together; scanning every peer for each was O(N^2)).
-        self.is_live = is_live or (lambda executor_id: any(p.executor_id == executor_id for p in self.peers()))
+    def __post_init__(self) -> None:
+        self.max_per_peer = max(1, int(self.max_per_peer))
         self._grace: dict[str, _Grace] = {}
         self._last_comeback: float | None = None  # scheduler time an executor taken over came back
         self._dead: dict[str, _Dead] = {}  # in the order they were declared dead (the queue's order)
@@ -313,12 +270,17 @@ class AppLifecycle(RecoveryDispatch):
         self._grace[executor_id] = _Grace(token, timer, grace, restarted_at, since, connection, reason,
                                           deadline=self.scheduler.now() + max(0.0, delay))
 
+    def _connected_here(self, executor_id: str) -> bool:
+        if self.is_live is not None:
+            return self.is_live(executor_id)
+        return any(p.executor_id == executor_id for p in self.peers())
+
     def _grace_expired(self, executor_id: str, token: object) -> None:
         watch = self._grace.get(executor_id)
         if watch is None or watch.token != token:
             return  # cancelled or re-armed since
         del self._grace[executor_id]
-        if self.is_live(executor_id):
+        if self._connected_here(executor_id):
             return  # it is back
         if self._storm_goes_on(watch):
             # Executors taken over are still coming back (a restart under thousands of them takes a while,

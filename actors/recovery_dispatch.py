@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from relay.actors.clock import Clock
 from relay.actors.policies.ranking import order
-from relay.actors.scheduler import Cancellable
+from relay.actors.scheduler import Cancellable, Scheduler
 from relay.events.errors import DomainError
 from relay.events.executor import Executor
 from relay.events.refs import executor_ref
@@ -28,6 +28,7 @@ log = logging.getLogger("relay.actors.recovery")
 MESSAGE_KEY = "lifecycle"  # messages for AppLifecycle.handle carry this key
 MAX_RETRY_S = 600.0  # the longest pause before a round of peers that all failed is tried again
 STORE_RETRY_S = 5.0  # after the event store refused a write (unreachable), try again this much later
+DEFAULT_MAX_PER_PEER = 4  # recovery dispatches in flight on one peer at once; the rest queue
 _REASON_CHARS = 200
 
 
@@ -109,24 +110,39 @@ class _Dead:
     waiting_version: bool = False  # logged as waiting for a peer of its own version
 
 
-class RecoveryDispatch:
-    """AppLifecycle's recovery half (its state is set up by AppLifecycle.__init__)."""
+@dataclass(eq=False, repr=False)
+class LifecycleWiring:
+    """What AppLifecycle (actors/recovery.py) is built with: its application, the log, time, and how it reaches
+    the executors. Declared once, for both its halves."""
+
+    org: str
+    app: str
+    _: KW_ONLY
+    log: RelayLog
+    instance_id: str
+    clock: Clock
+    scheduler: Scheduler
+    grace_secs: Callable[[], float]
+    recovery_timeout_s: float
+    peers: Callable[[], list[Any]]
+    latest_version: Callable[[], str | None]
+    send: Callable[[Any, Request, Callable[[Any], None]], None]
+    forget: Callable[[Any, str], None]
+    post: Callable[[JSONObject], None]
+    # In a cluster: HEALTHY executors of the app on other instances, also candidates for recovery (after local
+    # ones of the same rank); a dead executor without candidates looks for one every poll.
+    remote_peers: Callable[[], list[Any]] | None = None
+    remote_poll_s: float = 2.0
+    max_per_peer: int = DEFAULT_MAX_PER_PEER
+    # Whether an executor id is connected here now: O(1) from the application actor's live map (after a restart
+    # thousands of grace timers expire together; scanning every peer for each was O(N^2)). None: scan the peers.
+    is_live: Callable[[str], bool] | None = None
+
+
+class RecoveryDispatch(LifecycleWiring):
+    """AppLifecycle's recovery half (its own state is set up by AppLifecycle.__post_init__)."""
 
     if TYPE_CHECKING:  # what AppLifecycle (actors/recovery.py) gives this half, for the type checker
-        org: str
-        app: str
-        log: RelayLog
-        instance_id: str
-        clock: Clock
-        recovery_timeout_s: float
-        peers: Callable[[], list[Any]]
-        latest_version: Callable[[], str | None]
-        send: Callable[[Any, Request, Callable[[Any], None]], None]
-        forget: Callable[[Any, str], None]
-        post: Callable[[JSONObject], None]
-        remote_peers: Callable[[], list[Any]] | None
-        remote_poll_s: float
-        max_per_peer: int
         _dead: dict[str, _Dead]
         _inflight: dict[str, int]
         _tokens: Iterator[int]
