@@ -12,10 +12,10 @@ from uuid import UUID
 import pykka
 
 from relay.actors.cluster import Cluster
+from relay.actors.config_apply import apply_config
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
 from relay.actors.policies.config_plan import APP, KEY, SETTINGS, Change
-from relay.actors.services.configuration import apply_config
 from relay.events.instance import RelayInstance
 from relay.events.operation import Operation
 from relay.events.organization import Organization

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from relay.actors.application import register_app
+from relay.actors.config_apply import apply_config
 from relay.actors.policies.config import parse_config
 from relay.actors.policies.config_plan import AppState, State, plan
-from relay.actors.services.configuration import apply_config
 from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.errors import ConcurrentChangeError
 from relay.events.organization import Organization

@@ -14,9 +14,9 @@ import yaml
 from eventsourcing.domain import Aggregate
 
 from relay.actors.alerting import LiveSources, evaluate
+from relay.actors.config_apply import apply_changes
 from relay.actors.policies.config import ConfigInvalidError, KeySpec, RuleSpec, parse_config
 from relay.actors.policies.config_plan import AppState, State, plan
-from relay.actors.services.configuration import apply_changes
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_SETTINGS, App
 from relay.events.errors import ConcurrentChangeError
