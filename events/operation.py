@@ -16,10 +16,11 @@ Pure: no I/O, no clock (`at` comes in), no randomness (the id comes in).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Aggregate
 
 from relay.events.errors import InvalidValueError
 from relay.events.names import check_app_name, check_org_name
@@ -42,42 +43,28 @@ def _bounded(text: str, limit: int) -> str:
 
 
 @versioned({"Performed": 1})
-class Operation(Aggregate):
-    """One control-plane action and its outcome."""
+@dataclass(eq=False, repr=False)  # the aggregate's own equality and repr, as before
+class Operation(Aggregate, created_event_name="Performed"):
+    """One control-plane action and its outcome. A record, never changed: its fields are its `Performed` event's,
+    in this order (eventsourcing makes the event from the dataclass's __init__)."""
+
+    operation_id: UUID
+    org: str
+    app: str | None
+    operation: str
+    via: str
+    targets: list[str]
+    more_targets: int
+    outcome: str
+    status: int
+    detail: str | None
+    by: str
+    source: str
+    at: datetime
 
     @staticmethod
     def create_id(operation_id: UUID, **_: object) -> UUID:
         return operation_id
-
-    @event("Performed")
-    def __init__(
-        self,
-        operation_id: UUID,
-        org: str,
-        app: str | None,
-        operation: str,
-        via: str,
-        targets: list[str],
-        more_targets: int,
-        outcome: str,
-        status: int,
-        detail: str | None,
-        by: str,
-        source: str,
-        at: datetime,
-    ) -> None:
-        self.org = org
-        self.app = app
-        self.operation = operation
-        self.via = via
-        self.targets = list(targets)
-        self.more_targets = more_targets
-        self.outcome = outcome
-        self.status = status
-        self.detail = detail
-        self.by = by
-        self.source = source
-        self.at = at
 
     @classmethod
     def perform(
