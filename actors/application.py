@@ -21,7 +21,8 @@ import pykka
 from relay.actors import alerting, autoscale, retention
 from relay.actors.context import ActorContext
 from relay.actors.executor import ExecutorActor, LiveExecutor
-from relay.actors.recovery import MESSAGE_KEY, RESTART_REASON, AppLifecycle
+from relay.actors.recovery import RESTART_REASON, AppLifecycle
+from relay.actors.recovery_dispatch import MESSAGE_KEY
 from relay.actors.routing import Publication
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, MAX_EXECUTOR_TIMEOUT_SECS, App

@@ -40,13 +40,9 @@ from typing import Any
 from relay.actors.recovery_dispatch import (
     MESSAGE_KEY,
     STORE_RETRY_S,
-    Peer,
     RecoveryDispatch,
     _Dead,
     _Dispatch,
-    describe_answer,
-    rank_peers,
-    read_check,
 )
 from relay.actors.scheduler import Cancellable
 from relay.events.errors import DomainError, IllegalTransitionError
@@ -56,8 +52,6 @@ from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.actors.recovery")
 
-__all__ = ["ADOPTED_REASON", "MESSAGE_KEY", "RESTART_REASON", "AppLifecycle", "Peer", "describe_answer",
-           "rank_peers", "read_check"]
 
 # A record taken over at a restart (or an adoption) whose grace expires while the other executors taken over
 # are still coming back (one came back within the last STORM_QUIET_S) is looked at again STORM_QUIET_S later.

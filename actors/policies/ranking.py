@@ -1,6 +1,6 @@
 """The one rule for choosing an executor, pure (no I/O, no clock): who may take a message type, and in what
 order candidates are tried. Routing of API calls (actors/routing.py), alerting and retention requests
-(actors/executor_requests.py) and recovery dispatch (actors/recovery.py) all rank with it."""
+(actors/executor_requests.py) and recovery dispatch (actors/recovery_dispatch.py) all rank with it."""
 
 from __future__ import annotations
 

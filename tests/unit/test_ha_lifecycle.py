@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from relay.actors.recovery import ADOPTED_REASON, AppLifecycle, rank_peers
+from relay.actors.recovery import ADOPTED_REASON, AppLifecycle
+from relay.actors.recovery_dispatch import rank_peers
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, Executor, ExecutorInfo
 from relay.events.refs import executor_ref

@@ -27,13 +27,11 @@ from relay.actors.directory import Directory
 from relay.actors.executor import Connection, ExecutorActor
 from relay.actors.recovery import (
     INTERRUPTED_REASON,
-    MESSAGE_KEY,
     RESTART_REASON,
     STORM_QUIET_S,
     AppLifecycle,
-    describe_answer,
-    rank_peers,
 )
+from relay.actors.recovery_dispatch import MESSAGE_KEY, describe_answer, rank_peers
 from relay.actors.scheduler import ManualScheduler
 from relay.events.executor import DEAD, DELETED, DISCONNECTED, HEALTHY, Executor, ExecutorInfo
 from relay.events.refs import executor_ref

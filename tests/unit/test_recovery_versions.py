@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from relay.actors.recovery import read_check
-from relay.actors.recovery_dispatch import DEFAULT_MAX_PER_PEER
+from relay.actors.recovery_dispatch import DEFAULT_MAX_PER_PEER, read_check
 from relay.events.executor import DEAD, DELETED
 from relay.wire.errors import ExecutorGoneError
 from relay.wire.responses import Response

@@ -47,3 +47,31 @@ def test_a_500_is_logged_with_its_traceback_and_no_secret(client: FlaskClient,
     assert masked.filter(record)
     text = f"{record.getMessage()}\n{record.exc_text}"
     assert "MemoryError" in text and "Traceback" in text and "Pw-0f-the-db" not in text, text
+
+
+def test_the_alert_sinks_secrets_are_masked_in_every_handler() -> None:
+    """The alert sinks' webhook secret, Slack webhook URL and PagerDuty routing key are the process's secrets too."""
+    import logging
+    import secrets
+
+    from relay.actors.configuration.settings import Settings
+    from relay.web.transport.log_secrets import install_secret_filter
+
+    webhook, routing = secrets.token_hex(16), secrets.token_hex(16)
+    slack = f"https://hooks.slack.example/services/{secrets.token_hex(12)}"
+    settings = Settings(alert_webhook_secret=webhook, alert_slack_webhook_url=slack,
+                        alert_pagerduty_routing_key=routing)
+    handler = logging.Handler()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        install_secret_filter(settings)
+        record = logging.LogRecord("relay", logging.WARNING, __file__, 1, "sent %s %s %s", (webhook, slack, routing),
+                                   None)
+        for check in handler.filters:
+            check.filter(record)  # type: ignore[union-attr]
+        text = record.getMessage()
+    finally:
+        root.removeHandler(handler)
+    assert webhook not in text and slack not in text and routing not in text, text
+    assert text.count("<redacted>") == 3, text

@@ -10,7 +10,8 @@ from relay.actors.configuration.settings import Settings
 
 class SecretFilter(logging.Filter):
     """The last line of defence, on every log handler of `relay serve`: `dbos_` keys, and the process's own
-    secrets (admin token, forward secret), and a URL's credentials are masked in any record, its traceback
+    secrets (admin token, forward secret, the alert sinks' webhook secret, Slack URL and PagerDuty routing key),
+    and a URL's credentials are masked in any record, its traceback
     included."""
 
     API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{30,}")
@@ -43,6 +44,7 @@ class SecretFilter(logging.Filter):
 
 
 def install_secret_filter(settings: Settings, *more: str) -> None:
-    secret_filter = SecretFilter([settings.admin_token, settings.forward_secret, *more])
+    secret_filter = SecretFilter([settings.admin_token, settings.forward_secret, settings.alert_webhook_secret,
+                                  settings.alert_slack_webhook_url, settings.alert_pagerduty_routing_key, *more])
     for handler in logging.getLogger().handlers:
         handler.addFilter(secret_filter)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The oldest schema the pinned client's queries run against: below it a table they read is missing (migration
-# 109 adds workflow_input). tests/integration/test_dataplane_schema.py builds system databases at this version
+# 109 adds workflow_input). tests/integration/test_dataplane_safety.py builds system databases at this version
 # and the one before with the SDK's own migrations and holds both the client and this rule to it.
 MIN_SCHEMA_VERSION = 109
 
