@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from relay.actors import executor_requests, recovery, routing
+from relay.actors import executor_requests, recovery_dispatch, routing
 from relay.actors.policies.ranking import order, supports
 
 
@@ -49,5 +49,6 @@ def test_every_caller_ranks_with_the_one_rule() -> None:
     expected = ids(order(EXECUTORS, latest="v2"))
     assert ids(routing.rank(everyone, "list_workflows", "v2").candidates) == expected
     assert ids(executor_requests.rank(everyone, "list_workflows", "v2")) == expected
-    assert ids(recovery.rank_peers("old-v1", "v1", EXECUTORS, latest_version="v2")) == ["new-v1", "mid-v2", "far-v2"]
+    peers = recovery_dispatch.rank_peers("old-v1", "v1", EXECUTORS, latest_version="v2")
+    assert ids(peers) == ["new-v1", "mid-v2", "far-v2"]
     assert not supports(lacking, "list_workflows") and supports(lacking, "recovery")
