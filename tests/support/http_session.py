@@ -1,7 +1,7 @@
 """A requests Session that never reuses a keep-alive connection near the server's idle deadline.
 
 Relay closes a keep-alive connection that sends no request line within RELAY_HANDSHAKE_TIMEOUT_S
-(web/transport/server.py
+(web/transport/handler.py
 `read_requestline`: idle and trickling connections hold nothing for longer). A client that reuses a pooled
 connection at that very moment gets ``RemoteDisconnected('Remote end closed connection without response')``:
 its request crossed Relay's close on the wire, and urllib3 retries no POST. HTTP/1.1 clients avoid that race by

@@ -76,7 +76,7 @@ def test_too_many_headers_are_refused_as_http_client_refuses_them() -> None:
 
 
 def test_pywsgi_still_has_what_the_handler_overrides() -> None:
-    """web/transport/server.py RelayHandler replaces MessageClass, _headers and _write_with_headers (gevent 26.9.0)."""
+    """web/transport/handler.py RelayHandler replaces MessageClass, _headers and _write_with_headers (gevent 26.9.0)."""
     handler = pywsgi.WSGIHandler
     assert "self.headers = self.MessageClass(self.rfile, 0)" in inspect.getsource(handler.read_request)
     assert "self._headers()" in inspect.getsource(handler.get_environ)

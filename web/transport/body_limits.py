@@ -2,7 +2,7 @@
 read (413), counted as read for a chunked body; and a deadline with a minimum rate, enforced on every read of the
 connection's socket while a body is being read (408, then the connection is closed).
 
-Slow headers are bounded by one timer per request (web/transport/server.py, RELAY_HANDSHAKE_TIMEOUT_S); a body gets
+Slow headers are bounded by one timer per request (web/transport/handler.py, RELAY_HANDSHAKE_TIMEOUT_S); a body gets
 the same
 first allowance, plus one second for every RELAY_BODY_MIN_BYTES_PER_S bytes received, and RELAY_BODY_TIMEOUT_S at
 most: a trickle of a byte a second is cut after about RELAY_HANDSHAKE_TIMEOUT_S, a large body at a fair rate gets

@@ -4,7 +4,7 @@ RELAY_TRUSTED_PROXIES (CIDRs) lists the proxies whose X-Forwarded-For is believe
 is not one of them keeps its peer's address, whatever it sends: a forged header from elsewhere changes nothing.
 From a trusted peer, X-Forwarded-For is read from the right (each proxy appends the address it got the request
 from): the first address that is not itself a trusted proxy is the caller; every hop to its left was written by
-the caller, so it is never believed. `relay serve` puts the result in REMOTE_ADDR (web/transport/server.py), which the
+the caller, so it is never believed. `relay serve` puts the result in REMOTE_ADDR (web/transport/handler.py), which the
 audit log's `sourceIp` and the per-address limits (web/transport/limits.py, web/transport/websocket.py) read.
 """
 

@@ -139,7 +139,7 @@ def _already_buffered(rfile: Any, sock: Any) -> bytes:
 
 
 class RelayWebSocket(WebSocket):
-    """Installed on each upgraded socket by the handler (see server.RelayHandler)."""
+    """Installed on each upgraded socket by the handler (see handler.RelayHandler)."""
 
     if TYPE_CHECKING:  # the type checker sees the slots of WebSocket this class sets too
         __slots__ = ("_fragmented", "_message_bytes", "closed", "environ", "handler", "last_pong",
@@ -169,7 +169,7 @@ class RelayWebSocket(WebSocket):
         self._fragmented = False  # a text or binary message begun and not finished (its continuations to come)
 
     def detach(self, rfile: object) -> None:
-        """Once the HTTP request is over (server.RelayHandler hands the socket over): read frames from the
+        """Once the HTTP request is over (handler.RelayHandler hands the socket over): read frames from the
         socket itself, starting with what the request's reader already holds, and keep nothing of the request
         (handler, environ, the reader and its buffer)."""
         if self.closed:

@@ -214,7 +214,7 @@ def check_handshake(rt: Runtime, environ: dict[str, Any], edge: EdgeLimits | Non
     if gate is not None:
         ticket = gate.enter()
         if ticket is None:
-            # answered by the handler itself (web/transport/server.py), not logged one by one
+            # answered by the handler itself (web/transport/handler.py), not logged one by one
             handshake.refusal = Refusal(503, HANDSHAKES_BUSY, "1", busy=True)
             metrics.count_refused_handshake(503, "busy")
             return handshake
@@ -291,7 +291,7 @@ def _check_admission(rt: Runtime, handshake: Handshake, edge: EdgeLimits | None,
            path_names={"key": "conductorKey"})
 def executor_socket(app: str, key: str) -> Response:
     """Only upgrades that were not made reach Flask: an admitted one is started by the handler itself
-    (web/transport/server.py RelayHandler.run_websocket, start_executor below)."""
+    (web/transport/handler.py RelayHandler.run_websocket, start_executor below)."""
     del app, key  # checked before the upgrade; the key is never logged
     handshake = handshake_of(request.environ)
     refusal = handshake.refusal if handshake is not None else None
@@ -366,7 +366,7 @@ class ExecutorLink:
     socket closes, then the socket closed and its connection slot given back.
 
     It runs in a greenlet of its own, started by `take_over` from the request's handler once the request is over
-    (web/transport/server.py RelayHandler): the request's handler, environ, Flask context and buffered reader are gone
+    (web/transport/handler.py RelayHandler): the request's handler, environ, Flask context and buffered reader are gone
     by
     then, and the greenlet waits at a shallow stack (gevent saves a suspended greenlet's C stack)."""
 
