@@ -17,16 +17,13 @@ from datetime import UTC
 from typing import Any
 
 from relay.actors import metrics
-from relay.actors.adapters.sinks import HttpError, http_post, post_with_retries, send_sink
+from relay.actors.adapters.sinks import http_post, post_with_retries, send_sink
 from relay.actors.configuration.alerting import RemoteExecutors, SinkConfig, WebhookConfig
 from relay.actors.executor_requests import Transport, request_all
 from relay.wire import signing
 from relay.wire.catalog_requests import AlertRequest
 from relay.wire.json_types import JSONObject
 from relay.wire.messages import new_request_id
-
-__all__ = ["Deliverer", "Delivery", "HttpError", "alert_payload", "http_post",
-           "send_webhook"]
 
 log = logging.getLogger("relay.actors.delivery")
 

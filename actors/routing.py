@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from relay.actors.executor import LiveExecutor
 from relay.actors.policies.ranking import order, supports
 
-__all__ = ["Publication", "Route", "describe_lacking", "rank", "rank_cached", "supports"]
-
 
 @dataclass(frozen=True)
 class Route:

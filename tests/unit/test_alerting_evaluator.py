@@ -20,9 +20,10 @@ from typing import Any
 import pykka
 import pytest
 
+from relay.actors.adapters.sinks import HttpError
 from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert, latest_alert, slot_of
 from relay.actors.configuration.alerting import WebhookConfig
-from relay.actors.delivery import Deliverer, Delivery, HttpError, alert_payload, send_webhook
+from relay.actors.delivery import Deliverer, Delivery, alert_payload, send_webhook
 from relay.actors.periodic import PeriodicWork
 from relay.actors.retention import RetentionRunner, retention_policy
 from relay.actors.scheduler import ManualScheduler

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from relay.actors.executor import LiveExecutor
-from relay.actors.routing import describe_lacking, rank, supports
+from relay.actors.policies.ranking import supports
+from relay.actors.routing import describe_lacking, rank
 
 
 def live(executor_id: str, version: str = "v1", *, language: str = "python", dbos: str = "3.2.0",
