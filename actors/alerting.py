@@ -37,11 +37,11 @@ from relay.actors.clock import Clock
 from relay.actors.configuration.alerting import AlertingConfig
 from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.delivery import Deliverer, Delivery
+from relay.actors.errors import DataPlaneError
 from relay.actors.executor_requests import Transport, rank, request_all
 from relay.actors.periodic import AppJob
 from relay.actors.policies import alerting as judge
 from relay.actors.policies.alerting import Finding, count_rows
-from relay.actors.services.errors import DataPlaneError
 from relay.events.alerting import (
     RECOVERY_FLAPPING,
     SLOW_QUEUE,

@@ -1,5 +1,5 @@
 """RFC 9457 problem details: every error the HTTP API returns, the exception that carries one, and the one table
-that maps the domain's errors (events/errors.py, actors/services/errors.py) to HTTP for the API and the console."""
+that maps the domain's errors (events/errors.py, actors/errors.py) to HTTP for the API and the console."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Flask, Response, json
 
-from relay.actors.services.errors import (
+from relay.actors.errors import (
     CallerMistakeError,
     DataPlaneFailedError,
     DataPlaneRefusedError,

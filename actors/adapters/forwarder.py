@@ -6,7 +6,7 @@ says. The peer runs it on that executor and answers the executor's raw response 
 wire/codec.py like a frame), or a problem (web/api/cluster.py says which status means what). Only `_exchange`
 speaks HTTP: it reads the peer's status into what happened (`Outcome`: the executor is gone from there, timed
 out, busy, failed, or the forward was refused), and the caller gets that as a domain error, the same a local
-executor's call raises (wire/errors.py, actors/services/errors.py). The HTTP client
+executor's call raises (wire/errors.py, actors/errors.py). The HTTP client
 (actors/adapters/http_client.py) is cooperative under gevent and reuses its connection to a peer; every call is
 bounded by the caller's timeout plus a small margin, so the peer's own timeout answer arrives before ours.
 """
@@ -21,7 +21,7 @@ from typing import Literal
 
 from relay.actors.adapters.http_client import HttpAnswer, HttpClient, UnreachableError
 from relay.actors.cluster import Cluster, RemoteExecutor
-from relay.actors.services.errors import ExecutorFailedError, ForwardRefusedError, TimedOutError
+from relay.actors.errors import ExecutorFailedError, ForwardRefusedError, TimedOutError
 from relay.projections.applications import ApplicationsQueries
 from relay.wire import signing as forwarding
 from relay.wire.codec import decode_response

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from relay.actors.errors import InvalidFieldError, NotAllowedError
 from relay.actors.services.commands import run_command
-from relay.actors.services.errors import InvalidFieldError, NotAllowedError
 from relay.events.alerting import RULE_TYPES, check_rule_metadata
 from relay.events.errors import InvalidValueError, NotFoundError
 from relay.events.names import APP_NAME

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import pykka
 
-from relay.actors.services.errors import TimedOutError
+from relay.actors.errors import TimedOutError
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime

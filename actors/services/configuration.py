@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from relay.actors.adapters.dataplane.reference import check_reference
+from relay.actors.errors import NotAllowedError
 from relay.actors.policies.config import Config, ConfigInvalidError, KeySpec, parse_config
 from relay.actors.policies.config_plan import (
     DATA_PLANE,
@@ -28,7 +29,6 @@ from relay.actors.policies.config_plan import (
     rule_from_row,
 )
 from relay.actors.services.commands import run_command
-from relay.actors.services.errors import NotAllowedError
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.errors import AlreadyExistsError, ConcurrentChangeError, InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key

@@ -1,4 +1,4 @@
-"""Calling an application's executors, with a domain error (actors/services/errors.py) for every way it fails.
+"""Calling an application's executors, with a domain error (actors/errors.py) for every way it fails.
 
 - no executor of the application connected here: NoExecutorError;
 - candidates are tried in routing order (actors/routing.py); an "Unknown message type" answer marks that
@@ -44,10 +44,7 @@ from relay.actors.adapters.dataplane import answers as dataplane_answers
 from relay.actors.adapters.dataplane.client import DataPlane
 from relay.actors.application import RoutingBoard
 from relay.actors.cluster import RemoteExecutor
-from relay.actors.executor import LiveExecutor
-from relay.actors.executor_messages import ask_request, tell_forget
-from relay.actors.services import executor_errors
-from relay.actors.services.errors import (
+from relay.actors.errors import (
     DataPlaneRefusedError,
     DataPlaneUnavailableError,
     ExecutorDisconnectedError,
@@ -59,6 +56,9 @@ from relay.actors.services.errors import (
     ServiceError,
     TimedOutError,
 )
+from relay.actors.executor import LiveExecutor
+from relay.actors.executor_messages import ask_request, tell_forget
+from relay.actors.services import executor_errors
 from relay.events.errors import NotFoundError
 from relay.wire.codec import is_metadata_only_refusal, is_send_race, is_unknown_type_error
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from relay.actors.services.errors import (
+from relay.actors.errors import (
     CallerMistakeError,
     TargetConflictError,
     TargetInvalidError,

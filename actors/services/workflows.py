@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay.actors.services.errors import ExecutorFailedError
+from relay.actors.errors import ExecutorFailedError
 from relay.actors.services.executor_calls import ExecutorCalls
 from relay.events.errors import NotFoundError
 from relay.wire.catalog_requests import (

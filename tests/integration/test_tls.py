@@ -25,7 +25,7 @@ import requests
 
 from relay.actors.adapters.forwarder import Forwarder
 from relay.actors.cluster import RemoteExecutor
-from relay.actors.services.errors import ForwardRefusedError
+from relay.actors.errors import ForwardRefusedError
 from relay.wire.errors import ExecutorGoneError
 from relay.wire.requests import ExecutorInfoRequest
 from tests.integration.fake_executor import DBOS_EXECUTOR_SOURCE, create_key, executors, register_app

@@ -35,8 +35,8 @@ from relay.actors.alerting import AlertRun, LiveSources, evaluate, fire_alert
 from relay.actors.configuration.alerting import SinkConfig
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.delivery import Deliverer, Delivery, alert_payload
+from relay.actors.errors import DataPlaneError, DataPlaneUnavailableError
 from relay.actors.scheduler import ManualScheduler
-from relay.actors.services.errors import DataPlaneError, DataPlaneUnavailableError
 from relay.events.alerting import AlertingRule
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.refs import executor_ref, rule_ref

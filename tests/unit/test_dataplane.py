@@ -23,8 +23,8 @@ from relay.actors.adapters.dataplane.reference import (
 from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION, judge
 from relay.actors.adapters.dataplane.values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
 from relay.actors.configuration.settings import ConfigError, Settings
+from relay.actors.errors import DataPlaneFailedError, DataPlaneTimedOutError, DataPlaneUnavailableError
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
-from relay.actors.services.errors import DataPlaneFailedError, DataPlaneTimedOutError, DataPlaneUnavailableError
 from relay.events.application import App
 from relay.events.data_plane import check_data_plane, check_reference_allowed, parse_allowed_references
 from relay.events.errors import IllegalTransitionError, InvalidValueError

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from relay.actors import metrics
 from relay.actors.application import register_app
 from relay.actors.configuration.settings import Settings
+from relay.actors.errors import ExecutorFailedError, TimedOutError
 from relay.actors.runtime import Runtime
-from relay.actors.services.errors import ExecutorFailedError, TimedOutError
 from relay.actors.services.executor_calls import timed_send
 from relay.events.organization import Organization
 from relay.events.refs import org_ref

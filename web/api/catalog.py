@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.actors.services.errors import NoExecutorError
+from relay.actors.errors import NoExecutorError
 from relay.web.api.metrics import recovery_metrics
 from relay.web.api.openapi import operation, query
 from relay.web.api.requests_ import json_body

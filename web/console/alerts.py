@@ -11,8 +11,8 @@ from typing import Any
 from flask import flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from relay.actors.errors import ServiceError
 from relay.actors.services.alerting_rules import AlertingRules
-from relay.actors.services.errors import ServiceError
 from relay.events.alerting import RULE_TYPES, metadata_fields
 from relay.events.errors import DomainError
 from relay.web import audit_trail

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
-from relay.actors.services.errors import ServiceError
+from relay.actors.errors import ServiceError
 from relay.actors.services.workflows import WorkflowActions
 from relay.events.errors import DomainError
 from relay.web.context import workflow_actions

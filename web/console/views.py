@@ -13,8 +13,8 @@ from werkzeug.exceptions import Forbidden
 from werkzeug.wrappers import Response
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
+from relay.actors.errors import ServiceError
 from relay.actors.services.configuration_changes import ConfigurationChanges
-from relay.actors.services.errors import ServiceError
 from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane

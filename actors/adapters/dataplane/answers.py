@@ -14,8 +14,8 @@ from relay.actors.adapters.dataplane import sql as dataplane_sql
 from relay.actors.adapters.dataplane.client import DataPlane
 from relay.actors.adapters.dataplane.values import as_text
 from relay.actors.adapters.off_hub import off_hub
+from relay.actors.errors import DataPlaneError, DataPlaneRefusedError, DataPlaneUnavailableError
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
-from relay.actors.services.errors import DataPlaneError, DataPlaneRefusedError, DataPlaneUnavailableError
 from relay.events.errors import NotFoundError
 from relay.wire import client_records as records
 from relay.wire.catalog_requests import (
@@ -307,7 +307,7 @@ def serves(message_type: str) -> bool:
 
 def answer(plane: DataPlane, request: Request) -> Response:
     """The response an executor would send, answered from the system database; otherwise a DataPlaneError
-    (actors/services/errors.py), or NotFoundError for a workflow, schedule or version it does not have."""
+    (actors/errors.py), or NotFoundError for a workflow, schedule or version it does not have."""
     found = ANSWERS.get(request.type)
     if found is None:
         raise DataPlaneUnavailableError(f"'{request.type.value}' needs a connected executor of application "

@@ -6,7 +6,7 @@ One `DataPlane` per configured application and instance, built on first use: the
 then from where the configuration points (an environment variable or a file of this server), never stored;
 the schema version is checked before the client is made (actors/adapters/dataplane/schema.py) and a database Relay does
 not support is refused before anything touches it. Errors name the application and what went wrong, never the
-URL (`scrub`); they are the services' domain errors (actors/services/errors.py: DataPlaneError's kinds
+URL (`scrub`); they are the services' domain errors (actors/errors.py: DataPlaneError's kinds
 unavailable, refused, timed out, failed), raised here, never an HTTP status. Answers are the executors' own
 response types (actors/adapters/dataplane/answers.py)."""
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from relay.actors.adapters.dataplane import schema as dataplane_schema
 from relay.actors.adapters.dataplane.reference import UNUSABLE, UnusableReference, resolve_url
-from relay.actors.services.errors import (
+from relay.actors.errors import (
     DataPlaneError,
     DataPlaneFailedError,
     DataPlaneRefusedError,

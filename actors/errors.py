@@ -1,4 +1,5 @@
-"""The domain errors of the application services: why a use case could not be carried out.
+"""The domain errors of the use cases: why one could not be carried out. Raised by the services (actors/services/)
+and the adapters they call (the data plane, the forwarder), so they sit below both.
 
 Each says what went wrong in the domain's words (no executor, an executor that failed, the caller's mistake);
 `detail` is the sentence shown to the caller. How each reaches HTTP (status, title) is web/problems.py's one
