@@ -13,7 +13,7 @@ import pytest
 from relay.events.errors import InvalidValueError
 from relay.events.operation import FAILURE, MAX_TARGETS, SUCCESS, Operation
 from relay.web import audit_trail
-from relay.web.api.openapi import operation_of
+from relay.web.operations import operation_of
 
 T0 = datetime(2026, 12, 4, tzinfo=UTC)
 BASE = {"org": "acme", "app": "shop", "operation": "cancelWorkflow", "via": "api", "targets": ["wf-1"],

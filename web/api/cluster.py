@@ -22,10 +22,10 @@ import time
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.web.api.openapi import operation
 from relay.web.api.openapi_schemas import COMPONENTS
 from relay.web.api.requests_ import check_path_names
 from relay.web.context import executor_calls, principal, runtime
+from relay.web.operations import operation
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.shapes import api_to_wire
 from relay.web.shapes.values import view_time

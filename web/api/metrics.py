@@ -22,8 +22,8 @@ from prometheus_client.openmetrics import exposition as openmetrics
 
 from relay.actors import metrics
 from relay.projections.identity import Principal
-from relay.web.api.openapi import operation
 from relay.web.context import principal, runtime
+from relay.web.operations import operation
 from relay.web.problems import ApiError
 from relay.web.shapes.values import format_time
 from relay.wire.json_types import JSONObject

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
@@ -24,9 +23,8 @@ from flask import Blueprint, Flask, Response, current_app, jsonify, request, url
 from relay.actors.metrics import count_ignored_query
 from relay.web.api.openapi_30 import to_openapi_30
 from relay.web.api.openapi_schemas import COMPONENTS, Schema, array_of, ref
+from relay.web.operations import Operation, operation, operation_of
 from relay.wire.json_types import JSONObject
-
-F = TypeVar("F", bound=Callable[..., object])
 
 bp = Blueprint("openapi", __name__)
 log = logging.getLogger("relay.web.api.openapi")
@@ -60,76 +58,6 @@ _ERROR = {
     "description": "Error",
     "content": {"application/problem+json": {"schema": ref("ErrorModel")}},
 }
-
-
-@dataclass(frozen=True)
-class Param:
-    """A query parameter."""
-
-    name: str
-    schema: Schema
-    required: bool = False
-    description: str | None = None
-
-    def doc(self) -> JSONObject:
-        out: JSONObject = {"name": self.name, "in": "query", "explode": False, "schema": self.schema}
-        if self.required:
-            out["required"] = True
-        if self.description:
-            out["description"] = self.description
-        return out
-
-
-def query(name: str, kind: str, fmt: str | None = None, *, required: bool = False,
-          description: str | None = None) -> Param:
-    schema: Schema = {"type": kind}
-    if fmt:
-        schema["format"] = fmt
-    return Param(name, schema, required, description)
-
-
-@dataclass(frozen=True)
-class Operation:
-    """What the URL map cannot tell about an operation.
-
-    ``returns``: a component name (``"Workflow"``), a list of them (``"Workflow[]"``), an inline schema, or
-    None for a response without content. ``path_names`` overrides PATH_NAMES for this route.
-    """
-
-    operation_id: str
-    summary: str
-    tag: str
-    status: int = 200
-    returns: str | Schema | None = None
-    query: Sequence[Param] = ()
-    body: str | None = None
-    body_required: bool = False
-    path_names: Mapping[str, str] = field(default_factory=dict)
-    public: bool = False
-    description: str | None = None
-    content_type: str = "application/json"
-
-
-_REGISTRY: dict[str, Operation] = {}
-
-
-def _key(view: Callable[..., object]) -> str:
-    return f"{view.__module__}.{view.__qualname__}"
-
-
-def operation(operation_id: str, **details: Any) -> Callable[[F], F]:
-    """Describe the decorated view (put it below the route decorator)."""
-
-    def register(view: F) -> F:
-        _REGISTRY[_key(view)] = Operation(operation_id, **details)
-        return view
-
-    return register
-
-
-def operation_of(view: Callable[..., object]) -> Operation | None:
-    """The `@operation` of a view (None for the console's pages)."""
-    return _REGISTRY.get(_key(view))
 
 
 def ignore_undeclared_query() -> None:
@@ -212,7 +140,7 @@ def build_document(app: Flask, version: str) -> JSONObject:
         if not is_api_endpoint(rule.endpoint):
             continue
         view = app.view_functions[rule.endpoint]
-        op = _REGISTRY.get(_key(view))
+        op = operation_of(view)
         names = {**PATH_NAMES, **(op.path_names if op else {})}
         path = _VARIABLE.sub(partial(_path_variable, names), rule.rule)
         path_params = [

@@ -412,10 +412,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     from relay.web.cli.workers import Supervisor
     from relay.web.transport.log_secrets import install_secret_filter
     from relay.web.transport.server import serve
+    from relay.web.wsgi import create_app
 
     if args.worker is not None:  # one worker of a supervisor: it checked the settings and made the token
         _log_as(settings.instance_id)
-        return serve(settings, worker=args.worker)
+        return serve(settings, create_app, worker=args.worker)
     if args.workers is not None:
         settings.workers = args.workers
         check_workers(settings, "--workers")
@@ -424,7 +425,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     if generated:
         print(f"admin token generated and stored in {settings.admin_token_path} (mode 0600)", file=sys.stderr)
     if settings.workers == 1:
-        return serve(settings)
+        return serve(settings, create_app)
     supervisor = Supervisor(settings)
     install_secret_filter(settings, supervisor.secret)
     _log_as("supervisor")

@@ -23,7 +23,6 @@ import logging
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from gevent.queue import Queue
 
 from relay.actors.configuration.settings import Settings
 from relay.actors.runtime import OfflineStore
+from relay.web.transport.ports import port_refusal
 
 log = logging.getLogger("relay.workers")
 
@@ -49,40 +49,6 @@ REFUSED = 2  # a worker's exit code for a refused start (settings, the port): re
 def worker_instance_id(base: str, slot: int, generation: int) -> str:
     """The instance id of a worker: `<base>/w<slot>`, and `.<n>` for its n-th restart (a new instance)."""
     return f"{base}/w{slot}" + (f".{generation}" if generation else "")
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
-def port_refusal(host: str, port: int) -> str | None:
-    """Why the public port cannot be ours, or None: bound without SO_REUSEPORT, so any listener there (another
-    `relay serve`, with workers or not) makes it fail, instead of the kernel sharing the port with it."""
-    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError as error:
-            return error.strerror or type(error).__name__
-    return None
-
-
-def worker_sockets(settings: Settings) -> tuple[socket.socket, socket.socket]:
-    """A worker's two sockets: the public port, bound with SO_REUSEPORT (not listening yet: the kernel would
-    queue connections for a worker that is still starting), and its own port, listening, where peers reach it."""
-    public = socket.socket(_family(settings.host), socket.SOCK_STREAM)
-    private = socket.socket(_family(settings.host), socket.SOCK_STREAM)
-    try:
-        public.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        public.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        public.bind((settings.host, settings.port))
-        private.bind((settings.host, 0))
-        private.listen(socket.SOMAXCONN)
-    except OSError:
-        public.close()
-        private.close()
-        raise
-    return public, private
 
 
 def prepare_store(settings: Settings) -> None:

@@ -9,6 +9,7 @@ import signal
 import socket
 import ssl
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -20,7 +21,6 @@ from gevent.pywsgi import WSGIServer
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
-from relay.web.cli.workers import worker_sockets
 from relay.web.problems import ApiError, problem_response
 from relay.web.transport import body_limits
 from relay.web.transport.forwarded import TrustedProxies
@@ -29,8 +29,8 @@ from relay.web.transport.handler import RelayHandler
 from relay.web.transport.http_connections import HttpConnections
 from relay.web.transport.limits import STORE_ERRORS, STORE_UNAVAILABLE, EdgeLimits
 from relay.web.transport.log_secrets import install_secret_filter
+from relay.web.transport.ports import worker_sockets
 from relay.web.transport.websocket import HandshakeGate
-from relay.web.wsgi import create_app
 
 log = logging.getLogger("relay.server")
 
@@ -182,9 +182,10 @@ def _servers(settings: Settings, context: ssl.SSLContext | None, public: socket.
     return servers
 
 
-def serve(settings: Settings, worker: int | None = None) -> int:
-    """Run one instance until SIGTERM/SIGINT. `worker`: this process is that worker of `relay serve --workers`
-    (web/cli/workers.py): the public port is shared (SO_REUSEPORT), and a port of its own is what peers reach."""
+def serve(settings: Settings, make_app: Callable[[Runtime], Flask], worker: int | None = None) -> int:
+    """Run one instance, its Flask app made by `make_app` (web/wsgi.py create_app), until SIGTERM/SIGINT.
+    `worker`: this process is that worker of `relay serve --workers` (web/cli/workers.py): the public port is
+    shared (SO_REUSEPORT), and a port of its own is what peers reach."""
     context = tls_context(settings)  # before anything starts: a bad certificate stops `serve` at once
     install_secret_filter(settings)
     public: socket.socket | None = None
@@ -212,7 +213,7 @@ def serve(settings: Settings, worker: int | None = None) -> int:
         _close_listeners(servers)
         return 2
     rt.start()
-    app = create_app(rt)
+    app = make_app(rt)
     install_store_errors(app)
     for server in servers:
         server.application = app

@@ -19,7 +19,7 @@ from flask import Blueprint, Response, request
 
 from relay.actors import metrics
 from relay.actors.executor import BAD_FRAME_LOG_EVERY, BAD_FRAME_LOG_LIMIT, Connection, ExecutorActor
-from relay.web.api.openapi import operation
+from relay.web.operations import operation
 from relay.web.problems import ApiError, problem_response
 from relay.web.transport.limits import (
     STORE_ERRORS,
