@@ -23,8 +23,8 @@ from uuid import uuid4
 from flask import Flask, Response, current_app, g, request
 
 from relay.events.names import APP_NAME, ORG_NAME
-from relay.web.api.requests_ import body_for_audit
 from relay.web.context import runtime
+from relay.web.http_inputs import body_for_audit
 from relay.web.operations import operation_of
 from relay.wire.json_types import JSONObject
 

@@ -15,8 +15,8 @@ from relay.actors.services.executor_calls import ExecutorCalls
 from relay.actors.services.workflows import WorkflowActions
 from relay.projections.identity import Principal
 from relay.web import login_throttle
-from relay.web.api.requests_ import check_path_names
 from relay.web.auth import principal_from_header, require
+from relay.web.http_inputs import check_path_names
 from relay.web.problems import ApiError, DomainFailure, api_error, not_found
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from flask import Flask, jsonify
 
-from relay.web.api.requests_ import json_body
+from relay.web.http_inputs import json_body
 from relay.web.problems import ApiError, problem_response
 
 

@@ -27,8 +27,8 @@ from relay.actors.services.alerting_rules import AlertingRules
 from relay.events.alerting import RULE_TYPES
 from relay.events.ids import app_id
 from relay.web.api.openapi_schemas import COMPONENTS, INT32, INT64, NSTR, NTIME, STR, TIME, _all_required, _obj, _t
-from relay.web.api.requests_ import json_body, page_args
 from relay.web.context import authorize, require_app, runtime
+from relay.web.http_inputs import json_body, page_args
 from relay.web.operations import operation, query
 from relay.web.shapes.values import api_record, page_description, view_time
 

@@ -13,8 +13,8 @@ from relay.events.organization import DEFAULT_KEY_PERMISSIONS as _DEFAULT_PERMIS
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import hash_key, new_api_key
 from relay.web.api import views_to_api
-from relay.web.api.requests_ import json_body
 from relay.web.context import authorize, refuse_beyond_scope, require_app, runtime
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.shapes.values import format_time

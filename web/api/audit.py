@@ -12,8 +12,8 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
-from relay.web.api.requests_ import int_arg, page_limit_arg
 from relay.web.context import authorize, runtime
+from relay.web.http_inputs import int_arg, page_limit_arg
 from relay.web.operations import operation, query
 from relay.web.problems import invalid
 from relay.web.shapes.values import page_description, view_time

@@ -17,8 +17,8 @@ from flask import Blueprint, Response, jsonify
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
 from relay.actors.policies.autoscaling import queue_problem
 from relay.events.autoscaling import PolicyError, check_policy
-from relay.web.api.requests_ import json_body
 from relay.web.context import ask, authorize, executor_calls, require_app, runtime
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.problems import invalid, not_found
 from relay.wire.catalog_requests import GetQueueRequest

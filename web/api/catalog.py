@@ -11,8 +11,8 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.actors.errors import NoExecutorError
 from relay.web.api.metrics import recovery_metrics
-from relay.web.api.requests_ import json_body
 from relay.web.context import authorize_app, executor_calls, require_app, workflow_actions
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation, query
 from relay.web.shapes import api_to_wire, wire_to_api
 

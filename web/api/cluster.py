@@ -23,8 +23,8 @@ import time
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web.api.openapi_schemas import COMPONENTS
-from relay.web.api.requests_ import check_path_names
 from relay.web.context import executor_calls, principal, runtime
+from relay.web.http_inputs import check_path_names
 from relay.web.operations import operation
 from relay.web.problems import ApiError, invalid, not_found
 from relay.web.shapes import api_to_wire

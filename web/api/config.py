@@ -19,9 +19,9 @@ from relay.actors.policies.config_plan import Plan
 from relay.actors.services.configuration import Configurations
 from relay.projections.identity import Principal
 from relay.web.api.openapi_schemas import COMPONENTS, STR, _all_required, _obj, _t
-from relay.web.api.requests_ import json_body
 from relay.web.auth import require
 from relay.web.context import authorize, runtime
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.problems import ApiError, invalid
 from relay.wire.json_types import JSONObject

@@ -12,8 +12,8 @@ from relay.actors.services.configuration_changes import ConfigurationChanges
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal
-from relay.web.api.requests_ import json_body
 from relay.web.context import authorize, check_bound_reference, require_app, runtime
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.problems import ApiError, invalid, not_found
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from relay.web.api.requests_ import json_body
 from relay.web.context import authorize_app, executor_calls
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.shapes import api_to_wire
 

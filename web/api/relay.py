@@ -8,8 +8,8 @@ import gevent
 from flask import Blueprint, Response, jsonify, request
 
 from relay.web.api import views_to_api
-from relay.web.api.requests_ import check_path_names, int_arg, page_args, page_limit_arg
 from relay.web.context import authorize, principal, require_app, runtime
+from relay.web.http_inputs import check_path_names, int_arg, page_args, page_limit_arg
 from relay.web.operations import operation, query
 from relay.web.problems import ApiError
 from relay.web.shapes.values import api_record, page_description

@@ -14,8 +14,8 @@ from flask import Blueprint, Response, jsonify, request
 
 from relay.actors.services.workflows import WorkflowActions
 from relay.web.api.json_lists import listed_json
-from relay.web.api.requests_ import json_body
 from relay.web.context import authorize_app, workflow_actions
+from relay.web.http_inputs import json_body
 from relay.web.operations import operation, query
 from relay.web.shapes import api_to_wire, wire_to_api
 from relay.web.shapes.values import PAGE_DESCRIPTION
