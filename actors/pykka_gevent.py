@@ -153,10 +153,6 @@ class GeventFuture(pykka.Future[T]):
         self._ready.set()
 
 
-def _under_gevent() -> bool:
-    return gevent.monkey.is_module_patched("threading")
-
-
 class DrainedActor(pykka.ThreadingActor):
     """A ThreadingActor whose inbox, once `install()` ran under gevent, is drained by short-lived greenlets."""
 

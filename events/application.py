@@ -28,9 +28,6 @@ DEFAULT_SETTINGS: JSONObject = {
 # executor's workflows unrecovered for longer than anyone waits for them.
 MAX_EXECUTOR_TIMEOUT_SECS = 86_400
 
-# Integer settings that must be >= 1 when set (None clears the optional ones).
-_POSITIVE_INTS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
-
 
 def check_settings(changes: JSONObject) -> JSONObject:
     """Validate a settings change; raise InvalidValueError naming the offending field."""

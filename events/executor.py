@@ -23,8 +23,6 @@ DISCONNECTED = "DISCONNECTED"
 DEAD = "DEAD"
 DELETED = "DELETED"
 
-LANGUAGES = ("python", "typescript", "go", "java")
-
 
 
 class RecoveryInFlight(TypedDict):

@@ -110,15 +110,3 @@ def page_limit_arg(default: int, maximum: int, name: str = "limit") -> int:
 def page_args(default: int = 100, maximum: int = 1000) -> dict[str, int]:
     """The page a Relay list asks for: ``limit`` (page_limit_arg) and ``offset`` (0 to 2**31)."""
     return {"limit": page_limit_arg(default, maximum), "offset": int_arg("offset", 0, maximum=2**31)}
-
-
-def bool_arg(name: str, default: bool) -> bool:
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    lowered = raw.lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise invalid(f"query.{name}", "must be true or false", raw)

@@ -37,7 +37,6 @@ from relay.events.alerting import (
 from relay.wire.json_types import JSONObject
 
 SLACK, PAGERDUTY = "slack", "pagerduty"
-PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
 # How bad each rule's alert is, for PagerDuty (its four severities).
 SEVERITY = {
     UNRESPONSIVE_APPLICATION: "critical",

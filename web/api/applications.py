@@ -24,7 +24,6 @@ bp = Blueprint("v2_apps", __name__)
 # What a token gets when the caller names no permissions: everything an application needs.
 DEFAULT_KEY_PERMISSIONS = list(_DEFAULT_PERMISSIONS)
 
-_INT_SETTINGS = ("executorTimeoutSecs", "gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
 # Settings a PATCH may clear with a JSON null: those the reference's Application shows as nullable (null = no
 # limit). Its PatchAppInputBody declares no null, so this is an extension: there is no other way to clear one.
 CLEARABLE_SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
