@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
 
 # Every module of request classes, imported for what defining them does: each class registers its answer.
 import relay.wire.catalog_requests
@@ -149,15 +148,6 @@ def decode_response(text: str | bytes, max_bytes: int = MAX_FRAME_BYTES, max_dep
             raise ProtocolError(f"field '{name}' must be {kinds}")
         values[name] = value
     return cls(type=msg_type, request_id=request_id, error_message=error_message, **values)
-
-
-def response_for(message_type: str, request_id: str, fields: dict[str, Any]) -> Response:
-    """The response class of a message type, built from its fields (an answer not read from a frame: the data
-    plane's, issue 15). Unknown fields are a programming error: TypeError."""
-    cls = answer_of(message_type)
-    if cls is None:
-        raise KeyError(message_type)
-    return cls(type=message_type, request_id=request_id, **fields)
 
 
 def is_unknown_type_error(resp: Response) -> bool:

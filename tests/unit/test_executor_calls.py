@@ -24,7 +24,7 @@ from relay.actors.services.workflows import WorkflowActions
 from relay.web.context import executor_calls as request_calls
 from relay.web.problems import ApiError, DomainFailure, api_error
 from relay.wire.catalog_requests import ListQueuesRequest
-from relay.wire.codec import decode_response, response_for
+from relay.wire.codec import decode_response
 from relay.wire.errors import ExecutorGoneError
 from relay.wire.requests import CancelRequest, DeleteRequest, ResumeRequest
 from relay.wire.workflow_requests import (
@@ -383,7 +383,7 @@ def database(world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> list[An
 
     def answer(plane: Any, request: Any) -> Any:
         asked.append(request)
-        return response_for(request.type.value, request.request_id, {"output": {"WorkflowUUID": "db"}})
+        return request.answer(type=request.type.value, request_id=request.request_id, output={"WorkflowUUID": "db"})
 
     monkeypatch.setattr(dataplane_answers, "answer", answer)
     return asked

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from relay.actors.adapters.dataplane import sql as dataplane_sql
 from relay.actors.adapters.dataplane.client import DataPlane
@@ -30,7 +30,6 @@ from relay.wire.catalog_requests import (
     TriggerScheduleRequest,
 )
 from relay.wire.client_records import StepInfo, VersionInfo, WorkflowSchedule
-from relay.wire.codec import response_for
 from relay.wire.json_types import JSONObject
 from relay.wire.messages import MessageType
 from relay.wire.requests import CancelRequest, DeleteRequest, Request, ResumeRequest
@@ -319,13 +318,14 @@ def answer(plane: DataPlane, request: Request) -> Response:
                                         "system database")
     client = plane.client()
     try:
-        fields = off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
-                          else handler(client, request))
+        # Any: each answer class types its own fields; a handler returns the fields of its request's answer
+        fields: dict[str, Any] = off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
+                                         else handler(client, request))
     except (DataPlaneError, NotFoundError):
         raise
     except Exception as error:
         raise _client_error(plane, request, error) from None
-    return response_for(request.type.value, request.request_id, fields)
+    return request.answer(type=request.type.value, request_id=request.request_id, **fields)
 
 
 def _client_error(plane: DataPlane, request: Request, error: Exception) -> DataPlaneError | NotFoundError:
