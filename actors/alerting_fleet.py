@@ -22,11 +22,11 @@ from typing import Any, Protocol
 
 from relay.actors.policies.alerting import (
     Finding,
-    count_by_version,
     recovery_flapping,
     recovery_window_start,
     stranded_version,
 )
+from relay.actors.policies.dataplane_aggregates import count_by_version
 from relay.wire.errors import CannotAskError
 from relay.wire.json_types import JSONObject
 from relay.wire.workflow_requests import (

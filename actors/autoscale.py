@@ -30,7 +30,8 @@ from relay.actors import metrics
 from relay.actors.alerting import LiveSources
 from relay.actors.configuration.jobs import JobsConfig
 from relay.actors.periodic import AppJob
-from relay.actors.policies.autoscaling import BACKLOG, backlog_by_version, recommend
+from relay.actors.policies.autoscaling import BACKLOG, recommend
+from relay.actors.policies.dataplane_aggregates import count_by_version
 from relay.wire.catalog_requests import GetQueueRequest, ListApplicationVersionsRequest
 from relay.wire.errors import CannotAskError
 from relay.wire.workflow_requests import GetWorkflowAggregatesBody, GetWorkflowAggregatesRequest
@@ -68,7 +69,7 @@ def gather(policy: Mapping[str, object], ask: Callable[[Any], Any],
     versions = versions_newest_first(ask(ListApplicationVersionsRequest()).output or [])
     rows = ask(backlog_request(str(policy["queue"]))).output or []
     observed_ms = int(clock().timestamp() * 1000)
-    return recommend(policy, versions, backlog_by_version(rows), queue, observed_ms)
+    return recommend(policy, versions, count_by_version(rows), queue, observed_ms)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from relay.actors.policies.dataplane_aggregates import row_count
+
 MAX_IDS_CHARS = 500  # the executor ids named in a RecoveryFlapping alert
 
 
@@ -22,28 +24,9 @@ class Finding:
     metadata: dict[str, str]
 
 
-def row_count(row: Any) -> int:
-    """An aggregate row's ``count`` (executors send it as a string or a number); 0 when it has none."""
-    try:
-        return int(float(str(row.get("count") or 0)))
-    except (AttributeError, ValueError):
-        return 0
-
-
 def count_rows(rows: Any) -> int:
     """The sum of the ``count`` of aggregate rows."""
     return sum(row_count(row) for row in rows or [])
-
-
-def count_by_version(rows: Any) -> dict[str, int]:
-    """Aggregate rows grouped by application version, as counts per version."""
-    counts: dict[str, int] = {}
-    for row in rows or []:
-        group = row.get("group") if isinstance(row, dict) else None
-        version = group.get("application_version") if isinstance(group, dict) else None
-        if version:  # a workflow without a version is not pinned to one: any executor may run it
-            counts[str(version)] = counts.get(str(version), 0) + row_count(row)
-    return counts
 
 
 # -- rules on what the executors report -------------------------------------------------------------------------------

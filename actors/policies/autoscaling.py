@@ -36,23 +36,6 @@ def worker_concurrency(queue: Mapping[str, object] | None) -> int | None:
     return int(value)
 
 
-def backlog_by_version(rows: Sequence[object]) -> dict[str, int]:
-    """get_workflow_aggregates rows grouped by application version (``{group: {application_version}, count}``) as
-    counts per version; rows without a version or a count are skipped."""
-    counts: dict[str, int] = {}
-    for row in rows or ():
-        if not isinstance(row, Mapping):
-            continue
-        version = (row.get("group") or {}).get("application_version")
-        try:
-            count = int(float(str(row.get("count") or 0)))
-        except ValueError:
-            continue
-        if isinstance(version, str) and count > 0:
-            counts[version] = counts.get(version, 0) + count
-    return counts
-
-
 def desired_executors(depth: int, concurrency: int | None, *, latest: bool, old_cap: int | None) -> int:
     """``ceil(depth / concurrency)``, at least 1 (1 when the queue is no longer usable); an old version capped."""
     wanted = max(1, math.ceil(depth / concurrency)) if concurrency else 1

@@ -2,11 +2,12 @@
 GROUP BY (actors/adapters/dataplane/sql.py, issue 34) on a schema version that query is not tested on: the public client
 lists workflows but does not group them, so Relay pages through the list (without inputs or outputs) and folds
 it here as it comes, the way an executor's get_workflow_aggregates answers: groups by the requested fields (and
-a time bucket of the creation time), with the selected measures. Pure."""
+a time bucket of the creation time), with the selected measures. Also the readers of such rows (from an executor or
+the data plane) that the policies share: a row's count and the counts per application version. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # The request's group_by flags, each with the WorkflowStatus field it groups by and the key executors send.
@@ -48,6 +49,28 @@ def aggregate(statuses: Iterable[object], body: Any) -> list[dict[str, Any]]:
         row["max_total_latency_ms"] = _max(row["max_total_latency_ms"],
                                            _minus(getattr(status, "completed_at", None), created))
     return [{"group": row["group"], **{m: _wire(row[m]) for m in measures}} for row in folded.values()]
+
+
+def row_count(row: Any) -> int:
+    """An aggregate row's ``count`` (executors send it as a string or a number); 0 when it has none."""
+    try:
+        return int(float(str(row.get("count") or 0)))
+    except (AttributeError, ValueError):
+        return 0
+
+
+def count_by_version(rows: Iterable[object] | None) -> dict[str, int]:
+    """Rows grouped by application version (``{group: {application_version}, count}``) as counts per version; rows
+    without a version or a count are skipped (a workflow without a version is not pinned to one: any executor may
+    run it)."""
+    counts: dict[str, int] = {}
+    for row in rows or ():
+        group = row.get("group") if isinstance(row, Mapping) else None
+        version = group.get("application_version") if isinstance(group, Mapping) else None
+        count = row_count(row)
+        if isinstance(version, str) and version and count > 0:
+            counts[version] = counts.get(version, 0) + count
+    return counts
 
 
 def _minus(later: Any, earlier: Any) -> int | None:

@@ -9,7 +9,8 @@ from prometheus_client import generate_latest
 from relay.actors import metrics
 from relay.actors.application import register_app
 from relay.actors.autoscale import Recommendations, gather, versions_newest_first
-from relay.actors.policies.autoscaling import backlog_by_version, queue_problem, recommend
+from relay.actors.policies.autoscaling import queue_problem, recommend
+from relay.actors.policies.dataplane_aggregates import count_by_version
 from relay.events.application import App
 from relay.events.autoscaling import PolicyError, check_policy
 from relay.events.errors import IllegalTransitionError
@@ -69,7 +70,7 @@ def test_the_backlog_is_counted_per_version() -> None:
     rows = [{"group": {"application_version": "v2"}, "count": 3},
             {"group": {"application_version": "v1"}, "count": "4"},
             {"group": {"application_version": "v2"}, "count": 2}, {"group": {}, "count": 9}, "junk"]
-    assert backlog_by_version(rows) == {"v2": 5, "v1": 4}
+    assert count_by_version(rows) == {"v2": 5, "v1": 4}
 
 
 def test_the_latest_version_alone_by_default_sized_by_worker_concurrency() -> None:
