@@ -46,6 +46,7 @@ class Request:
     answer: ClassVar[builtins.type[Response]]  # the response class an executor answers this request with
     ALWAYS: ClassVar[frozenset[str]] = frozenset()
     CHECKS: ClassVar[FieldChecks] = ()  # this class's own fields' checks (see check_fields)
+    _CHECKS_IN_ORDER: ClassVar[FieldChecks] = ()  # every class's CHECKS from the bases down, joined once per class
 
     request_id: str = field(default_factory=new_request_id)
 
@@ -54,6 +55,9 @@ class Request:
     ) -> None:
         """A concrete request names its type and answer in its class line; the codec learns the answer."""
         super().__init_subclass__(**kwargs)
+        cls._CHECKS_IN_ORDER = tuple(
+            check for klass in reversed(cls.__mro__) for check in vars(klass).get("CHECKS", ())
+        )
         if message_type is not None and answer is not None:
             cls.type, cls.answer = message_type, answer
             register_answer(message_type, answer)
@@ -64,8 +68,7 @@ class Request:
 
     def check_fields(self) -> None:
         """Run the ``CHECKS`` (see FieldCheck) of each class from the bases down: a base's fields come first."""
-        for klass in reversed(type(self).__mro__):
-            run_checks(self, vars(klass).get("CHECKS", ()))
+        run_checks(self, self._CHECKS_IN_ORDER)
 
     def wire_fields(self) -> JSONObject:
         """The frame's keys other than ``type`` and ``request_id``."""
