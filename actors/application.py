@@ -21,6 +21,7 @@ import pykka
 from relay.actors import alerting, autoscale, retention
 from relay.actors.context import ActorContext
 from relay.actors.executor import ExecutorActor, LiveExecutor
+from relay.actors.executor_messages import tell_request_then
 from relay.actors.recovery import RESTART_REASON, AppLifecycle
 from relay.actors.recovery_dispatch import MESSAGE_KEY
 from relay.actors.routing import Publication
@@ -37,11 +38,17 @@ from relay.wire.requests import Request
 log = logging.getLogger("relay.actors.application")
 
 
+def create_organization_if_missing(relay_log: RelayLog, org: str, at: datetime) -> Organization:
+    """The organization's record, created at ``at`` when it has none (the default organization at a start, an
+    organization named by an API call or by a registration)."""
+    return relay_log.ensure(org_ref(org), lambda: Organization.create(org, at))
+
+
 def register_app(relay_log: RelayLog, org: str, name: str, at: datetime, by: str = "relay") -> App:
     """Register an application, its organization first when that has no record; AlreadyExistsError if the
     application is registered and not deleted (a deleted one is registered again)."""
     check_app_name(name)  # before the organization: a refused registration records nothing
-    relay_log.ensure(org_ref(org), lambda: Organization.create(org, at))
+    create_organization_if_missing(relay_log, org, at)
     return relay_log.run(app_ref(org, name), lambda found: App.register_on(found, org, name, at, by))
 
 
@@ -297,7 +304,7 @@ class ApplicationActor(pykka.ThreadingActor):
             self._send_remote(peer, request, on_answer)
             return
         try:
-            peer.ref.proxy().request_then(request, on_answer)
+            tell_request_then(peer.ref, request, on_answer)
         except pykka.ActorDeadError as error:
             on_answer(error)
 

@@ -156,7 +156,7 @@ class Runtime:
         if self.views.applications.app(org, app) is None:
             return []
         try:
-            return self.directory.application(org, app).proxy().live_executors().get(timeout=ASK_TIMEOUT_S)
+            return self.directory.application_proxy(org, app).live_executors().get(timeout=ASK_TIMEOUT_S)
         except (pykka.ActorDeadError, pykka.Timeout):
             return []
 

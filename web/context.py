@@ -3,21 +3,19 @@ web/problems.py's table)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import pykka
 from flask import current_app, g, request
 
 from relay.actors.adapters.dataplane.reference import check_reference
-from relay.actors.services.commands import COMMAND_TIMEOUT_S, run_command
 from relay.actors.services.executor_calls import ExecutorCalls
 from relay.actors.services.workflows import WorkflowActions
 from relay.projections.identity import Principal
 from relay.web import login_throttle
 from relay.web.auth import principal_from_header, require
 from relay.web.http_inputs import check_path_names
-from relay.web.problems import ApiError, DomainFailure, api_error, not_found
+from relay.web.problems import ApiError, not_found
 
 if TYPE_CHECKING:
     from relay.actors.runtime import Runtime
@@ -68,14 +66,6 @@ def require_app(org: str, app: str) -> dict[str, Any]:
     if row is None:
         raise not_found(f"application '{app}' not found in organization '{org}'")
     return row
-
-
-def ask(call: Callable[[], pykka.Future[T]], timeout: float = COMMAND_TIMEOUT_S) -> T:
-    """Call an actor and wait; map domain errors to problem details; then wait for the views."""
-    try:
-        return run_command(runtime(), call, timeout)
-    except DomainFailure as error:
-        raise api_error(error) from None
 
 
 def executor_calls() -> ExecutorCalls:

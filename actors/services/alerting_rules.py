@@ -57,7 +57,7 @@ class AlertingRules:
         receiver = body.get("receivingAppName")
         if receiver is not None and not who.allows(WRITE, org, receiver):
             raise NotAllowedError(f"this token lacks '{WRITE}' for the receiving application")
-        actor = self.rt.directory.application(org, app).proxy()
+        actor = self.rt.directory.application_proxy(org, app)
         rule = run_command(self.rt, lambda: actor.create_alerting_rule(
             body["ruleType"], body["ruleMetadata"], receiver, body.get("minIntervalSecs"), who.display,
         ))
@@ -67,5 +67,5 @@ class AlertingRules:
         return row
 
     def delete(self, org: str, app: str, rule_id: str, by: str) -> None:
-        actor = self.rt.directory.application(org, app).proxy()
+        actor = self.rt.directory.application_proxy(org, app)
         run_command(self.rt, lambda: actor.delete_alerting_rule(rule_id, by))

@@ -26,17 +26,17 @@ class ConfigurationChanges:
         self.rt = rt
 
     def register_app(self, org: str, app: str, by: str) -> None:
-        run_command(self.rt, lambda: self.rt.directory.application(org, app).proxy().register(by=by))
+        run_command(self.rt, lambda: self.rt.directory.application_proxy(org, app).register(by=by))
 
     def delete_app(self, org: str, app: str, by: str) -> None:
-        run_command(self.rt, lambda: self.rt.directory.application(org, app).proxy().delete(by=by))
+        run_command(self.rt, lambda: self.rt.directory.application_proxy(org, app).delete(by=by))
 
     def change_settings(self, org: str, app: str, changes: JSONObject, by: str) -> None:
-        run_command(self.rt, lambda: self.rt.directory.application(org, app).proxy().change_settings(changes, by=by))
+        run_command(self.rt, lambda: self.rt.directory.application_proxy(org, app).change_settings(changes, by=by))
 
     def configure_data_plane(self, org: str, app: str, config: JSONObject | None, by: str) -> None:
         """Set (None: remove) the application's data plane; its reference is checked before (check_reference)."""
-        run_command(self.rt, lambda: self.rt.directory.application(org, app).proxy().configure_data_plane(
+        run_command(self.rt, lambda: self.rt.directory.application_proxy(org, app).configure_data_plane(
             config, by=by))
 
     def issue_key(self, org: str, name: str, key_hash: str, apps: list[str], permissions: list[str],

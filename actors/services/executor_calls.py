@@ -59,6 +59,7 @@ from relay.actors.errors import (
 from relay.actors.executor import LiveExecutor
 from relay.actors.executor_messages import ask_request, tell_forget
 from relay.actors.services import executor_errors
+from relay.actors.services.commands import COMMAND_TIMEOUT_S
 from relay.events.errors import NotFoundError
 from relay.wire.codec import is_metadata_only_refusal, is_send_race, is_unknown_type_error
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("relay.web.executor_calls")  # the logger's name is what operators filter on: kept
 
-ASK_TIMEOUT_S = 15.0
 """How long a request waits for the application's actor (not for an executor: RELAY_REQUEST_TIMEOUT_S)."""
 
 SEND_RACE_RETRY_DELAYS_S = (0.05, 0.25)
@@ -173,7 +173,7 @@ class ExecutorCalls:
         actor = self.rt.directory.application_proxy(org, app)
         try:
             executors: tuple[Sequence[LiveExecutor], str | None] = actor.routing_snapshot().get(
-                timeout=ASK_TIMEOUT_S)
+                timeout=COMMAND_TIMEOUT_S)
         except pykka.Timeout:
             raise TimedOutError(f"application '{app}' did not answer Relay in time") from None
         return executors
@@ -332,7 +332,7 @@ class ExecutorCalls:
             return self._forward_one(org, app, executor, attempt, timeout)
         try:
             # Plain messages, not a proxy: building one introspects the whole actor, per call.
-            future = ask_request(executor.ref, attempt).get(timeout=ASK_TIMEOUT_S)
+            future = ask_request(executor.ref, attempt).get(timeout=COMMAND_TIMEOUT_S)
             return future.get(timeout=timeout)
         except pykka.ActorDeadError:
             raise ExecutorGoneError("executor connection closed") from None
@@ -362,7 +362,7 @@ class ExecutorCalls:
         marked = self.rt.directory.application_proxy(org, app).mark_unsupported(executor.executor_id, message_type)
         # Waited for: routing reads what the actor publishes (RoutingBoard), and the next request must see it.
         with contextlib.suppress(pykka.Timeout, pykka.ActorDeadError):
-            marked.get(timeout=ASK_TIMEOUT_S)
+            marked.get(timeout=COMMAND_TIMEOUT_S)
 
     # -- one request, to one named executor
 

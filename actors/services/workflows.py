@@ -245,4 +245,4 @@ class WorkflowActions:
         self._note_latest(org, app, name)
 
     def _note_latest(self, org: str, app: str, name: str | None) -> None:
-        self.calls.rt.directory.application(org, app).proxy().note_latest_version(name)
+        self.calls.rt.directory.application_proxy(org, app).note_latest_version(name)

@@ -16,8 +16,9 @@ from flask import Blueprint, Response, jsonify
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
 from relay.actors.policies.autoscaling import queue_problem
+from relay.actors.services.commands import run_command
 from relay.events.autoscaling import PolicyError, check_policy
-from relay.web.context import ask, authorize, executor_calls, require_app, runtime
+from relay.web.context import authorize, executor_calls, require_app, runtime
 from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.problems import invalid, not_found
@@ -59,8 +60,8 @@ def set_policy(org: str, app: str) -> Response:
     problem = queue_problem(policy["queue"], queue)
     if problem is not None:
         raise invalid("body.queue", problem, policy["queue"])
-    actor = runtime().directory.application(org, app).proxy()
-    ask(lambda: actor.set_autoscaling_policy(policy, who.display))
+    actor = runtime().directory.application_proxy(org, app)
+    run_command(runtime(), lambda: actor.set_autoscaling_policy(policy, who.display))
     return jsonify({"policy": stored_policy(org, app)})
 
 
@@ -69,8 +70,8 @@ def set_policy(org: str, app: str) -> Response:
 def delete_policy(org: str, app: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    actor = runtime().directory.application(org, app).proxy()
-    ask(lambda: actor.set_autoscaling_policy(None, who.display))
+    actor = runtime().directory.application_proxy(org, app)
+    run_command(runtime(), lambda: actor.set_autoscaling_policy(None, who.display))
     RECOMMENDATIONS.withdraw(org, app)
     return Response(status=204)
 
