@@ -238,7 +238,8 @@ class WorkflowActions:
         return ordered
 
     def set_latest_version(self, org: str, app: str, name: str) -> None:
-        if name not in {str(r.get("version_name")) for r in self.versions(org, app)}:
+        # The plain listing: versions() would also note the current latest, about to change.
+        if name not in {str(r.get("version_name")) for r in self.records(org, app, ListApplicationVersionsRequest())}:
             raise NotFoundError(f"application version '{name}' not found in application '{app}'")
         self._succeeded(org, app, SetLatestApplicationVersionRequest(version_name=name),
                         "setting the latest version")
