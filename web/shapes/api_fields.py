@@ -81,9 +81,12 @@ def as_object(location: str, value: object) -> JSONObject:
     return value
 
 
+_POSITIVE_INT = int_between(1, INT64_MAX)
+
+
 def page_limit(location: str, value: object) -> int:
     """At least 1; above MAX_LIMIT served as MAX_LIMIT (api_values: clamped, not refused)."""
-    return min(int_between(1, INT64_MAX)(location, value), MAX_LIMIT)
+    return min(_POSITIVE_INT(location, value), MAX_LIMIT)
 
 
 LIMIT = page_limit
