@@ -3,12 +3,10 @@ web/problems.py's table)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from flask import current_app, g, request
 
-from relay.actors.adapters.dataplane.reference import check_reference
 from relay.actors.services.executor_calls import ExecutorCalls
 from relay.actors.services.workflows import WorkflowActions
 from relay.projections.identity import Principal
@@ -87,14 +85,6 @@ def authorize_app(permission: str, org: str, app: str) -> None:
     authorize(permission, org, app)
     if not runtime().views.applications.app_exists(org, app):
         require_app(org, app)  # its 404
-
-
-def check_bound_reference(config: Mapping[str, Any], org: str, app: str) -> None:
-    """InvalidValueError when the reference is not one the operator bound to this application, or names a file
-    Relay never reads (a device, a FIFO, a large file): checked before anything is recorded."""
-    settings = runtime().settings
-    check_reference(config["systemDatabaseUrlFrom"], org, app, settings.data_plane_references,
-                    private=(settings.data_dir,))
 
 
 def refuse_beyond_scope(who: Principal, org: str, name: str) -> None:

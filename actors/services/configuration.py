@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from relay.actors.adapters.dataplane.reference import check_reference
 from relay.actors.errors import NotAllowedError
 from relay.actors.policies.config import Config, ConfigInvalidError, KeySpec, parse_config
 from relay.actors.policies.config_plan import (
@@ -29,6 +28,7 @@ from relay.actors.policies.config_plan import (
     rule_from_row,
 )
 from relay.actors.services.commands import run_command
+from relay.actors.services.configuration_changes import ConfigurationChanges
 from relay.events.application import DEFAULT_SETTINGS
 from relay.events.errors import AlreadyExistsError, ConcurrentChangeError, InvalidValueError
 from relay.projections.identity import Principal, hash_key, new_api_key
@@ -85,15 +85,14 @@ class Configurations:
     def _check_data_plane_references(self, config: Config, made: Plan, org: str) -> None:
         """The data planes the plan sets follow PUT .../data-plane's rules: only references the operator bound to
         each application, never a file Relay does not read; refused before anything is recorded."""
-        settings = self.rt.settings
+        changes = ConfigurationChanges(self.rt)
         index = {spec.name: position for position, spec in enumerate(config.apps)}
         errors = []
         for change in made.changes:
             if change.kind != DATA_PLANE or change.after is None:
                 continue
             try:
-                check_reference(change.after["systemDatabaseUrlFrom"], org, change.name,
-                                settings.data_plane_references, private=(settings.data_dir,))
+                changes.check_data_plane_reference(org, change.name, str(change.after["systemDatabaseUrlFrom"]))
             except InvalidValueError as error:
                 errors.append((f"apps[{index.get(change.name, 0)}].dataPlane.systemDatabaseUrlFrom", str(error)))
         if errors:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from relay.actors.adapters.dataplane.reference import check_reference
 from relay.actors.services.commands import run_command
 from relay.wire.json_types import JSONObject
 
@@ -34,8 +35,16 @@ class ConfigurationChanges:
     def change_settings(self, org: str, app: str, changes: JSONObject, by: str) -> None:
         run_command(self.rt, lambda: self.rt.directory.application_proxy(org, app).change_settings(changes, by=by))
 
+    def check_data_plane_reference(self, org: str, app: str, reference: str) -> None:
+        """InvalidValueError when the reference is not one the operator bound to this application, or names a file
+        Relay never reads (a device, a FIFO, a large file): checked before anything is recorded (and before the
+        console asks to confirm), for PUT .../data-plane, the console and `relay apply` alike."""
+        settings = self.rt.settings
+        check_reference(reference, org, app, settings.data_plane_references, private=(settings.data_dir,))
+
     def configure_data_plane(self, org: str, app: str, config: JSONObject | None, by: str) -> None:
-        """Set (None: remove) the application's data plane; its reference is checked before (check_reference)."""
+        """Set (None: remove) the application's data plane; its reference was checked before
+        (check_data_plane_reference)."""
         run_command(self.rt, lambda: self.rt.directory.application_proxy(org, app).configure_data_plane(
             config, by=by))
 

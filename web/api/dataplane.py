@@ -12,7 +12,7 @@ from relay.actors.services.configuration_changes import ConfigurationChanges
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import InvalidValueError
 from relay.projections.identity import Principal
-from relay.web.context import authorize, check_bound_reference, require_app, runtime
+from relay.web.context import authorize, require_app, runtime
 from relay.web.http_inputs import json_body
 from relay.web.operations import operation
 from relay.web.problems import ApiError, invalid, not_found
@@ -64,7 +64,7 @@ def put_data_plane(org: str, app: str) -> Response:
     body = json_body(required=True)
     try:
         config = check_data_plane(body)
-        check_bound_reference(config, org, app)
+        ConfigurationChanges(runtime()).check_data_plane_reference(org, app, str(config["systemDatabaseUrlFrom"]))
     except InvalidValueError as error:
         field = next((f for f in body if f in str(error)), "body")
         raise invalid(f"body.{field}" if field != "body" else "body", str(error)) from None

@@ -28,7 +28,7 @@ from relay.web.console import bp, charts
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
 from relay.web.console.recovery_state import recovery_wait
-from relay.web.context import check_bound_reference, refuse_beyond_scope, runtime
+from relay.web.context import refuse_beyond_scope, runtime
 from relay.web.problems import ApiError, api_error
 from relay.web.shapes.values import view_time
 from relay.wire.json_types import JSONObject
@@ -271,7 +271,7 @@ def app_data_plane(org: str, app: str) -> Any:
                 "statementTimeoutMs": int(request.form.get("statementTimeoutMs") or 10_000),
                 "poolSize": int(request.form.get("poolSize") or 2),
             })
-            check_bound_reference(config, org, app)
+            ConfigurationChanges(runtime()).check_data_plane_reference(org, app, str(config["systemDatabaseUrlFrom"]))
         except (InvalidValueError, ValueError) as error:
             flash(f"Data plane not saved: {error}", "error")
             return redirect(back)
