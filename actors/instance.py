@@ -11,6 +11,7 @@ from uuid import UUID
 
 import pykka
 
+from relay.actors.application import create_organization_if_missing
 from relay.actors.cluster import Cluster
 from relay.actors.config_apply import apply_config
 from relay.actors.context import ActorContext
@@ -55,7 +56,7 @@ class InstanceActor(pykka.ThreadingActor):
             self.cluster.join()
             self.cluster.rejoin_handlers.insert(0, self._record_start)
         self._record_start()
-        self.ctx.log.ensure(org_ref(self.default_org), lambda: Organization.create(self.default_org, now))
+        create_organization_if_missing(self.ctx.log, self.default_org, now)
         if self.cluster is not None:
             threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
 
@@ -92,8 +93,7 @@ class InstanceActor(pykka.ThreadingActor):
                 log.warning("could not mark this instance's heartbeat stale; peers adopt it after the timeout")
 
     def ensure_organization(self, org: str) -> Organization:
-        at = self.ctx.clock()
-        return self.ctx.log.ensure(org_ref(org), lambda: Organization.create(org, at))
+        return create_organization_if_missing(self.ctx.log, org, self.ctx.clock())
 
     def issue_key(
         self, org: str, key_name: str, key_hash: str, apps: list[str], permissions: list[str], by: str = "relay"
