@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 from relay.web.problems import invalid
@@ -113,6 +114,7 @@ def api_record(
     }
 
 
+@cache  # column names are the views' constants: a small fixed set, met on every row
 def _camel(column: str) -> str:
     head, *rest = column.split("_")
     return head + "".join(word.capitalize() for word in rest)
