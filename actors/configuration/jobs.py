@@ -15,11 +15,13 @@ MAX_PROBE_TIMEOUT_S = 10.0  # an UnresponsiveApplication probe waits at most thi
 
 @dataclass(frozen=True)
 class JobsConfig:
-    alert_interval_s: float = 30.0
-    retention_interval_s: float = 300.0
-    autoscale_interval_s: float = 15.0
-    request_timeout_s: float = 30.0
-    probe_timeout_s: float = MAX_PROBE_TIMEOUT_S
+    """Built by ``from_settings`` alone: the defaults are the settings' (no second copy here)."""
+
+    alert_interval_s: float
+    retention_interval_s: float
+    autoscale_interval_s: float
+    request_timeout_s: float
+    probe_timeout_s: float
 
     @classmethod
     def from_settings(cls, settings: Settings) -> JobsConfig:
