@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from relay.projections.backend import Sql, ViewStore
-from relay.projections.projector import Handler, ViewProjection, event_name, iso, to_json
+from relay.projections.projector import Handler, ViewProjection, decoded, event_name, iso, to_json
 from relay.wire.json_types import JSONObject
 
 # Event attributes that are bookkeeping, not audit content. key_hash is not a secret, but an
@@ -154,9 +153,7 @@ class AuditQueries:
             f"ORDER BY position {order} LIMIT ? OFFSET ?",
             (*params, limit, offset),
         )
-        for row in rows:
-            row["details"] = json.loads(row["details"])
-        return rows
+        return [decoded(row, ("details",)) for row in rows]
 
     def first_position(self, *, org: str, kind: str) -> int | None:
         """The position of the organization's first entry of aggregate `kind`, if any."""
