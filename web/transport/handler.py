@@ -26,8 +26,8 @@ from relay.web.transport.websocket import (
     HANDSHAKES_BUSY,
     WEBSOCKET_PATH,
     ExecutorLink,
+    Handshake,
     check_handshake,
-    handshake_of,
     redact_path,
     start_executor,
 )
@@ -68,6 +68,9 @@ class RelayHandler(WebSocketHandler):
     _request_timer: gevent.Timeout | None = None
     _metered: body_limits.MeteredReader | None = None
     _capped: body_limits.CappedInput | None = None
+    # This request's handshake, kept from run_application for upgrade_websocket, run_websocket and log_request
+    # (also in the environ, for Flask's refusal route); like the environ, it lasts until the next request's.
+    _handshake: Handshake | None = None
     # pywsgi.WSGIHandler's per-request state that this class reads and sets (WebSocketHandler, its base, has no
     # type information): annotations only, no class attributes.
     application: WSGIApplication
@@ -110,11 +113,12 @@ class RelayHandler(WebSocketHandler):
 
     def run_application(self) -> object:
         self.socket.settimeout(None)  # the request arrived: no deadline while it runs (a WebSocket's life)
+        self._handshake = None  # not the previous request's on this connection
         self._admit_body()
         if WEBSOCKET_PATH.match(self.environ.get("PATH_INFO", "")):  # an executor's: its own limits from here
             self.server.relay_http.release_current()
-        handshake = check_handshake(self.server.relay, self.environ, self.server.relay_edge,
-                                    getattr(self.server, "relay_handshakes", None))
+        handshake = self._handshake = check_handshake(self.server.relay, self.environ, self.server.relay_edge,
+                                                      getattr(self.server, "relay_handshakes", None))
         if handshake is not None:
             self.environ[HANDSHAKE] = handshake  # for the Flask route that answers a refusal
             if handshake.refusal is not None and handshake.refusal.busy:
@@ -128,7 +132,7 @@ class RelayHandler(WebSocketHandler):
                 handshake.release()
 
     def upgrade_websocket(self) -> object:
-        handshake = handshake_of(self.environ)
+        handshake = self._handshake
         if handshake is None or not handshake.upgrades:
             return None  # not upgraded: Flask answers (401/403/400) as plain HTTP
         return super().upgrade_websocket()
@@ -140,7 +144,7 @@ class RelayHandler(WebSocketHandler):
         and buffers."""
         ws = self.websocket
         ws.prepare(self.server.relay.settings.limits.max_frame_bytes, self.socket)
-        handshake = handshake_of(self.environ)
+        handshake = self._handshake
         link: ExecutorLink | None = None
         try:
             # Without Flask's dispatch around it (in a connect storm the dispatch was a fifth of the CPU): an
@@ -170,7 +174,7 @@ class RelayHandler(WebSocketHandler):
         link.take_over(release)
 
     def log_request(self) -> None:
-        handshake = handshake_of(self.environ)
+        handshake = self._handshake
         if handshake is not None and handshake.refusal is not None and handshake.refusal.busy:
             return  # counted, and summed up in the log every few seconds (web/transport/websocket.py HandshakeGate)
         super().log_request()
