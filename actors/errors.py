@@ -109,3 +109,18 @@ class InvalidFieldError(ServiceError):
 class NotAllowedError(ServiceError):
     """The caller may not do this (beyond the permission checked at the door: e.g. a rule whose alerts go to an
     application the caller cannot write to)."""
+
+
+class TokenRefusedError(ServiceError):
+    """A bearer JWT (a person's access token, the console's ID token) that is not accepted (401): `reason` says
+    why ("token expired", "wrong audience", ...; actors/adapters/oidc/verifier.py), never what the token was."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class IdentityProviderUnavailableError(ServiceError):
+    """The identity provider could not be asked (unreachable, slow, or answering garbage) where Relay needs an
+    answer it has not cached (503): the discovery document the console's sign-in starts from. A token whose key
+    is unknown while the provider is down is refused (TokenRefusedError) instead: that fails closed."""

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from relay.actors.configuration.limits import Limits
+from relay.actors.configuration.oidc import parse_oidc
 from relay.events.data_plane import AllowedReferences, parse_allowed_references
 from relay.events.errors import InvalidValueError
 from relay.projections.backend import StoreConfig, private_dir
@@ -126,8 +127,9 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "port; set with RELAY_TLS_KEY (both or neither)"),
     EnvSetting("RELAY_TLS_KEY", "", "PEM private key of RELAY_TLS_CERT"),
     EnvSetting("RELAY_CA_FILE", "",
-               "a PEM CA (or self-signed certificate) trusted besides the system's: by the CLI, and for https "
-               "to peer instances (reached at their RELAY_ADVERTISE_ADDRESS, which their certificate must name)"),
+               "a PEM CA (or self-signed certificate) trusted besides the system's: by the CLI, for https to "
+               "the identity provider, and to peer instances (reached at their RELAY_ADVERTISE_ADDRESS, which their "
+               "certificate must name)"),
     EnvSetting("RELAY_RECOVERY_TIMEOUT_S", "30",
                "how long a peer may take to answer `recovery` before the next one is tried"),
     EnvSetting("RELAY_RECOVERY_MAX_PER_PEER", "4", "recoveries one peer runs at once; more dead executors queue"),
@@ -155,6 +157,28 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
     EnvSetting("RELAY_ALERT_WEBHOOK_ATTEMPTS", "3",
                "attempts per alert at the webhook, Slack and PagerDuty each (backoff 0.5 s, 1 s, ...; 5xx, 429 "
                "and network errors are retried)"),
+    EnvSetting("RELAY_OIDC_ISSUER", "",
+               "sign-in through an OpenID Connect provider (OAuth mode; off when unset): its issuer URL, https:// "
+               "(http:// only to a loopback address); discovery at `{issuer}/.well-known/openid-configuration`"),
+    EnvSetting("RELAY_OIDC_AUDIENCE", "",
+               "the audience(s) of the access tokens Relay accepts, separated by commas or spaces (required with "
+               "RELAY_OIDC_ISSUER)"),
+    EnvSetting("RELAY_OIDC_CLIENT_ID", "", "the console's public client at the provider: \"Sign in with SSO\""),
+    EnvSetting("RELAY_OIDC_SCOPES", "openid email profile", "the scopes the console asks for"),
+    EnvSetting("RELAY_OIDC_RESOURCE", "",
+               "optional: the resource indicator (RFC 8707) the console asks its access tokens for"),
+    EnvSetting("RELAY_OIDC_ADMIN_EMAILS", "",
+               "e-mails (commas or spaces) of the people who become Organization Admin of RELAY_DEFAULT_ORG when "
+               "they register"),
+    EnvSetting("RELAY_OIDC_ROLES_CLAIM", "", "optional: the claim holding a person's groups (a list or a string)"),
+    EnvSetting("RELAY_OIDC_ROLE_MAP", "",
+               "optional, with RELAY_OIDC_ROLES_CLAIM: `group=Role Name;group2=Role` (roles at registration)"),
+    EnvSetting("RELAY_OIDC_LEEWAY_S", "30", "clock skew allowed on a token's `exp`, `nbf` and `iat` (at most 300)"),
+    EnvSetting("RELAY_OIDC_JWKS_MIN_REFETCH_S", "30",
+               "a token signed with an unknown key refetches the provider's keys at most this often"),
+    EnvSetting("RELAY_OIDC_TIMEOUT_S", "5", "the timeout of a call to the provider (discovery, keys)"),
+    EnvSetting("RELAY_CONSOLE_TOKEN_LOGIN", "true",
+               "the console's admin-token/API-key login (break-glass); `false` needs RELAY_OIDC_CLIENT_ID"),
 )
 _DEFAULTS = {setting.name: setting.default for setting in ENV_SETTINGS}
 
@@ -286,6 +310,13 @@ def _alerting(env: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def _oidc(env: dict[str, str]) -> dict[str, Any]:
+    try:
+        return parse_oidc(env, _DEFAULTS)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 @dataclass
 class Settings:
     host: str = "127.0.0.1"
@@ -341,6 +372,19 @@ class Settings:
     alert_slack_webhook_url: str | None = field(default=None, repr=False)
     alert_pagerduty_routing_key: str | None = field(default=None, repr=False)
     alert_pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
+    # Sign-in through an OIDC provider (actors/configuration/oidc.py parses them): on when oidc_issuer is set.
+    oidc_issuer: str | None = None
+    oidc_audiences: tuple[str, ...] = ()
+    oidc_client_id: str | None = None
+    oidc_scopes: str = "openid email profile"
+    oidc_resource: str | None = None
+    oidc_admin_emails: frozenset[str] = frozenset()
+    oidc_roles_claim: str | None = None
+    oidc_role_map: dict[str, str] = field(default_factory=dict)
+    oidc_leeway_s: float = 30.0
+    oidc_jwks_min_refetch_s: float = 30.0
+    oidc_timeout_s: float = 5.0
+    console_token_login: bool = True
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -402,6 +446,7 @@ class Settings:
             data_plane_references=_data_plane_references(env),
             workers=worker_count,
             **_alerting(env),
+            **_oidc(env),
         )
         check_workers(settings, "RELAY_WORKERS")
         return settings
@@ -410,6 +455,10 @@ class Settings:
     def advertise_port(self) -> int:
         """The port peers reach this instance at: its own as a worker, else the one it listens on."""
         return self.peer_port or self.port
+
+    @property
+    def oidc_enabled(self) -> bool:
+        return self.oidc_issuer is not None
 
     @property
     def store(self) -> StoreConfig:
