@@ -16,11 +16,15 @@ from relay.actors.cluster import Cluster
 from relay.actors.config_apply import apply_config
 from relay.actors.context import ActorContext
 from relay.actors.directory import Directory
+from relay.actors.membership import Registration, Removal, move, register, remove_member
 from relay.actors.policies.config_plan import APP, KEY, SETTINGS, Change
+from relay.events.access import OrganizationAccess
+from relay.events.errors import ConflictError, NotFoundError
 from relay.events.instance import RelayInstance
 from relay.events.operation import Operation
 from relay.events.organization import Organization
-from relay.events.refs import instance_ref, org_ref
+from relay.events.refs import access_ref, instance_ref, org_ref
+from relay.events.user import User
 
 log = logging.getLogger("relay.actors.instance")
 
@@ -136,3 +140,94 @@ class InstanceActor(pykka.ThreadingActor):
         for ref in refs:
             ref.tell({"close": "API key revoked"})
         return len(refs)
+
+    # -- people and their organizations (actors/membership.py; the use cases are actors/services/people.py) -----------
+    def _people_caught_up(self) -> None:
+        """What the people view is checked for (a taken user name or e-mail, a claimed domain) must include this
+        actor's own earlier commands: they are serialised here, so the check and the record cannot interleave
+        with another request's on this instance."""
+        self.ctx.runner.wait_for(self.ctx.log.position)
+
+    def register_person(self, plan: Registration) -> str:
+        """Record a registration (a new person, in ``plan.org``); their user id."""
+        self._people_caught_up()
+        people = self.ctx.views.people
+        if people.user_by_name(plan.username) is not None:
+            raise ConflictError(f"the user name '{plan.username}' is taken: choose another")
+        if people.user_by_email(plan.email) is not None:
+            raise ConflictError(f"a person with the e-mail address {plan.email} is registered already")
+        return register(self.ctx.log, plan, self.ctx.clock())
+
+    def join_organization(self, user_id: str, org: str, secret_hash: str) -> int:
+        """A registered person joins ``org`` with its join secret (leaving their organization: their keys there
+        are revoked and their sockets closed); how many sockets were closed."""
+        user = self.ctx.log.load(UUID(user_id), User)
+        if user is None:
+            raise NotFoundError("not registered: register first (POST /v2/users)")
+        self._people_caught_up()
+        membership = self.ctx.views.people.membership(str(user.id))
+        removal = move(self.ctx.log, user, org, secret_hash, membership.org if membership else None,
+                       self.ctx.clock())
+        return self._close_revoked(removal)
+
+    def remove_member(self, org: str, username: str, by: str) -> Removal:
+        """Remove a member and revoke the keys they issued in ``org`` (one transaction); close those keys'
+        sockets as revoke_key does."""
+        removal = remove_member(self.ctx.log, org, username, by, self.ctx.clock())
+        self._close_revoked(removal)
+        return removal
+
+    def _close_revoked(self, removal: Removal | None) -> int:
+        if removal is None:
+            return 0
+        closed = 0
+        for key_name in removal.revoked_keys:
+            for ref in self.directory.connections_of_key(removal.org, key_name):
+                ref.tell({"close": "API key revoked"})
+                closed += 1
+        return closed
+
+    def grant_role(self, org: str, username: str, role: str, by: str) -> None:
+        at = self.ctx.clock()
+
+        def grant(access: OrganizationAccess) -> None:
+            uid = access.member_named(username)
+            if uid is None:
+                raise NotFoundError(f"no member '{username}' in '{org}'")
+            access.grant(uid, role, by, at)
+
+        self.ctx.log.change(access_ref(org), grant, create=lambda: OrganizationAccess.create(org, at))
+
+    def create_role(self, org: str, name: str, permissions: list[str], by: str) -> None:
+        at = self.ctx.clock()
+        self.ctx.log.change(access_ref(org), lambda access: access.create_role(name, permissions, by, at),
+                            create=lambda: OrganizationAccess.create(org, at))
+
+    def delete_role(self, org: str, name: str, by: str) -> None:
+        at = self.ctx.clock()
+        self.ctx.log.change(access_ref(org), lambda access: access.delete_role(name, by, at),
+                            create=lambda: OrganizationAccess.create(org, at))
+
+    def generate_secret(self, org: str, secret_hash: str, by: str) -> None:
+        at = self.ctx.clock()
+        self.ctx.log.change(access_ref(org), lambda access: access.generate_secret(secret_hash, by, at),
+                            create=lambda: OrganizationAccess.create(org, at))
+
+    def claim_domain(self, org: str, domain: str, by: str) -> None:
+        """Claim an e-mail domain for ``org``: ConflictError when another organization holds it."""
+        self._people_caught_up()
+        holder = self.ctx.views.people.claim_org(domain)
+        if holder is not None and holder != org:
+            raise ConflictError(f"{domain.lower()} is claimed by another organization: one organization per domain")
+        at = self.ctx.clock()
+        self.ctx.log.change(access_ref(org), lambda access: access.claim_domain(domain, by, at),
+                            create=lambda: OrganizationAccess.create(org, at))
+
+    def release_domain(self, org: str, domain: str, by: str) -> None:
+        at = self.ctx.clock()
+        self.ctx.log.change(access_ref(org), lambda access: access.release_domain(domain, by, at),
+                            create=lambda: OrganizationAccess.create(org, at))
+
+    def change_retention(self, org: str, days: int, by: str) -> None:
+        at = self.ctx.clock()
+        self.ctx.log.change(org_ref(org), lambda organization: organization.change_retention(days, at, by))

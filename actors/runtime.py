@@ -20,6 +20,7 @@ import pykka
 from relay.actors import alerting, metrics, pykka_gevent, retention
 from relay.actors.adapters.dataplane.client import DataPlanes
 from relay.actors.adapters.forwarder import Forwarder
+from relay.actors.adapters.oidc.verifier import TokenVerifier
 from relay.actors.adapters.sinks import PAGERDUTY, SLACK
 from relay.actors.application import ApplicationActor
 from relay.actors.cluster import Cluster
@@ -98,6 +99,8 @@ class Runtime:
         self.log.save_observers.append(metrics.observe_append)
         self.directory = Directory(self._start_application)
         self.auth = Authenticator(admin_token, self.views.applications)
+        # A person's token checked against the identity provider (RELAY_OIDC_ISSUER); None when OAuth is off.
+        self.tokens: TokenVerifier | None = TokenVerifier.from_settings(settings)
         # Each application's client on its system database, when its data plane is configured (issue 15).
         self.data_planes = DataPlanes(private=(settings.data_dir,), allowed=settings.data_plane_references)
         self.instance: pykka.ActorRef[InstanceActor] | None = None

@@ -29,3 +29,8 @@ class InvalidValueError(DomainError):
 
 class ConcurrentChangeError(DomainError):
     """What a command expected to find changed meanwhile (another request, an HA peer): nothing was recorded."""
+
+
+class ConflictError(DomainError):
+    """A command the current state forbids, though its input is well formed: deleting a role that is in use,
+    removing the last Organization Admin, joining an organization one already belongs to."""

@@ -37,7 +37,11 @@ class ApiKey(TypedDict):
     revoked_at: datetime | None
 
 
-@versioned({"Created": 1, "ApiKeyIssued": 1, "ApiKeyRevoked": 1})
+# updateOrg's auditLogRetentionDays: what the reference allows.
+MIN_RETENTION_DAYS, MAX_RETENTION_DAYS = 7, 3650
+
+
+@versioned({"Created": 1, "ApiKeyIssued": 1, "ApiKeyRevoked": 1, "RetentionChanged": 1})
 class Organization(Aggregate):
     """An organization. Its API keys are recorded by name with the SHA-256 hash of the key."""
 
@@ -50,6 +54,8 @@ class Organization(Aggregate):
         self.name = name
         self.created_at = at
         self.keys: dict[str, ApiKey] = {}
+        self.key_creators: dict[str, str] = {}  # key name -> who issued it (`by`: a person's e-mail, "admin", ...)
+        self.audit_log_retention_days: int | None = None  # None: kept for as long as Relay keeps it
 
     @classmethod
     def create(cls, name: str, at: datetime) -> Organization:
@@ -90,6 +96,12 @@ class Organization(Aggregate):
             "issued_at": at,
             "revoked_at": None,
         }
+        self.key_creators[key_name] = by
+
+    def active_keys_created_by(self, by: str) -> list[str]:
+        """The names of the active keys ``by`` issued (a removed member's keys are revoked with them)."""
+        return sorted(name for name, creator in self.key_creators.items()
+                      if creator == by and self.active_key(name) is not None)
 
     def revoke_key(self, key_name: str, at: datetime, by: str = "relay") -> None:
         if self.active_key(key_name) is None:
@@ -99,3 +111,17 @@ class Organization(Aggregate):
     @event("ApiKeyRevoked")
     def _key_revoked(self, key_name: str, at: datetime, by: str) -> None:
         self.keys[key_name]["revoked_at"] = at
+
+    def change_retention(self, days: int, at: datetime, by: str = "relay") -> bool:
+        """Record the audit log's retention in days (updateOrg); False when it is that already (nothing recorded)."""
+        if isinstance(days, bool) or not isinstance(days, int) or not MIN_RETENTION_DAYS <= days <= MAX_RETENTION_DAYS:
+            raise InvalidValueError(f"auditLogRetentionDays must be a whole number of days from "
+                                    f"{MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS}")
+        if days == self.audit_log_retention_days:
+            return False
+        self._retention_changed(audit_log_retention_days=days, by=by, at=at)
+        return True
+
+    @event("RetentionChanged")
+    def _retention_changed(self, audit_log_retention_days: int, by: str, at: datetime) -> None:
+        self.audit_log_retention_days = audit_log_retention_days

@@ -12,13 +12,15 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
+from relay.events.access import OrganizationAccess
 from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_aggregate_id
 from relay.events.application import App
 from relay.events.executor import Executor
-from relay.events.ids import app_id, executor_id, instance_id, organization_id
+from relay.events.ids import app_id, executor_id, instance_id, organization_access_id, organization_id, user_id
 from relay.events.instance import RelayInstance
 from relay.events.organization import Organization
 from relay.events.retention import RetentionRun, retention_run_id
+from relay.events.user import User
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -41,6 +43,15 @@ class Ref(Generic[A]):
 
 def org_ref(org: str) -> Ref[Organization]:
     return Ref(Organization, organization_id(org), f"no organization '{org}'")
+
+
+def access_ref(org: str) -> Ref[OrganizationAccess]:
+    return Ref(OrganizationAccess, organization_access_id(org), f"no organization '{org}'")
+
+
+def user_ref(issuer: str, subject: str) -> Ref[User]:
+    return Ref(User, user_id(issuer, subject), "not registered: register first (POST /v2/users)",
+               "already registered")
 
 
 def app_ref(org: str, name: str) -> Ref[App]:

@@ -9,9 +9,9 @@ from relay.projections.backend import Sql, ViewStore
 from relay.projections.projector import Handler, ViewProjection, decoded, event_name, iso, to_json
 from relay.wire.json_types import JSONObject
 
-# Event attributes that are bookkeeping, not audit content. key_hash is not a secret, but an
-# auditor has no use for it and it need not travel further than the applications view.
-_HIDDEN = {"originator_id", "originator_version", "timestamp", "originator_topic", "key_hash", "at"}
+# Event attributes that are bookkeeping, not audit content. key_hash and secret_hash (a join secret's) are not
+# secrets, but an auditor has no use for them and they need not travel further than their views.
+_HIDDEN = {"originator_id", "originator_version", "timestamp", "originator_topic", "key_hash", "secret_hash", "at"}
 
 # Ids per subject lookup (well under SQLite's limit on bound parameters).
 _LOOKUP_CHUNK = 500
@@ -31,6 +31,8 @@ def _subject_of(kind: str, e: Any) -> tuple[str | None, str | None, str | None] 
         "Alert": lambda: f"{e.rule_id}#{e.sequence}",
         "RetentionRun": lambda: str(e.slot),
         "Operation": lambda: e.targets[0] if e.targets else e.operation,
+        "OrganizationAccess": lambda: e.org,  # its members, roles, secrets and claims: the organization's entries
+        "User": lambda: e.username,
     }.get(kind)
     if subject is None:
         return None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from relay.events.organization import PERMISSIONS
 from relay.projections.applications import ApplicationsQueries
+from relay.projections.people import PeopleQueries, UserRow
 from relay.wire.json_types import JSONObject
 
 KEY_PREFIX = "dbos_"
@@ -25,16 +26,24 @@ def hash_key(key: str) -> str:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the admin (every permission, every org) or one API key."""
+    """Who is calling: the admin (every permission, every org), one API key, or a person signed in with the
+    identity provider (``person``: their e-mail; ``user_id`` and ``role`` once registered in an organization;
+    an unregistered person, or one in no organization, has no org and no permission)."""
 
     admin: bool
     org: str | None = None
     key_name: str | None = None
     apps: tuple[str, ...] = ()
     permissions: frozenset[str] = field(default_factory=frozenset)
+    person: str | None = None
+    user_id: str | None = None
+    role: str | None = None
 
     @property
     def display(self) -> str:
+        """Who the audit trail names, and a key's `by`: "admin", "api_key:<name>", or the person's e-mail."""
+        if self.person is not None:
+            return self.person
         return "admin" if self.admin else f"api_key:{self.key_name}"
 
     def allows(self, permission: str, org: str, app: str | None = None) -> bool:
@@ -62,6 +71,23 @@ class Principal:
 
 
 ADMIN = Principal(admin=True, permissions=frozenset(PERMISSIONS))
+
+
+def person_principal(people: PeopleQueries, user: UserRow) -> Principal:
+    """A registered person's principal, from the people view as it is now: their organization and their role's
+    permissions there (none while they belong to no organization). Rebuilt for every request, so a member removed
+    or given another role is treated so from their next request on."""
+    membership = people.membership(user["user_id"])
+    if membership is None:
+        return Principal(admin=False, person=user["email"], user_id=user["user_id"])
+    return Principal(admin=False, org=membership.org, permissions=people.role_permissions(*membership),
+                     person=user["email"], user_id=user["user_id"], role=membership.role)
+
+
+def unregistered_principal(email: str | None, subject: str) -> Principal:
+    """A person the identity provider vouches for who has not registered (registerUser is what they may do):
+    no organization, no permission. Named by their e-mail, else by their subject."""
+    return Principal(admin=False, person=(email or "").strip().lower() or f"sub:{subject}")
 
 
 _MAX_PRINCIPALS = 10_000

@@ -13,6 +13,7 @@ from relay.projections.audit import AuditProjection, AuditQueries, AuditSchema
 from relay.projections.backend import StoreConfig, ViewStore
 from relay.projections.instances import InstancesProjection, InstancesQueries, InstancesSchema
 from relay.projections.operations import OperationsProjection, OperationsQueries, OperationsSchema
+from relay.projections.people import PeopleProjection, PeopleQueries, PeopleSchema
 from relay.projections.projector import Projector, catch_up
 from relay.projections.registry import RegistryProjection, RegistryQueries, RegistrySchema
 from relay.projections.store.log import RelayLog
@@ -27,7 +28,8 @@ REPLAY_BATCH_SIZE = 5000
 
 
 # Every view, in the order its store, projector and queries are built below.
-SCHEMAS = (RegistrySchema, ApplicationsSchema, AuditSchema, AlertingSchema, OperationsSchema, InstancesSchema)
+SCHEMAS = (RegistrySchema, ApplicationsSchema, AuditSchema, AlertingSchema, OperationsSchema, InstancesSchema,
+           PeopleSchema)
 
 
 class Views:
@@ -39,7 +41,7 @@ class Views:
     def __init__(self, config: StoreConfig, relay_log: RelayLog, *, location: str | None = None) -> None:
         self.log = relay_log
         self.stores = tuple(ViewStore(config, schema(), location=location) for schema in SCHEMAS)
-        registry, applications, audit, alerting, operations, instances = self.stores
+        registry, applications, audit, alerting, operations, instances, people = self.stores
         self.applications = ApplicationsQueries(applications)
         self.projectors = (
             Projector(relay_log, RegistryProjection(registry)),
@@ -48,12 +50,14 @@ class Views:
             Projector(relay_log, AlertingProjection(alerting)),
             Projector(relay_log, OperationsProjection(operations)),
             Projector(relay_log, InstancesProjection(instances)),
+            Projector(relay_log, PeopleProjection(people)),
         )
         self.registry = RegistryQueries(registry)
         self.audit = AuditQueries(audit)
         self.alerting = AlertingQueries(alerting)  # alerting rules and the alerts they fired
         self.operations = OperationsQueries(operations)  # retention runs, Relay's own counts
         self.instances = InstancesQueries(instances)  # the cluster: status, address and leases of each instance
+        self.people = PeopleQueries(people)  # persons, memberships, roles, join secrets, domain claims
         assert [p.name for p in self.projectors] == [schema.name for schema in SCHEMAS]
 
     def watched_apps(self) -> list[tuple[str, str]]:

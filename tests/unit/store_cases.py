@@ -20,11 +20,13 @@ import pytest
 
 from relay.actors.alerting import fire_alert
 from relay.actors.application import register_app
+from relay.actors.membership import Registration, register, remove_member
+from relay.events.access import ORG_ADMIN
 from relay.events.alerting import AlertingRule
 from relay.events.executor import Executor, ExecutorInfo
 from relay.events.instance import RelayInstance
 from relay.events.organization import Organization
-from relay.events.refs import alert_ref, app_ref, executor_ref, instance_ref, org_ref, rule_ref
+from relay.events.refs import access_ref, alert_ref, app_ref, executor_ref, instance_ref, org_ref, rule_ref
 from relay.projections.backend import StoreConfig, ViewStore
 from relay.projections.store.log import RelayLog
 
@@ -168,6 +170,49 @@ def history(relay_log: RelayLog) -> None:
                      lambda alert: alert.deliver(["exec-2"], [], None, at(35)))
     relay_log.change(rule_ref("acme", "shop", "slow"), lambda rule: rule.delete(at(36)))
     fire_alert(relay_log, "acme", "shop", "failures", 2, "2 workflows failed", {"count": "2"}, "relay-a", at(37))
+
+
+# What `people_history` records after `history`, in order: one organization's people (events/access.py).
+PEOPLE_HISTORY_EVENTS = (
+    "User.Registered",  # ann registers: her own organization "anns"
+    "Organization.Created",
+    "OrganizationAccess.Created",
+    "OrganizationAccess.MemberJoined",  # ann, Organization Admin
+    "OrganizationAccess.RoleCreated",  # viewer
+    "OrganizationAccess.SecretGenerated",
+    "OrganizationAccess.DomainClaimed",  # anns.example
+    "User.Registered",  # bob registers with the secret
+    "OrganizationAccess.SecretUsed",
+    "OrganizationAccess.MemberJoined",  # bob, Organization Member
+    "OrganizationAccess.RoleGranted",  # bob: viewer
+    "OrganizationAccess.MemberRemoved",  # bob
+    "Organization.RetentionChanged",  # anns: 30 days
+    "OrganizationAccess.DomainReleased",
+    "OrganizationAccess.RoleDeleted",  # viewer
+)
+JOIN_SECRET_HASH = hashlib.sha256(b"a join secret").hexdigest()
+
+
+def people_history(relay_log: RelayLog, start: float = 50) -> None:
+    """After `history`: ann makes her organization, bob joins it with a secret, is given a role and removed."""
+    register(relay_log, Registration("ann", "ann@anns.example", "https://idp.example", "ann-sub", "anns", ORG_ADMIN,
+                                      "register", new_org=True), at(start))
+    relay_log.change(access_ref("anns"), lambda a: a.create_role("viewer", ["application.read"], "ann@anns.example",
+                                                                 at(start + 1)))
+    relay_log.change(access_ref("anns"), lambda a: a.generate_secret(JOIN_SECRET_HASH, "ann@anns.example",
+                                                                     at(start + 2)))
+    relay_log.change(access_ref("anns"), lambda a: a.claim_domain("anns.example", "ann@anns.example", at(start + 3)))
+    register(relay_log, Registration("bob", "bob@else.example", "https://idp.example", "bob-sub", "anns",
+                                      "Organization Member", "secret", secret_hash=JOIN_SECRET_HASH), at(start + 4))
+    bob = relay_log.get(access_ref("anns"))
+    assert bob is not None
+    bob_id = bob.member_named("bob")
+    assert bob_id is not None
+    relay_log.change(access_ref("anns"), lambda a: a.grant(bob_id, "viewer", "ann@anns.example", at(start + 5)))
+    remove_member(relay_log, "anns", "bob", "ann@anns.example", at(start + 6))
+    relay_log.change(org_ref("anns"), lambda o: o.change_retention(30, at(start + 7), "ann@anns.example"))
+    relay_log.change(access_ref("anns"), lambda a: a.release_domain("anns.example", "ann@anns.example", at(start + 8)))
+    relay_log.change(access_ref("anns"), lambda a: a.delete_role("viewer", "ann@anns.example", at(start + 9)))
 
 
 def more_history(relay_log: RelayLog, count: int, start: float = 100) -> None:
