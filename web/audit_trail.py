@@ -38,7 +38,8 @@ READ_ONLY = frozenset({"searchWorkflows", "getWorkflowAggregates", "getStepAggre
 AUDITED_READS = frozenset({"exportWorkflow"})
 RAW = "sendRawExecutorRequest"
 # Path variables that name what an action targets (org and app are recorded on their own).
-_TARGET_ARGS = ("workflow_id", "schedule_name", "queue_name", "executor_id", "rule_id", "name")
+_TARGET_ARGS = ("workflow_id", "schedule_name", "queue_name", "executor_id", "rule_id", "name", "username",
+                "role_name", "domain")
 RECORD_TIMEOUT_S = 15.0
 
 
@@ -114,7 +115,9 @@ def _record(response: Response) -> Response:
     if pending is None or who is None:
         return response
     args = request.view_args or {}
-    org, app = str(args.get("org", "")), pending.app or args.get("app")
+    # A view whose path names no organization may say which one the action belongs to (registerUser: the
+    # organization the person landed in).
+    org, app = str(args.get("org", g.get("audit_org", ""))), pending.app or args.get("app")
     if not ORG_NAME.fullmatch(org) or (app is not None and not APP_NAME.fullmatch(str(app))):
         return response  # refused before anything ran: a name the API cannot even hold
     status = pending.status if pending.status is not None else response.status_code

@@ -11,11 +11,12 @@ from relay.actors.services.executor_calls import ExecutorCalls
 from relay.actors.services.workflows import WorkflowActions
 from relay.projections.identity import Principal
 from relay.web import login_throttle
-from relay.web.auth import principal_from_header, require
+from relay.web.auth import Bearer, authenticate, require
 from relay.web.http_inputs import check_path_names
 from relay.web.problems import ApiError, not_found
 
 if TYPE_CHECKING:
+    from relay.actors.adapters.oidc.verifier import VerifiedClaims
     from relay.actors.runtime import Runtime
 
 T = TypeVar("T")
@@ -26,20 +27,36 @@ def runtime() -> Runtime:
 
 
 def principal() -> Principal:
-    found = g.get("principal")
+    return _bearer().principal
+
+
+def person_claims() -> VerifiedClaims:
+    """The verified access token of the person calling (registerUser, getCurrentUser): 403 for an API key or the
+    admin token, which stand for no person."""
+    claims = _bearer().claims
+    if claims is None:
+        raise ApiError(403, "this operation needs a person's token from the identity provider, not an API key "
+                            "or the admin token")
+    return claims
+
+
+def _bearer() -> Bearer:
+    found: Bearer | None = g.get("bearer")
     if found is None:
-        found = g.principal = _logged_in(request.headers.get("Authorization"))
+        found = g.bearer = _logged_in(request.headers.get("Authorization"))
+        g.principal = found.principal  # what the audit trail names
     return found
 
 
-def _logged_in(header: str | None) -> Principal:
-    """The bearer's principal; a header that names no live token is a failed login, throttled per address
-    (web/login_throttle.py). No header at all is no login: a plain 401."""
+def _logged_in(header: str | None) -> Bearer:
+    """The bearer; a header that names no live token (or a refused access token) is a failed login, throttled per
+    address (web/login_throttle.py). No header at all is no login: a plain 401. An identity provider that cannot
+    be reached (503) is no failed login either."""
     if not header:
-        return principal_from_header(runtime().auth, header)
+        return authenticate(runtime(), header)
     login_throttle.refuse_if_throttled()
     try:
-        return principal_from_header(runtime().auth, header)
+        return authenticate(runtime(), header)
     except ApiError as error:
         if error.status == 401:
             login_throttle.failed()

@@ -46,6 +46,7 @@ class Operation:
 
     ``returns``: a component name (``"Workflow"``), a list of them (``"Workflow[]"``), an inline schema, or
     None for a response without content. ``path_names`` overrides PATH_NAMES for this route.
+    ``requires_oauth``: the operation exists only with OAuth on (web/wsgi.py registers its blueprint then).
     """
 
     operation_id: str
@@ -60,6 +61,8 @@ class Operation:
     public: bool = False
     description: str | None = None
     content_type: str = "application/json"
+    # Served only with OAuth on (RELAY_OIDC_ISSUER): the reference's `x-dbos-requires-oauth: true`.
+    requires_oauth: bool = False
 
 
 _REGISTRY: dict[str, Operation] = {}

@@ -21,6 +21,8 @@ from relay.web.api import config as api_config
 from relay.web.api import dataplane as api_dataplane
 from relay.web.api import metrics as metrics_api
 from relay.web.api import openapi
+from relay.web.api import org_access as api_org_access
+from relay.web.api import people as api_people
 from relay.web.api import raw as api_raw
 from relay.web.api import relay as api_relay
 from relay.web.api import workflows as api_workflows
@@ -106,6 +108,11 @@ def create_app(rt: Runtime) -> Flask:
     app.register_blueprint(api_config.bp)  # declarative configuration: relay diff|apply (issue 17)
     app.register_blueprint(api_autoscaling.bp)  # queue-based autoscaling: policy and recommendation (issue 17)
     app.register_blueprint(cluster_bp)  # HA: /relay/v1/instances, /internal/v1/forward (issue 5)
+    if rt.settings.oidc_enabled:
+        # People, members, roles, join secrets, domain claims (issue 31): the reference's x-dbos-requires-oauth
+        # operations exist only with OAuth on; off, they answer 404 as Conductor's do.
+        for blueprint in (api_people.bp, api_org_access.bp):
+            app.register_blueprint(blueprint)
     app.register_blueprint(console.bp)  # the web console, at /
     audit_trail.install(app)  # every action, API or console, recorded as an Operation event
 

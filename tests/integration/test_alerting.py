@@ -423,7 +423,7 @@ def test_the_scrape_parses_and_is_guarded_by_metric_read(world: World) -> None:
     assert value(scraped, "relay_event_store_append_seconds_count") > 0
     assert value(scraped, "relay_instances", status="RUNNING") == 1
     assert {dict(ls)["view"] for (n, ls) in scraped if n == "relay_projection_lag_events"} == {
-        "registry", "applications", "audit", "alerting", "operations", "instances"}
+        "registry", "applications", "audit", "alerting", "operations", "instances", "people"}
 
     openmetrics = w.relay.api("GET", "/v1/metrics", headers={"Accept": "application/openmetrics-text"})
     assert openmetrics.headers["Content-Type"].startswith("application/openmetrics-text")

@@ -222,6 +222,9 @@ def test_console_pages_need_a_session_and_forms_need_its_csrf_token(setup: Setup
             continue
         STATS["operations"] += 1
         response = call(relay, method, fill(path), {})
+        if path.startswith("/oauth/"):  # the SSO flow is open to anyone, and absent without RELAY_OIDC_CLIENT_ID
+            assert response.status_code == 404, f"{path}: {response.status_code}"
+            continue
         if method == "GET":
             assert response.status_code == 302, f"{path}: {response.status_code}"
             assert response.headers["Location"].startswith("/login"), path

@@ -80,7 +80,7 @@ def test_the_scrape_reads_the_views(served: tuple[Runtime, FlaskClient]) -> None
     assert value(scraped, "relay_recoveries_total", app="shop", outcome="acknowledged") == 1
     assert value(scraped, "relay_instances", status="RUNNING") == 1
     assert {dict(ls)["view"]: v for (n, ls), v in scraped.items() if n == "relay_projection_lag_events"} == {
-        "registry": 0, "applications": 0, "audit": 0, "alerting": 0, "operations": 0, "instances": 0}
+        "registry": 0, "applications": 0, "audit": 0, "alerting": 0, "operations": 0, "instances": 0, "people": 0}
     assert value(scraped, "relay_event_store_position") > 20
     assert value(scraped, "relay_event_store_append_seconds_count") >= 1
     assert value(scraped, "process_cpu_seconds_total") > 0

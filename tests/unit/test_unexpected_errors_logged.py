@@ -75,3 +75,19 @@ def test_the_alert_sinks_secrets_are_masked_in_every_handler() -> None:
         root.removeHandler(handler)
     assert webhook not in text and slack not in text and routing not in text, text
     assert text.count("<redacted>") == 3, text
+
+
+def test_person_tokens_and_oauth_callback_queries_are_masked() -> None:
+    """Issue 31: a JWT (a person's bearer or ID token) anywhere in a record, and the code and state of an OAuth
+    callback in an access-log request line, never reach the log; other query values stay readable."""
+    import secrets
+
+    from relay.web.transport.log_secrets import SecretFilter
+
+    jwt = ".".join(["eyJhbGciOiJSUzI1NiJ9", "eyJzdWIiOiJhbGljZSJ9", secrets.token_urlsafe(40)])
+    code, state = secrets.token_urlsafe(30), secrets.token_urlsafe(20)
+    line = f'"GET /oauth/callback?code={code}&state={state}&iss=x HTTP/1.1" 302 -; token {jwt}; /apps?limit=5'
+    cleaned = SecretFilter([]).clean(line)
+    assert code not in cleaned and state not in cleaned and jwt.split(".")[2] not in cleaned, cleaned
+    assert "code=<redacted>&state=<redacted>&iss=x" in cleaned and "<redacted JWT>" in cleaned, cleaned
+    assert "/apps?limit=5" in cleaned

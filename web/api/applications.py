@@ -44,7 +44,8 @@ def get_org(org: str) -> Response:
     created = runtime().views.audit.entries(org=org, event="Organization.Created", limit=1)
     if not created:  # every organization has one: the event that made it exist
         raise not_found(f"organization '{org}' not found")
-    return jsonify(views_to_api.organization(org, format_time(datetime.fromisoformat(str(created[0]["at"])))))
+    created_at = format_time(datetime.fromisoformat(str(created[0]["at"])))
+    return jsonify(views_to_api.organization(org, created_at, runtime().views.people.retention_days(org)))
 
 
 @bp.get("/v2/orgs/<org>/apps")
@@ -147,6 +148,9 @@ def create_token(org: str, name: str) -> Response:
         # A key cannot mint a key with more than it has itself: permissions, or applications (none named: all).
         beyond = sorted(set(permissions) - who.permissions)
         if beyond or not who.covers(apps):
+            if who.person is not None:  # a person (issue 31): their role's permissions bound the key
+                raise ApiError(403, f"your role ('{who.role}') does not hold {', '.join(beyond)}: a key cannot "
+                                    "grant more than its creator's permissions")
             raise ApiError(403, "a token cannot grant more than its own permissions and applications")
     key = new_api_key()
     ConfigurationChanges(runtime()).issue_key(org, name, hash_key(key), apps, permissions, who.display)

@@ -45,9 +45,16 @@ def _subject(by: str) -> dict[str, str]:
     return {"type": "user", "id": by, "display": by}
 
 
+# The people's operations (web/api/org_access.py, people.py): what their first target id names.
+_PEOPLE_TARGETS = {"registerUser": "user", "removeMember": "user", "grantRole": "user", "createRole": "role",
+                   "deleteRole": "role", "requestDomainClaim": "domain_claim", "releaseDomainClaim": "domain_claim"}
+
+
 def _operation_target(details: dict[str, Any]) -> dict[str, str]:
     """An operation's target: what its first target id is, by the kind of operation."""
     name, targets = str(details.get("operation", "")), details.get("targets") or []
+    if name in _PEOPLE_TARGETS and targets:
+        return {"type": _PEOPLE_TARGETS[name], "id": str(targets[0])}
     for word, kind in (("Workflow", "workflow"), ("Schedule", "schedule"), ("Token", "token"),
                        ("AlertingRule", "alerting_rule")):
         if word in name and targets:

@@ -47,6 +47,10 @@ PATH_NAMES = {
 PATH_SCHEMAS: dict[str, Schema] = {
     "orgName": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-z0-9_]+$"},
     "appName": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-z0-9-_]+$"},
+    # The people's operations (served with OAuth on: web/api/org_access.py)
+    "username": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-z0-9_]+$"},
+    "roleName": {"type": "string", "minLength": 3, "maxLength": 30, "pattern": "^[a-zA-Z0-9_]+$"},
+    "domain": {"type": "string", "minLength": 4, "maxLength": 253},
 }
 _VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 
@@ -111,6 +115,8 @@ def _operation_doc(op: Operation, path_params: list[JSONObject]) -> JSONObject:
                               "required": op.body_required}
     if op.public:
         doc["security"] = []
+    if op.requires_oauth:
+        doc["x-dbos-requires-oauth"] = True
     return doc
 
 
@@ -167,8 +173,9 @@ def build_document(app: Flask, version: str) -> JSONObject:
                 "BearerAuth": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "An API key (prefixed dbos_, see POST /v2/orgs/{orgName}/tokens/{tokenName}) "
-                    "or Relay's admin token.",
+                    "description": "An API key (prefixed dbos_, see POST /v2/orgs/{orgName}/tokens/{tokenName}), "
+                    "Relay's admin token, or, when Relay runs with OAuth (RELAY_OIDC_ISSUER), a person's access "
+                    "token (a JWT) from the identity provider.",
                 }
             },
         },

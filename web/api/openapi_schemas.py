@@ -128,6 +128,40 @@ COMPONENTS: dict[str, Schema] = {
         "subject": ref("AuditSubject"), "target": ref("AuditTarget"), "sourceIp": STR,
         "details": _t(["object", "null"], additionalProperties={}),
     }, ["id", "emitTime", "operation", "status", "subject", "sourceIp", "details"]),
+    # -- people, members, roles, join secrets, domain claims: served only with OAuth on (web/api/people.py,
+    # web/api/org_access.py)
+    "UpdateOrgInputBody": _obj({
+        "auditLogRetentionDays": _t("integer", "int32", minimum=7, maximum=3650),
+        "newName": _t("string", minLength=3, maxLength=30, pattern="^[a-z0-9_]+$"),
+    }),
+    "DomainClaim": _obj({
+        "id": STR, "domain": STR, "status": _t("string", enum=["pending", "approved", "denied"]), "orgName": STR,
+        "requestedBy": STR, "requestedAt": TIME, "decidedAt": TIME, "decidedBy": STR, "decisionNote": STR,
+    }, ["id", "domain", "status", "orgName", "requestedBy", "requestedAt"]),
+    "ListDomainClaimsOutputBody": _obj({"claims": array_of("DomainClaim")}, ["claims"]),
+    "RequestDomainClaimInputBody": _obj({"domain": _t("string", minLength=4, maxLength=253)}, ["domain"]),
+    "JoinOrgInputBody": _obj({"secret": STR}, ["secret"]),
+    "GenerateSecretOutputBody": _obj({"secret": STR}, ["secret"]),
+    "RoleOutput": _obj({"name": STR, "isGlobal": BOOL, "permissions": STRS}, ["name", "isGlobal", "permissions"]),
+    "OrgMembers": _obj({"orgName": STR, "users": _t("object", additionalProperties=ref("RoleOutput"))},
+                       ["orgName", "users"]),
+    "Member": _all_required({
+        "id": STR, "orgId": STR, "email": STR, "name": STR, "givenName": STR, "familyName": STR, "company": STR,
+    }),
+    "CreateRoleInputBody": _obj({
+        "name": _t("string", minLength=3, maxLength=30, pattern="^[a-zA-Z0-9_]+$"), "permissions": NSTRS,
+    }, ["name"]),
+    "CreateRoleOutputBody": _obj({"name": STR, "permissions": STRS}, ["name", "permissions"]),
+    "RegisterUserInputBody": _obj({
+        "name": _t("string", minLength=3, maxLength=30, pattern="^[a-z0-9_]+$"), "secret": STR, "givenName": STR,
+        "familyName": STR, "company": STR,
+    }, ["name"]),
+    "RegisterUserOutputBody": _obj({"id": STR}, ["id"]),
+    "UserProfile": _obj({
+        "name": STR, "email": STR, "orgName": STR, "orgId": STR,
+        "subscriptionPlan": _t("string", enum=["free", "pro", "past_limit", "team"]), "createdAt": TIME,
+        "role": ref("RoleOutput"), "isDbosAdmin": BOOL,
+    }, ["name", "email", "orgName", "orgId", "subscriptionPlan", "createdAt"]),
     # -- Relay-only
     "Health": _all_required({"status": STR}),
     "Readiness": _all_required({"status": _t("string", enum=["ready", "not ready"]), "detail": STR}),

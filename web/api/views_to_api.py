@@ -16,7 +16,8 @@ NO_LIMIT = 2**31 - 1  # "no limit" in the reference's int32 quota fields: the la
 SUBSCRIPTION_PLAN = "free"  # the enum's only value that does not claim a paid subscription
 
 
-def organization(name: str, created_at: str) -> JSONObject:
+def organization(name: str, created_at: str, audit_log_retention_days: int | None = None) -> JSONObject:
+    """`audit_log_retention_days`: what updateOrg recorded (issue 31); unset, the log is kept for ever."""
     return {
         "id": name,  # as Application.orgId
         "name": name,
@@ -28,7 +29,7 @@ def organization(name: str, created_at: str) -> JSONObject:
         "maxVms": 0,
         "maxTeamMembers": 0,
         "defaultRdsInstanceClassType": "",
-        "auditLogRetentionDays": NO_LIMIT,
+        "auditLogRetentionDays": NO_LIMIT if audit_log_retention_days is None else audit_log_retention_days,
     }
 
 

@@ -11,11 +11,14 @@ from relay.actors.configuration.settings import Settings
 class SecretFilter(logging.Filter):
     """The last line of defence, on every log handler of `relay serve`: `dbos_` keys, and the process's own
     secrets (admin token, forward secret, the alert sinks' webhook secret, Slack URL and PagerDuty routing key),
-    and a URL's credentials are masked in any record, its traceback
+    a URL's credentials, JSON Web Tokens (a person's bearer or ID token) and the authorization code and state of an
+    OAuth callback's query (the access log prints request lines) are masked in any record, its traceback
     included."""
 
     API_KEY = re.compile(r"dbos_[A-Za-z0-9_-]{30,}")
     URL_CREDENTIALS = re.compile(r"(?i)([a-z][a-z0-9+.-]*://)[^@/\s]*@")  # a database URL's user:password@
+    JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+    OAUTH_QUERY = re.compile(r"([?&](?:code|state|session_state|id_token_hint)=)[^&\s\"']+")
 
     def __init__(self, literals: list[str | None]) -> None:
         super().__init__()
@@ -26,6 +29,10 @@ class SecretFilter(logging.Filter):
             text = text.replace(literal, "<redacted>")
         if "@" in text:
             text = self.URL_CREDENTIALS.sub(r"\1<redacted>@", text)
+        if "eyJ" in text:
+            text = self.JWT.sub("<redacted JWT>", text)
+        if "=" in text:
+            text = self.OAUTH_QUERY.sub(r"\1<redacted>", text)
         return self.API_KEY.sub("dbos_<redacted>", text) if "dbos_" in text else text
 
     def filter(self, record: logging.LogRecord) -> bool:
