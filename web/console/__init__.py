@@ -1,7 +1,8 @@
 """The web console: server-rendered pages over the same views and actor commands as the HTTP API.
 
-Served by Relay's Flask app at `/`. Login with an API key or the admin token; a signed session cookie
-carries the token's hash (never the token); every POST carries a CSRF token. Pages read Relay's views
+Served by Relay's Flask app at `/`. Login with an API key or the admin token, or (OAuth mode) "Sign in with SSO"
+at the identity provider (sso.py); a signed session cookie carries the token's hash or the person's user id (never
+a token); every POST carries a CSRF token. Pages read Relay's views
 and, for what executors serve (workflows, queues, schedules, versions), the services of actors/services.
 """
 
@@ -22,6 +23,6 @@ bp = Blueprint(
 )
 
 # The route modules register on `bp` when imported.
-from relay.web.console import alerts, auth, views, workflows  # noqa: E402
+from relay.web.console import alerts, auth, members, sso, views, workflows  # noqa: E402
 
-__all__ = ["alerts", "auth", "bp", "views", "workflows"]
+__all__ = ["alerts", "auth", "bp", "members", "sso", "views", "workflows"]

@@ -10,6 +10,11 @@ store (actors/edge_state.py) until the session would have expired anyway, so a c
 and the CSRF token in it, no longer work on any instance, nor after a restart
 (docs/adr/0007-console-sessions-end-in-the-store.md). Failed logins are throttled per address
 (web/login_throttle.py). Under TLS (RELAY_TLS_CERT) the cookie is `Secure` and every answer carries HSTS.
+
+A person signed in with SSO (web/console/sso.py, issue 31) has a session holding their user id (`u`), never a
+token; each request rebuilds their principal from the people view, so a member removed (or given another role)
+is refused (or sees the new role) at their next request. The token login form can be turned off
+(RELAY_CONSOLE_TOKEN_LOGIN=false): then sessions of a token are refused too.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import hmac
 import secrets
 import time
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import flask
 from flask import (
@@ -37,6 +42,8 @@ from flask import (
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from werkzeug.wrappers import Response
 
+from relay.actors.errors import IdentityProviderUnavailableError
+from relay.actors.services.people import People
 from relay.projections.identity import Principal, hash_key
 from relay.web import login_throttle
 from relay.web.console import bp
@@ -54,8 +61,15 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline';
        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 # Under TLS: browsers keep to https for a year (the console and API are served on one port, https only).
 HSTS = "max-age=31536000"
-# Endpoints reachable without a session (the login form itself, and the stylesheet it uses).
-_OPEN_ENDPOINTS = frozenset({"console.login", "console.static"})
+# Endpoints reachable without a session (the login form itself, the stylesheet it uses, and the SSO flow).
+_OPEN_ENDPOINTS = frozenset({"console.login", "console.static", "console.sso_login", "console.oauth_callback"})
+# A person's session (issue 31): their user id; or, between sign-in and registration, the verified claims
+# registration needs (web/console/sso.py), with only these endpoints open to it.
+PERSON = "u"
+REGISTERING = "reg"
+JOINING = "join"  # the user id of a registered person in no organization, who may join one with a secret
+REGISTRATION_MAX_AGE_S = 900.0
+_REGISTRATION_ENDPOINTS = frozenset({"console.register", "console.join", "console.logout"})
 
 
 class SessionCookies(SecureCookieSessionInterface):
@@ -105,6 +119,16 @@ def _configure(state: BlueprintSetupState) -> None:
     )
     if tls:
         app.after_request(_strict_transport_security)
+    # A person's logout continues at the identity provider (its end_session_endpoint) from the logout form's
+    # redirect, which browsers check against form-action: the provider's origin is allowed there too.
+    app.config["RELAY_CONSOLE_CSP"] = _csp(rt.settings.oidc_issuer)
+
+
+def _csp(issuer: str | None) -> str:
+    if not issuer:
+        return CSP
+    parts = urlsplit(issuer)
+    return CSP.replace("form-action 'self'", f"form-action 'self' {parts.scheme}://{parts.netloc}")
 
 
 def _strict_transport_security(response: Response) -> Response:
@@ -130,7 +154,8 @@ def can(permission: str, org: str, app: str | None = None) -> bool:
 def require(permission: str, org: str, app: str | None = None) -> Principal:
     who = current()
     if not who.allows(permission, org, app):
-        abort(403, f"your key lacks '{permission}' here")
+        lacking = f"your role ({who.role}) lacks" if who.person else "your key lacks"
+        abort(403, f"{lacking} '{permission}' here")
     return who
 
 
@@ -149,6 +174,12 @@ def _csrf_ok() -> bool:
     return bool(expected) and hmac.compare_digest(str(expected), sent)
 
 
+@bp.app_template_global()
+def people_enabled() -> bool:
+    """Whether people sign in (OAuth mode): the layout then links to Members & roles."""
+    return bool(runtime().settings.oidc_issuer)
+
+
 @bp.app_context_processor
 def _template_helpers() -> dict[str, Principal | None]:
     return {"who": g.get("console_principal")}
@@ -161,18 +192,49 @@ def _guard() -> Response | None:
         abort(403, "missing or wrong CSRF token; reload the page and try again")
     if request.endpoint in _OPEN_ENDPOINTS:
         return None
-    token_hash = session.get("h")
+    if (REGISTERING in session or JOINING in session) and PERSON not in session:
+        return _registration_only()
+    token_hash, person = session.get("h"), session.get(PERSON)
     logged_in_at = session.get("t", 0)
-    who = runtime().auth.principal_for_hash(token_hash) if isinstance(token_hash, str) else None
+    who = _principal_of(token_hash, person)
     if who is not None and _ended(session.get("sid")):
         who = None
     if who is None or time.time() - float(logged_in_at) > SESSION_MAX_AGE_S:
-        if token_hash:
+        if person:
+            session.clear()
+            flash("Your session ended (expired, logged out, or you are no longer a member of an organization). "
+                  "Sign in again.", "error")
+        elif token_hash:
             session.clear()
             flash("Your session ended (expired, or the key was revoked). Log in again.", "error")
         return redirect(url_for("console.login", next=request.full_path.rstrip("?")))
     g.console_principal = who
     return None
+
+
+def _principal_of(token_hash: object, person: object) -> Principal | None:
+    """The session's principal, from the views as they are now: a person's from the people view (None once
+    they are in no organization), a token's from the applications view (None once revoked, or when token
+    logins are turned off)."""
+    rt = runtime()
+    if isinstance(person, str):
+        who = People(rt).principal_of(person)
+        return who if who is not None and who.org is not None else None  # removed: in no organization
+    if isinstance(token_hash, str) and rt.settings.console_token_login:
+        return rt.auth.principal_for_hash(token_hash)
+    return None
+
+
+def _registration_only() -> Response | None:
+    """Between sign-in and registration only the registration page (and logout) is open; an old half-made
+    session starts over at the login page."""
+    fresh = time.time() - float(session.get("t", 0)) <= REGISTRATION_MAX_AGE_S and not _ended(session.get("sid"))
+    if not fresh:
+        session.clear()
+        return redirect(url_for("console.login"))
+    if request.endpoint in _REGISTRATION_ENDPOINTS:
+        return None
+    return redirect(url_for("console.register" if REGISTERING in session else "console.join"))
 
 
 def _ended(session_id: object) -> bool:
@@ -190,7 +252,7 @@ def _no_cache(response: Response) -> Response:
         response.headers.setdefault("Referrer-Policy", "same-origin")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         # Scripts only from the console's own file; no inline script, no framing, forms post here only.
-        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers.setdefault("Content-Security-Policy", flask.current_app.config.get("RELAY_CONSOLE_CSP", CSP))
     return response
 
 
@@ -205,13 +267,31 @@ def safe_path(target: str | None) -> str:
     return target
 
 
+def new_session() -> None:
+    """A new session (and CSRF token) at every login: no fixation."""
+    session.clear()
+    session.permanent = True
+    session["t"] = time.time()
+    session["sid"] = secrets.token_urlsafe(24)
+    csrf_token()
+
+
+def _login_page(status: int = 200, next_url: str = "") -> tuple[str, int]:
+    settings = runtime().settings
+    return render_template("console/login.html", next=next_url, token_login=settings.console_token_login,
+                           sso=bool(settings.oidc_issuer and settings.oidc_client_id)), status
+
+
 @bp.route("/login", methods=["GET", "POST"])
 def login() -> Any:
     if request.method == "POST":
+        if not runtime().settings.console_token_login:
+            abort(403, "logging in with a token is turned off on this Relay (RELAY_CONSOLE_TOKEN_LOGIN); sign in "
+                       "with SSO")
         wait = login_throttle.retry_after()
         if wait is not None:  # before the token is looked up: a valid one is refused too
             flash(f"Too many failed logins from your address; try again in {wait} s.", "error")
-            page = render_template("console/login.html", next=request.form.get("next", ""))
+            page, _ = _login_page(next_url=request.form.get("next", ""))
             return page, 429, {"Retry-After": wait}
         token = (request.form.get("token") or "").strip()
         rt = runtime()
@@ -219,30 +299,46 @@ def login() -> Any:
         if who is None:
             login_throttle.failed()
             flash("Unknown or revoked token.", "error")
-            return render_template("console/login.html", next=request.form.get("next", "")), 401
+            return _login_page(401, request.form.get("next", ""))
         next_url = safe_path(request.form.get("next"))
-        session.clear()  # a new session (and CSRF token) at every login: no fixation
-        session.permanent = True
+        new_session()
         session["h"] = hash_key(token)
-        session["t"] = time.time()
-        session["sid"] = secrets.token_urlsafe(24)
-        csrf_token()
         return redirect(next_url)
     # The page names the token's file relative to the data directory, never its absolute path: the page is
     # shown to anyone who reaches it, before any authentication.
-    return render_template("console/login.html", next=request.args.get("next", ""))
+    return _login_page(next_url=request.args.get("next", ""))
 
 
 @bp.post("/logout")
 def logout() -> Response:
     # Ended in the store, not just in this browser: a copy of the cookie must not outlive the logout.
     session_id, logged_in_at = session.get("sid"), float(session.get("t", 0))
+    person = PERSON in session or REGISTERING in session or JOINING in session
     if isinstance(session_id, str):
         now = time.time()
         runtime().edge_state.end_session(session_id, logged_in_at + SESSION_MAX_AGE_S, now)
     session.clear()
     flash("Logged out.", "info")
-    return redirect(url_for("console.login"))
+    at_provider = provider_logout_url() if person else None
+    return redirect(at_provider or url_for("console.login"))
+
+
+def provider_logout_url() -> str | None:
+    """Where a person's logout continues: the identity provider's end_session_endpoint (RP-initiated logout),
+    then back to the login page; None when the provider offers none or cannot be asked now."""
+    settings = runtime().settings
+    tokens = runtime().tokens
+    if tokens is None or not settings.oidc_client_id:
+        return None
+    try:
+        endpoint = tokens.discovery.metadata().end_session_endpoint
+    except IdentityProviderUnavailableError:
+        return None
+    if not endpoint:
+        return None
+    query = urlencode({"client_id": settings.oidc_client_id,
+                       "post_logout_redirect_uri": url_for("console.login", _external=True)})
+    return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
 
 
 def confirmed() -> bool:

@@ -64,8 +64,8 @@ def home() -> Response:
                                  ("organization.read", "console.audit")):
         if who.allows(permission, org):
             return redirect(url_for(endpoint, org=org))
-    raise Forbidden("this key has none of the permissions the console shows (application.read, token.read, "
-                    "organization.read)")
+    raise Forbidden(f"{'your role' if who.person else 'this key'} has none of the permissions the console shows "
+                    "(application.read, token.read, organization.read)")
 
 
 # -- applications ---------------------------------------------------------------------------------
