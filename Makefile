@@ -94,12 +94,15 @@ GO_APP_BIN := $(GO_APP)/bin/relay-go-app
 JAVA_APP := tests/integration/java_app
 JAVA_APP_JAR := $(JAVA_APP)/target/relay-java-app.jar
 TS_CURRENT_APP := tests/integration/ts_current_app
+# The identity provider the identity tests run (npm oidc-provider, pinned by tests/idp/package-lock.json).
+TEST_IDP := tests/idp
 GO_CURRENT_APP := tests/integration/go_current_app
 GO_CURRENT_APP_BIN := $(GO_CURRENT_APP)/bin/relay-go-current-app
 
 test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed \
 	$(VENV_OPENAPI_CLIENT)/.installed $(TS_APP)/node_modules/.installed \
-	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN)
+	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN) \
+	$(TEST_IDP)/node_modules/.installed
 
 # The test venvs, each made by `python -m venv` and given its requirements file.
 TEST_VENVS := $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(VENV_OPENAPI_CLIENT)
@@ -126,6 +129,10 @@ $(GO_APP_BIN): $(GO_APP)/main.go $(GO_APP)/go.mod $(GO_APP)/go.sum
 
 $(TS_CURRENT_APP)/node_modules/.installed: $(TS_CURRENT_APP)/package.json $(TS_CURRENT_APP)/package-lock.json
 	cd $(TS_CURRENT_APP) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(TEST_IDP)/node_modules/.installed: $(TEST_IDP)/package.json $(TEST_IDP)/package-lock.json
+	cd $(TEST_IDP) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 $(GO_CURRENT_APP_BIN): $(GO_CURRENT_APP)/main.go $(GO_CURRENT_APP)/go.mod $(GO_CURRENT_APP)/go.sum
@@ -181,4 +188,4 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) $(RELAY_VENV) $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(VENV_OPENAPI_CLIENT) $(TS_APP)/node_modules $(GO_APP)/bin $(JAVA_APP)/target \
-		$(TS_CURRENT_APP)/node_modules $(GO_CURRENT_APP)/bin
+		$(TS_CURRENT_APP)/node_modules $(GO_CURRENT_APP)/bin $(TEST_IDP)/node_modules

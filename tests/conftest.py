@@ -10,6 +10,7 @@ Nothing here imports the application packages (actors, events, projections, web)
   module, stopped (and its log checked for secrets) after the module's last test. Its settings are
   ``relay_env`` (module; none by default): a module that needs some overrides ``relay_env`` with a fixture of
   its own, which may use other fixtures (a CA, databases). With ``RELAY_TLS_CERT`` it is reached over https.
+- ``identity_provider`` (module): a real OpenID Provider (``tests/support/idp.py``'s ``IdentityProvider``).
 
 Tests that use ``pg_server`` or ``pg_url`` are marked ``postgres`` automatically (``-m "not postgres"``).
 """
@@ -29,6 +30,7 @@ if _REPO_ROOT not in sys.path:
     sys.path.insert(0, _REPO_ROOT)
 
 from tests.support import pg  # noqa: E402
+from tests.support.idp import IdentityProvider  # noqa: E402
 from tests.support.procs import RelayProcess  # noqa: E402
 
 _PG_FIXTURES = frozenset({"pg_server", "pg_url"})
@@ -91,6 +93,14 @@ def relay(relay_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     """A running ``relay serve`` with ``relay_env``, shared by the module's tests (each uses names of its own)."""
     with RelayProcess(tmp_path_factory.mktemp("relay-data"), env=relay_env) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def identity_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IdentityProvider]:
+    """A real OpenID Provider (npm oidc-provider, tests/support/idp.py) on a free port, one per test module (a
+    module may rotate its keys or stop it). A module's ``relay_env`` may take its ``relay_env()`` settings."""
+    with IdentityProvider(tmp_path_factory.mktemp("idp")) as provider:
+        yield provider
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
