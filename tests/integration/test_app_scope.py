@@ -113,6 +113,14 @@ PUBLIC = {"relay.healthz", "relay.readyz", "openapi.docs", "openapi.openapi_json
           "openapi.openapi_30_json", "static", "console.static"}
 
 
+PEOPLE_PAGES = {
+    "console.members": f"/orgs/{ORG}/members", "console.grant_role": f"/orgs/{ORG}/members/someone/role",
+    "console.remove_member": f"/orgs/{ORG}/members/someone/remove",
+    "console.generate_secret": f"/orgs/{ORG}/join-secrets", "console.create_role": f"/orgs/{ORG}/roles",
+    "console.delete_role": f"/orgs/{ORG}/roles/r/delete",
+}
+
+
 class Calls:
     """The alpha key's calls: the API with its bearer, the console with a session it logged in with."""
 
@@ -231,6 +239,19 @@ def check_route(c: Calls, method: str, endpoint: str) -> None:
         c.page("POST", f"/orgs/{ORG}/keys/b-exec/revoke", {"confirmed": "yes"})
         c.page("POST", f"/orgs/{ORG}/keys/org-wide/revoke", {"confirmed": "yes"})
         assert {"b-exec", "org-wide"} <= active_keys(relay)
+    elif endpoint in ("console.sso_login", "console.oauth_callback"):  # no SSO without RELAY_OIDC_CLIENT_ID
+        assert c.page("GET", "/oauth/login" if endpoint == "console.sso_login" else "/oauth/callback?code=x&state=y"
+                      ).status_code == 404
+    elif endpoint in ("console.register", "console.join"):  # a key's session is registering nobody
+        path = "/register" if endpoint == "console.register" else "/join"
+        answer = c.page(method, path, {"username": "alpha_person", "secret": "x"})
+        if method == "GET":
+            assert answer.status_code == 302 and answer.headers["Location"].startswith("/login"), answer.status_code
+        else:
+            assert "/login" in answer.url, answer.url
+    elif endpoint in PEOPLE_PAGES:  # Members & roles exist in OAuth mode only (issue 31)
+        path = PEOPLE_PAGES[endpoint]
+        assert c.page(method, path, {"role": "Organization Admin", "name": "r", "confirmed": "yes"}).status_code == 404
     else:
         raise AssertionError(f"{method} {endpoint}: an org-level route this test does not know; say what an "
                              "app-scoped key gets there")
