@@ -111,6 +111,12 @@ def _answer_recoveries(peer: FakeExecutor, stop: threading.Event) -> None:
                                 "error_message": None}))
 
 
+def _recovered_by(relay: RelayProcess, executor_id: str) -> str | None:
+    """The peer that acknowledged a recovery of `executor_id`, from Relay's recovery records; None if none has."""
+    rows = relay.api("GET", f"/relay/v1/orgs/local/apps/{HISTORY_APP}/recoveries").json()["recoveries"]
+    return next((r["peer"] for r in rows if r["executorId"] == executor_id and r["outcome"] == "acknowledged"), None)
+
+
 @pytest.fixture(scope="module")
 def history(relay: RelayProcess) -> Iterator[str]:
     """`widths`, whose first executor died and was recovered by a second one: a row in its executor history."""
@@ -127,10 +133,15 @@ def history(relay: RelayProcess) -> Iterator[str]:
     answering = threading.Thread(target=_answer_recoveries, args=(peer, stop), daemon=True)
     answering.start()
     try:
+        # Wait for the recovery's own record, then for the removal: the executor list alone cannot tell a
+        # dead executor already removed from one whose registration the view has not recorded yet (it read
+        # "removed" at once once, the peer closed, and no history row was ever made).
+        wait_until(lambda: _recovered_by(relay, dead.executor_id) == peer.executor_id,
+                   timeout=WAIT_S, message="the dead executor's recovery was never acknowledged by the peer")
         wait_until(
             lambda: all(e["executorId"] != dead.executor_id for e in
                         relay.api("GET", f"/v2/orgs/local/apps/{HISTORY_APP}/executors").json()),
-            timeout=WAIT_S, message="the dead executor was never recovered and removed")
+            timeout=WAIT_S, message="the recovered executor was never removed")
     finally:
         stop.set()
         answering.join(timeout=5)
