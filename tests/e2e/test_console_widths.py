@@ -134,8 +134,8 @@ def history(relay: RelayProcess) -> Iterator[str]:
     answering.start()
     try:
         # Wait for the recovery's own record, then for the removal: the executor list alone cannot tell a
-        # dead executor already removed from one whose registration the view has not recorded yet (it read
-        # "removed" at once once, the peer closed, and no history row was ever made).
+        # dead executor already removed from one the view has not recorded yet (in one CI run the list lacked
+        # it at the first look, the peer closed, and no history row was ever made).
         wait_until(lambda: _recovered_by(relay, dead.executor_id) == peer.executor_id,
                    timeout=WAIT_S, message="the dead executor's recovery was never acknowledged by the peer")
         wait_until(
