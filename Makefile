@@ -180,6 +180,13 @@ $(BENCH_STAMP): bench/requirements.txt | $(STAMP)
 bench: venv $(BENCH_STAMP)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
+# The peer of `python -m bench.run --only argus` (bench/argus.py): dbos-argus, pinned in bench/argus-requirements.txt,
+# in its own venv .venv-argus made from a Python >= 3.12 found on the machine (PATH, then ~/.pyenv/versions); the
+# bench installs it too when missing, and without such a Python it reports argus' columns as empty.
+.PHONY: bench-argus-peer
+bench-argus-peer: venv $(BENCH_STAMP)
+	$(BIN)/python -m bench.argus --install-peer
+
 # Build and test leftovers. Keeps .venv (see distclean) and relay-data (someone's local store).
 clean:
 	rm -rf build dist .pytest_cache .ruff_cache test-output .test-output htmlcov .coverage

@@ -21,6 +21,9 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
    (bench/restart.py).
 9. dataplane (only with `--only dataplane`): 181,346 workflows in a dbos 3.4.0 system database on PostgreSQL;
    the data plane's aggregates and list pages vs the same SQL asked directly (bench/dataplane.py).
+10. argus (only with `--only argus`): Relay's data-plane console beside dbos-argus 0.0.41 on one system database
+   of 50,000 workflows, the same questions to both (`--argus-million`: and the overview at 1,000,000)
+   (bench/argus.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -50,7 +53,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import dataplane, httpload, profiles, restart, workers
+from bench import argus, dataplane, httpload, profiles, restart, workers
 from bench.procs import (
     APP,
     ORG,
@@ -781,6 +784,10 @@ def summary_rows(cfg: Config, r: dict[str, Any]) -> list[list[str]]:
         rows += dataplane.summary_rows(r["dataplane"])
     elif "dataplane" in r:
         rows.append(["data plane", e, "", ""])
+    if (e := _err(r, "argus")) is None:
+        rows += argus.summary_rows(r["argus"])
+    elif "argus" in r:
+        rows.append(["beside dbos-argus", e, "", ""])
     return rows
 
 
@@ -920,6 +927,8 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
         workers.details(r["workers"], add)
     if _err(r, "dataplane") is None:
         dataplane.details(r["dataplane"], add)
+    if _err(r, "argus") is None:
+        argus.details(r["argus"], add)
     if (p := r.get("profile")) is not None:
         add("### 6. Profiles (py-spy, 100 Hz, relay process)")
         add("")
@@ -956,7 +965,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart,"
-                        "dataplane")
+                        "dataplane,argus")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
@@ -968,6 +977,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="executors in the connect storm (and its profile), whatever the mode")
     parser.add_argument("--scale-target", type=int, metavar="N",
                         help="scale: connect N executors (default 20,000; 1,000 with --quick)")
+    parser.add_argument("--argus-million", action="store_true",
+                        help="argus: also fill 1,000,000 workflows and time the overview on both (a few minutes)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
     parser.add_argument("--report-from", type=Path, help="only re-render the report from a run's results.json")
     parser.add_argument("--with-full", type=Path,
@@ -1008,7 +1019,7 @@ def main(argv: list[str] | None = None) -> int:
     loads = [("start", loadavg())]
     results: dict[str, Any] = {}
     pg_url = None
-    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane"}:
+    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane", "argus"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1062,6 +1073,9 @@ def main(argv: list[str] | None = None) -> int:
                else workers.bench_workers(cfg, work, pg_url, say))
     if "dataplane" in wanted:  # not in the default set: `--only dataplane`
         record("dataplane", on_postgres(lambda url: dataplane.bench_dataplane(work, url, say)))
+    if "argus" in wanted:  # not in the default set: `--only argus`
+        record("argus", lambda: {"error": "skipped: no PostgreSQL (see the run log)"} if pg_url is None
+               else argus.bench_argus(work, pg_url, say, million=args.argus_million))
     for path in work.glob("*-data"):
         shutil.rmtree(path, ignore_errors=True)
     say(f"wrote {args.results}")
