@@ -6,7 +6,7 @@ answers go through. Pure: values arrive loaded, `text` turns each into the text 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
 from relay.wire.json_types import JSONObject
@@ -109,7 +109,9 @@ def step(info: StepInfo, text: Text) -> JSONObject:
 
 
 def queue(found: Any) -> JSONObject:
-    """A client ``Queue`` (read through its public properties) as a list_queues/get_queue record."""
+    """A client ``Queue`` (read through its public properties) as a list_queues/get_queue record. dbos 3.4.0's
+    has no ``priority_enabled``: the data plane reads the queue's row instead (`queue_row`), this is the fallback
+    on a schema it does not read rows of."""
     limiter = found.limiter or {}
     return {
         "name": found.name,
@@ -121,6 +123,32 @@ def queue(found: Any) -> JSONObject:
         "partition_queue": bool(getattr(found, "partition_queue", False)),
         "polling_interval_sec": found.polling_interval_sec,
         "application_name": found.application_name,
+    }
+
+
+_PARTITION_LIMITS = ("partition_concurrency", "partition_worker_concurrency", "partition_rate_limit_max")
+
+
+def queue_row(row: Mapping[str, Any]) -> JSONObject:
+    """A row of the SDK's queues table (every setting it records, schema 109 and later) as the list_queues/
+    get_queue record an executor sends (the Python SDK's ``QueueOutput``): a rate period only with its limit, as
+    the SDK's own ``Queue`` reads the row; partitioned when the row says so or sets a per-partition limit (dbos
+    3.4 writes both; other SDKs the flag)."""
+    limited, partition_limited = row.get("rate_limit_max") is not None, row.get("partition_rate_limit_max") is not None
+    return {
+        "name": row["name"],
+        "concurrency": row.get("concurrency"),
+        "worker_concurrency": row.get("worker_concurrency"),
+        "rate_limit_max": row.get("rate_limit_max"),
+        "rate_limit_period_sec": row.get("rate_limit_period_sec") if limited else None,
+        "priority_enabled": bool(row.get("priority_enabled")),
+        "partition_queue": bool(row.get("partition_queue")) or any(row.get(k) is not None for k in _PARTITION_LIMITS),
+        "polling_interval_sec": row.get("polling_interval_sec"),
+        "application_name": row.get("application_name"),
+        "partition_concurrency": row.get("partition_concurrency"),
+        "partition_worker_concurrency": row.get("partition_worker_concurrency"),
+        "partition_rate_limit_max": row.get("partition_rate_limit_max"),
+        "partition_rate_limit_period_sec": row.get("partition_rate_limit_period_sec") if partition_limited else None,
     }
 
 

@@ -29,7 +29,6 @@ from relay.wire.errors import ExecutorGoneError
 from relay.wire.requests import CancelRequest, DeleteRequest, ResumeRequest
 from relay.wire.workflow_requests import (
     ExportWorkflowRequest,
-    GetWorkflowEventsRequest,
     GetWorkflowRequest,
     ImportWorkflowRequest,
 )
@@ -410,7 +409,7 @@ def test_the_database_answers_what_the_connected_executors_lack(world: SimpleNam
 
 def test_what_only_an_executor_does_says_so_with_no_executor(world: SimpleNamespace) -> None:
     world.settings["dataPlane"] = dict(PLANE)
-    detail = failure(GetWorkflowEventsRequest(workflow_id="wf"), 503).detail
+    detail = failure(ExportWorkflowRequest(workflow_id="wf"), 503).detail
     assert "needs a connected executor" in detail
 
 

@@ -1,8 +1,10 @@
 """The requests a system database answers (issue 15), each with the public ``DBOSClient`` call that answers it
 and the response an executor would have sent, so that everything after (translation, not-found answers, audit)
-is the same whichever path answered. What the public client cannot do (events, notifications and streams by listing,
-export, import, metrics, fork-from-failure, recovery, retention, alerts to handlers) is not here: it needs a
-connected executor, and actors/services/executor_calls.py says so."""
+is the same whichever path answered. A workflow's events, notifications and streams, which the public client does
+not list, and every setting of a queue, which its ``Queue`` does not carry, are read-only reads of the SDK's tables
+(actors/adapters/dataplane/system_tables.py, docs/adr/0046). What the database cannot do (export, import, metrics,
+fork-from-failure, recovery, retention, alerts to handlers) is not here: it needs a connected executor, and
+actors/services/executor_calls.py says so."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from relay.actors.adapters.dataplane import sql as dataplane_sql
+from relay.actors.adapters.dataplane import system_tables
 from relay.actors.adapters.dataplane.client import DataPlane
 from relay.actors.adapters.dataplane.values import as_text
 from relay.actors.adapters.off_hub import off_hub
@@ -38,7 +41,10 @@ from relay.wire.workflow_requests import (
     ForkWorkflowRequest,
     GetWorkflowAggregatesBody,
     GetWorkflowAggregatesRequest,
+    GetWorkflowEventsRequest,
+    GetWorkflowNotificationsRequest,
     GetWorkflowRequest,
+    GetWorkflowStreamsRequest,
     ListQueuedWorkflowsRequest,
     ListStepsRequest,
     ListWorkflowsBody,
@@ -240,13 +246,56 @@ def _instant(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-def _list_queues(client: SystemDatabaseClient, request: ListQueuesRequest) -> JSONObject:
-    return {"output": [records.queue(q) for q in client.list_queues(application_name=request.body.application_name)]}
+def _list_queues(plane: DataPlane, client: SystemDatabaseClient, request: ListQueuesRequest) -> JSONObject:
+    """The queues the client lists (its application filter), each with every setting its row records: one read
+    of their rows (dbos 3.4.0's ``Queue`` has no priority_enabled, and reads its row again per property)."""
+    found = client.list_queues(application_name=request.body.application_name)
+    if not system_tables.supports(plane.state().schema_version):
+        return {"output": [records.queue(q) for q in found]}
+    rows = system_tables.queue_rows(_engine(client), plane.config["schema"], [str(_name(q)) for q in found])
+    return {"output": [records.queue_row(rows[_name(q)]) for q in found if _name(q) in rows]}  # else just deleted
 
 
-def _get_queue(client: SystemDatabaseClient, request: GetQueueRequest) -> JSONObject:
-    found = client.retrieve_queue(request.name)
-    return {"output": records.queue(found) if found is not None else None}
+def _get_queue(plane: DataPlane, client: SystemDatabaseClient, request: GetQueueRequest) -> JSONObject:
+    if not system_tables.supports(plane.state().schema_version):
+        found = client.retrieve_queue(request.name)
+        return {"output": records.queue(found) if found is not None else None}
+    row = system_tables.queue_rows(_engine(client), plane.config["schema"], [request.name]).get(request.name)
+    return {"output": records.queue_row(row) if row is not None else None}
+
+
+def _name(found: object) -> str:
+    return str(getattr(found, "name", ""))
+
+
+def _engine(client: SystemDatabaseClient) -> Any:
+    return client._sys_db.engine  # type: ignore[attr-defined]  # the client's own engine (sql.py reads it too)
+
+
+def _communications(plane: DataPlane) -> None:
+    """A workflow's events, notifications and streams are read from the SDK's tables on the schema versions
+    those reads are tested on; on any other an executor answers them."""
+    if not system_tables.supports(plane.state().schema_version):
+        raise DataPlaneUnavailableError(f"the system database of application '{plane.app}' is at a schema version "
+                                        "Relay does not read events, notifications and streams from: that needs a "
+                                        "connected executor")
+
+
+def _events(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowEventsRequest) -> JSONObject:
+    _communications(plane)
+    return {"events": system_tables.events(_engine(client), plane.config["schema"], request.workflow_id)}
+
+
+def _notifications(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowNotificationsRequest,
+                   ) -> JSONObject:
+    _communications(plane)
+    return {"notifications": system_tables.notifications(_engine(client), plane.config["schema"],
+                                                         request.workflow_id)}
+
+
+def _streams(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowStreamsRequest) -> JSONObject:
+    _communications(plane)
+    return {"streams": system_tables.streams(_engine(client), plane.config["schema"], request.workflow_id)}
 
 
 def _list_versions(client: SystemDatabaseClient, _: Request) -> JSONObject:
@@ -267,6 +316,9 @@ ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
     M.LIST_QUEUED_WORKFLOWS: (_list_queued, False),
     M.GET_WORKFLOW: (_get_workflow, False),
     M.LIST_STEPS: (_list_steps, False),
+    M.GET_WORKFLOW_EVENTS: (_events, False),
+    M.GET_WORKFLOW_NOTIFICATIONS: (_notifications, False),
+    M.GET_WORKFLOW_STREAMS: (_streams, False),
     M.CANCEL: (_cancel, True),
     M.RESUME: (_resume, True),
     M.DELETE: (_delete, True),
@@ -285,7 +337,7 @@ ANSWERS: dict[MessageType, tuple[Answer, bool]] = {
 
 
 # The answers that depend on the database opened (its schema version), not only on the client.
-_NEEDS_PLANE = frozenset({_workflow_aggregates})
+_NEEDS_PLANE = frozenset({_workflow_aggregates, _list_queues, _get_queue, _events, _notifications, _streams})
 
 
 # Heavy reads the database answers even when an executor is connected: aggregating every workflow of a window

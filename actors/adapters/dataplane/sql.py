@@ -124,5 +124,8 @@ def _read_only(engine: Any) -> Iterator[Any]:
             yield connection
 
 
+read_only = _read_only  # public: the data plane's other reads of its own use it too (system_tables.py, ADR 0046)
+
+
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
