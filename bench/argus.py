@@ -639,8 +639,14 @@ def section(saved: dict[str, Any]) -> str:
     lines: list[str] = []
     details(saved["results"]["argus"], lines.append)
     lines[0] = lines[0].replace("### ", "## ", 1)
-    lines.insert(2, f"Written by `{saved['command']}` on {saved['info']['started']}, same machine (bench/argus.py; "
+    command = re.sub(r" --results \S+", "", saved["command"])  # where that run wrote its own report
+    lines.insert(2, f"Written by `{command}` on {saved['info']['started']}, same machine (bench/argus.py; "
                  f"load average {'; '.join(f'{w}: {v}' for w, v in saved['loads'])}).")
+    busiest = max(float(v.split()[0]) for _, v in saved["loads"])
+    cpus = saved["info"]["machine"]["nproc"] or 1
+    if busiest > cpus:
+        lines[2] += (f" A noisy run: the 1-minute load average reached {busiest:g} on {cpus}"
+                     " CPUs (other test runs shared the machine); the same-run ratios are the figures to compare.")
     lines.insert(3, "")
     return "\n".join(lines)
 
