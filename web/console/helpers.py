@@ -9,11 +9,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import abort, render_template, request, url_for
+from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from relay.events.names import APP_NAME, ORG_NAME
 from relay.web.console import bp
 from relay.web.console.auth import current
+from relay.web.console.stored_values import decode, to_html
 from relay.web.context import runtime
 from relay.web.problems import ApiError
 from relay.wire.json_depth import nests_deeper
@@ -183,6 +185,15 @@ def pretty_json(value: object) -> str:
     if value is None:
         return "—"
     return str(json_view(value)["text"])
+
+
+@bp.app_template_filter("stored_value")
+def stored_value(value: object, label: str = "value", error: bool = False) -> Markup:
+    """A value the Python SDK stored as a pickle, decoded for display without loading it (stored_values.py, ADR
+    0045): its summary, its structure, the stored text one click away. Empty for any other value, and for a
+    pickle that does not decode: the `stored` macro (_macros.html) then shows the value as before."""
+    decoded = decode(value, error=error)  # None unless `looks_pickled(value)` and it decodes
+    return Markup("") if decoded is None else to_html(decoded, str(value), label)
 
 
 def millis_between(start: object, end: object) -> float | None:
