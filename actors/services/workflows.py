@@ -12,9 +12,11 @@ some fail). An executor that reports ``success: false`` without an error message
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from relay.actors.errors import ExecutorFailedError
+from relay.actors.adapters.dataplane import answers as dataplane_answers
+from relay.actors.errors import DataPlaneRefusedError, DataPlaneUnavailableError, ExecutorFailedError
 from relay.actors.services.executor_calls import ExecutorCalls
 from relay.events.errors import NotFoundError
 from relay.wire.catalog_requests import (
@@ -47,6 +49,17 @@ Record = dict[str, Any]
 """One record as the executor sent it (snake_case wire fields)."""
 
 MAX_MISSING_NAMED = 10
+SEARCH_SCAN_LIMIT = 5_000  # without a system database, a substring search reads at most this many newest workflows
+SEARCH_SCAN_PAGE = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSearch:
+    """A substring search's page, and how far it looked: `scanned` None when the whole system database was
+    searched, else how many of the newest workflows the executors were asked for."""
+
+    records: list[Record]
+    scanned: int | None
 
 
 def _version_timestamp(record: Record) -> int:
@@ -80,6 +93,35 @@ class WorkflowActions:
     def records(self, org: str, app: str, request: Request) -> list[Record]:
         """The records a list, search or aggregate request answers (its ``output``)."""
         return list(self.calls.call(org, app, request).output or [])
+
+    def search_text(self, org: str, app: str, text: str, request: ListWorkflowsRequest) -> TextSearch:
+        """Workflows whose ID or name contains `text` (case-insensitive), newest first, with the request's other
+        filters and page (issue 36, point 6). The system database answers when the application has a usable
+        data plane (one SELECT, whatever the count); otherwise the executors are asked for the newest
+        workflows, page by page, up to SEARCH_SCAN_LIMIT, and those are matched here (their list matches
+        prefixes and exact names only)."""
+        plane = self.calls.data_plane(org, app)
+        if plane is not None:
+            try:
+                found = dataplane_answers.search_text(plane, text, request)
+                self.calls.served_from = "database"
+                return TextSearch(found, None)
+            except (DataPlaneRefusedError, DataPlaneUnavailableError):
+                pass
+        wanted = int(request.body.offset or 0) + int(request.body.limit or 100)
+        needle = text.casefold()
+        matched: list[Record] = []
+        scanned = 0
+        while scanned < SEARCH_SCAN_LIMIT and len(matched) < wanted:
+            body = dataclasses.replace(request.body, limit=SEARCH_SCAN_PAGE, offset=scanned, sort_desc=True)
+            page = self.records(org, app, ListWorkflowsRequest(body=body))
+            scanned += len(page)
+            matched += [r for r in page if needle in str(r.get("WorkflowUUID") or "").casefold()
+                        or needle in str(r.get("WorkflowName") or "").casefold()]
+            if len(page) < SEARCH_SCAN_PAGE:
+                break
+        start = int(request.body.offset or 0)
+        return TextSearch(matched[start:wanted], scanned)
 
     def find(self, org: str, app: str, request: GetWorkflowRequest) -> Record | None:
         """The workflow's record, None when the executors have no such workflow."""

@@ -6,6 +6,7 @@ front-end library. Every text that comes from an executor is escaped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +15,6 @@ from markupsafe import Markup, escape
 from relay.web.console import remote
 
 WINDOW_MS = 3600 * 1000
-BUCKET_MS = 5 * 60 * 1000
 
 # Colours by workflow status; any other status gets the last one.
 STATUS_COLOURS = {
@@ -71,8 +71,12 @@ def _nice_max(value: float) -> float:
     return float(10 * magnitude)
 
 
-def workflows_by_status(rows: list[dict[str, Any]], start_ms: int, end_ms: int, bucket_ms: int) -> Markup:
-    """Stacked bars: how many workflows were created in each time bucket, by status."""
+def workflows_by_status(rows: list[dict[str, Any]], start_ms: int, end_ms: int, bucket_ms: int, *,
+                        label_format: str = "%H:%M", link: Callable[..., str] | None = None,
+                        empty: str = "no workflow in this window",
+                        label: str = "workflows by status over time") -> Markup:
+    """Stacked bars: how many workflows were created in each time bucket, by status; with `link`, each bar's
+    part is a link to the workflows it counts (`link(status=..., startTime=..., endTime=...)`)."""
     buckets = list(range(start_ms - start_ms % bucket_ms, end_ms, bucket_ms))
     counts: dict[int, dict[str, int]] = {b: {} for b in buckets}
     statuses: set[str] = set()
@@ -98,16 +102,25 @@ def workflows_by_status(rows: list[dict[str, Any]], start_ms: int, end_ms: int, 
             h = plot_h * n / top
             y -= h
             colour = STATUS_COLOURS.get(status, OTHER_COLOUR)
-            body.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{h:.1f}" '
-                        f'fill="{colour}"><title>{escape(status)}: {n}</title></rect>')
+            when = datetime.fromtimestamp(bucket / 1000, tz=UTC).strftime(f"{label_format} UTC")
+            rect = (f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{h:.1f}" '
+                    f'fill="{colour}"><title>{escape(status)} from {when}: {n}</title></rect>')
+            if link is not None:
+                href = link(status=status, startTime=_iso(bucket), endTime=_iso(bucket + bucket_ms))
+                rect = f'<a href="{escape(href)}" aria-label="{escape(status)} from {when}: {n}">{rect}</a>'
+            body.append(rect)
         if index % max(1, len(buckets) // 6) == 0:
-            label = datetime.fromtimestamp(bucket / 1000, tz=UTC).strftime("%H:%M")
-            body.append(f'<text x="{x:.1f}" y="{TOP + plot_h + 14}" class="tick">{label}</text>')
+            tick = datetime.fromtimestamp(bucket / 1000, tz=UTC).strftime(label_format)
+            body.append(f'<text x="{x:.1f}" y="{TOP + plot_h + 14}" class="tick">{tick}</text>')
     if not statuses:
         body.append(f'<text x="{LEFT + plot_w / 2}" y="{TOP + plot_h / 2}" class="none" '
-                    'text-anchor="middle">no workflow in this window</text>')
+                    f'text-anchor="middle">{escape(empty)}</text>')
     body += _legend(order)
-    return _svg(body, "workflows by status over time")
+    return _svg(body, label)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _axes(top: float, plot_h: float, plot_w: float) -> list[str]:
@@ -165,24 +178,15 @@ def step_latency(rows: list[dict[str, Any]]) -> Markup:
     return _svg(body, "step latency")
 
 
-def app_charts(org: str, app: str, now: datetime | None = None) -> dict[str, Any]:
-    """Both charts of an application's last hour, or `problem` when its executors cannot answer."""
+def step_chart(org: str, app: str, now: datetime | None = None) -> dict[str, Any]:
+    """The step-latency chart of an application's last hour, or `problem` when its executors cannot answer."""
     end = now or datetime.now(UTC)
-    end_ms = int(end.timestamp() * 1000)
-    start_ms = end_ms - WINDOW_MS
-    start_iso = datetime.fromtimestamp(start_ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    start_iso = _iso(int(end.timestamp() * 1000) - WINDOW_MS)
     try:
-        workflow_rows = remote.workflow_aggregates(org, app, {
-            "groupByStatus": True, "selectCount": True, "timeBucketSizeMs": BUCKET_MS, "startTime": start_iso,
-        })
         step_rows = remote.step_aggregates(org, app, {
             "groupByFunctionName": True, "selectCount": True, "selectMaxDurationMs": True,
             "completedAfter": start_iso,
         })
     except remote.ExecutorProblem as problem:
-        return {"problem": problem}
-    return {
-        "problem": None,
-        "workflows": workflows_by_status(workflow_rows, start_ms, end_ms, BUCKET_MS),
-        "steps": step_latency(step_rows),
-    }
+        return {"problem": problem, "chart": None}
+    return {"problem": None, "chart": step_latency(step_rows)}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import abort, render_template, request, url_for
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from werkzeug.exceptions import HTTPException
 
 from relay.events.names import APP_NAME, ORG_NAME
@@ -116,6 +116,33 @@ def format_ago(value: object) -> str:
         if seconds >= size:
             return f"{seconds // size} {unit} ago"
     return f"{seconds} s ago"
+
+
+@bp.app_template_filter("thousands")
+def format_thousands(value: object) -> str:
+    """A count with thin spaces between thousands (50 942 → "50 942"), readable at a glance."""
+    try:
+        return f"{int(value):,}".replace(",", "\u202f")  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@bp.app_template_filter("highlight")
+def highlight(value: object, needle: str | None) -> Markup:
+    """`value` escaped, every case-insensitive occurrence of `needle` marked (a substring search's hits)."""
+    text = "" if value is None else str(value)
+    if not needle:
+        return Markup(escape(text))  # noqa: S704 - escaped
+    folded, key = text.casefold(), needle.casefold()
+    if len(folded) != len(text):  # casefold changed the length (e.g. "ß"): positions no longer line up
+        return Markup(escape(text))  # noqa: S704 - escaped
+    parts, at = [], 0
+    while (found := folded.find(key, at)) >= 0:
+        parts += [escape(text[at:found]), Markup('<mark class="hit">'), escape(text[found:found + len(key)]),
+                  Markup("</mark>")]
+        at = found + len(key)
+    parts.append(escape(text[at:]))
+    return Markup("").join(parts)
 
 
 @bp.app_template_filter("duration")

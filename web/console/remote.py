@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
+import gevent
+
 from relay.actors.errors import ServiceError
 from relay.actors.services.workflows import WorkflowActions
 from relay.events.errors import DomainError
@@ -19,6 +21,7 @@ from relay.web.context import workflow_actions
 from relay.web.problems import ApiError, api_error, mapping_of
 from relay.web.shapes import api_to_wire, wire_to_api
 from relay.wire.json_types import JSONObject
+from relay.wire.workflow_requests import GetWorkflowRequest, ListStepsRequest
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -60,9 +63,33 @@ def search_workflows(org: str, app: str, search: JSONObject) -> list[JSONObject]
 
 
 @_problems
+def search_text(org: str, app: str, text: str, search: JSONObject) -> tuple[list[JSONObject], int | None]:
+    """Workflows whose ID or name contains `text`, with `search`'s other filters and page; and how many of the
+    newest workflows were looked at (None: the whole system database)."""
+    found = _actions().search_text(org, app, text, api_to_wire.search_workflows_request(search))
+    return [wire_to_api.of_app(wire_to_api.workflow(r), app) for r in found.records], found.scanned
+
+
+@_problems
 def get_workflow(org: str, app: str, workflow_id: str) -> JSONObject | None:
     found = _actions().find(org, app, api_to_wire.get_workflow_request(workflow_id))
     return wire_to_api.of_app(wire_to_api.workflow(found), app) if found else None
+
+
+@_problems
+def workflow_status(org: str, app: str, workflow_id: str, *, with_output: bool) -> JSONObject | None:
+    """The workflow's record without its input (and without its output unless asked): what a page following a
+    running workflow asks each time."""
+    request = GetWorkflowRequest(workflow_id=workflow_id, load_input=False, load_output=with_output)
+    found = _actions().find(org, app, request)
+    return wire_to_api.of_app(wire_to_api.workflow(found), app) if found else None
+
+
+@_problems
+def steps_after(org: str, app: str, workflow_id: str, known: int, limit: int) -> list[JSONObject]:
+    """The workflow's steps past the first `known` (the ones a following page has not shown yet)."""
+    request = ListStepsRequest(workflow_id=workflow_id, load_output=True, limit=limit, offset=known)
+    return [wire_to_api.step(r) for r in _actions().steps(org, app, request, known=True)]
 
 
 @_problems
@@ -127,6 +154,23 @@ def workflow_aggregates(org: str, app: str, body: JSONObject) -> list[JSONObject
     """`body` is a v2 WorkflowAggregatesBody."""
     records = _actions().records(org, app, api_to_wire.workflow_aggregates_request(body))
     return [wire_to_api.workflow_aggregate(r) for r in records]
+
+
+@_problems
+def overview_answers(org: str, app: str, bodies: Mapping[str, JSONObject],
+                     recent: JSONObject) -> tuple[dict[str, list[JSONObject]], list[JSONObject]]:
+    """Several workflow aggregates (v2 WorkflowAggregatesBody, by name) and a search (the recent workflows),
+    asked side by side, each in its own greenlet: through the data plane they are queries in the threadpool
+    (the data plane's pool bounds how many run at once), through executors requests in flight. The requests
+    are built here, in the page's greenlet, over this request's executor calls (which path answered is
+    recorded there)."""
+    actions = _actions()
+    asked = {name: api_to_wire.workflow_aggregates_request(body) for name, body in bodies.items()}
+    jobs = {name: gevent.spawn(actions.records, org, app, request) for name, request in asked.items()}
+    listed = gevent.spawn(actions.records, org, app, api_to_wire.search_workflows_request(recent))
+    gevent.joinall([*jobs.values(), listed])
+    answers = {name: [wire_to_api.workflow_aggregate(r) for r in job.get()] for name, job in jobs.items()}
+    return answers, [wire_to_api.of_app(wire_to_api.workflow(r), app) for r in listed.get()]
 
 
 @_problems

@@ -24,7 +24,7 @@ from relay.events.organization import PERMISSIONS
 from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.projections.instances import InstanceState
 from relay.web import audit_trail
-from relay.web.console import bp, charts
+from relay.web.console import bp, charts, overview, remote
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
 from relay.web.console.recovery_state import recovery_wait
@@ -164,10 +164,30 @@ def register_app(org: str) -> Response:
 def app_overview(org: str, app: str) -> str:
     row = check_app(org, app)
     executors, history = _executor_rows(org, app)
-    chart = charts.app_charts(org, app) if executors else None
+    range_key = overview.pick_range(request.args.get("range"))
+
+    def link(**filters: str) -> str:
+        arguments: dict[str, Any] = {"org": org, "app": app, **filters}
+        return url_for("console.workflows", **arguments)
+
+    figures: overview.Overview | None = None
+    recent: list[JSONObject] = []
+    now = datetime.now(UTC)
+    asked = overview.questions(now, range_key)
+    recent_body: JSONObject = {"limit": overview.RECENT_SHOWN, "sortDesc": True, "loadInput": False,
+                               "loadOutput": False}
+    try:
+        answers, recent = remote.overview_answers(org, app, asked, recent_body)
+        figures = overview.figures(answers, link, now, range_key, bar_link=link)
+        problem = None
+    except remote.ExecutorProblem as failed:
+        problem = failed
+    # Step latency: step aggregates come from executors only (the system database's client has none).
+    steps = charts.step_chart(org, app) if any(e["status"] == "HEALTHY" for e in executors) else None
     return render_template(
         "console/app.html", org=org, app=app, summary=_app_summary(org, row), executors=executors,
-        history=history, chart=chart, tab="overview", autoscaling=_autoscaling(org, app, row),
+        history=history, overview=figures, recent=recent, problem=problem, steps=steps, tab="overview",
+        autoscaling=_autoscaling(org, app, row),
     )
 
 

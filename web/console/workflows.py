@@ -7,14 +7,15 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import abort, flash, redirect, render_template, request, url_for
+from flask import abort, flash, get_template_attribute, jsonify, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from relay.events.data_plane import READ_WRITE
 from relay.web import audit_trail
 from relay.web.console import bp, remote
 from relay.web.console.auth import confirm_page, confirmed, require, safe_path
 from relay.web.console.graph import workflow_graph
-from relay.web.console.helpers import PAGE_SIZE, check_app, millis_between, page_number
+from relay.web.console.helpers import PAGE_SIZE, check_app, format_time, millis_between, page_number
 from relay.web.context import runtime
 from relay.wire.json_types import JSONObject
 
@@ -28,15 +29,43 @@ BULK_ACTIONS = ("cancel", "resume")
 WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
+MAX_SEARCH_CHARS = 200  # a substring search's text (`q`)
 FORKS_SHOWN = 25
 STEPS_SHOWN = 10  # a workflow page lists this many steps; the rest (and a long graph) behind "show all"
 REFRESH_S = 3  # the workflow list re-reads its page this often (console.js), unless paused
+FOLLOW_S = 1.5  # a running workflow's page asks what changed this often (console.js), while visible
+FOLLOW_STEPS = 100  # new steps one answer carries at most (the next answer carries the rest)
+ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 # The confirmation page's way out, per action: it says what staying put means.
 BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are"}
 WORKFLOW_KEEP = {"cancel": "Keep it running", "resume": "Leave it cancelled", "delete": "Keep it",
                  "fork": "Don't fork"}
 SCHEDULE_KEEP = {"pause": "Keep it active", "resume": "Keep it paused", "trigger": "Don't trigger",
                  "backfill": "Don't backfill"}
+
+
+@bp.app_template_global()
+def read_only(org: str, app: str) -> str | None:
+    """Why the application's workflows, schedules and versions cannot be changed from here now, or None: with
+    no executor of it HEALTHY (on any instance) its data plane answers, and in read mode it refuses every change
+    (issue 36, point 5). Pages leave their write actions out and say this instead."""
+    views = runtime().views
+    if any(e["status"] == "HEALTHY" for e in views.registry.executors(org, app)):
+        return None
+    config = views.applications.app_setting(org, app, "dataPlane")
+    if isinstance(config, dict) and config.get("mode") != READ_WRITE:
+        return (f"Read only: no executor of {app} is connected, and its data plane reads the system database in "
+                "read mode (changes need a connected executor, or the data plane in read-write mode).")
+    return None
+
+
+def _refuse_if_read_only(org: str, app: str, back: str) -> None:
+    """A change asked for while the application is read only: said (back on the page it came from), and
+    nothing sent: the redirect ends the request (an HTTPException without a code is answered as it is)."""
+    reason = read_only(org, app)
+    if reason is not None:
+        flash(reason, "error")
+        abort(redirect(back))
 
 
 def _utc(raw: str) -> str | None:
@@ -55,7 +84,8 @@ def _utc(raw: str) -> str | None:
 
 def _filters(args: Any) -> tuple[JSONObject, dict[str, str]]:
     """The WorkflowSearchBody filters of the query string, and the form's values to show again."""
-    shown = {k: (args.get(k) or "").strip() for k in ("status", *TIME_FILTERS, *TEXT_FILTERS)}
+    shown = {k: (args.get(k) or "").strip() for k in ("q", "status", *TIME_FILTERS, *TEXT_FILTERS)}
+    shown["q"] = shown["q"][:MAX_SEARCH_CHARS]
     filters: JSONObject = {}
     if shown["status"] in STATUSES:
         filters["status"] = [shown["status"]]
@@ -100,12 +130,19 @@ def workflows(org: str, app: str) -> str:
     check_app(org, app)
     filters, shown = _filters(request.args)
     page = page_number(request.args.get("page"))
-    rows, problem = _attempt(lambda: _search(org, app, filters, limit=PAGE_SIZE + 1,
-                                             offset=(page - 1) * PAGE_SIZE))
+    scanned: int | None = None
+    if shown["q"]:
+        body = {**filters, "limit": PAGE_SIZE + 1, "offset": (page - 1) * PAGE_SIZE, "sortDesc": True}
+        found, problem = _attempt(lambda: remote.search_text(org, app, shown["q"], body))
+        rows, scanned = found or ([], None)
+    else:
+        rows, problem = _attempt(lambda: _search(org, app, filters, limit=PAGE_SIZE + 1,
+                                                 offset=(page - 1) * PAGE_SIZE))
     rows = rows or []
     return render_template(
         "console/workflows.html", org=org, app=app, tab="workflows", rows=rows[:PAGE_SIZE], page=page,
         more=len(rows) > PAGE_SIZE, problem=problem, shown=shown, statuses=STATUSES, refresh_s=REFRESH_S,
+        scanned=scanned,
     )
 
 
@@ -120,6 +157,7 @@ def bulk(org: str, app: str) -> Any:
     if action not in BULK_ACTIONS or not ids:
         flash("Select workflows and an action first.", "error")
         return redirect(back)
+    _refuse_if_read_only(org, app, back)
     if not confirmed():
         return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids),
                             f"{action.capitalize()} {len(ids)} workflow(s)", danger=action == "cancel", back=back,
@@ -169,8 +207,47 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
     return render_template(
         "console/workflow.html", org=org, app=app, tab="workflows", wf=found, workflow_id=workflow_id,
         problem=None, timeline=timeline, steps_shown=STEPS_SHOWN, graph=graph, problems=problems, versions=versions,
-        forks=forks[:FORKS_SHOWN], more_forks=len(forks) > FORKS_SHOWN, **sections,
+        forks=forks[:FORKS_SHOWN], more_forks=len(forks) > FORKS_SHOWN, follow_s=FOLLOW_S,
+        ended=str(found.get("status")) in ENDED, **sections,
     )
+
+
+@bp.get("/orgs/<org>/apps/<app>/workflow-changes/<path:workflow_id>")
+def workflow_changes(org: str, app: str, workflow_id: str) -> Response:
+    """What changed on a workflow's page since the page's last answer (issue 36, point 3): the workflow's status
+    row (no input; its output and error only once it has ended) and the steps past the `steps` it already shows,
+    rendered as the page renders them. Two small reads per answer whatever the workflow's size, on either path;
+    console.js asks every FOLLOW_S s while the tab is visible and stops when `ended` is true."""
+    check_app(org, app)
+    try:
+        known = max(0, min(int(request.args.get("steps") or 0), 1_000_000))
+    except ValueError:
+        abort(400, "steps is the number of steps the page shows")
+    try:
+        found = remote.workflow_status(org, app, workflow_id, with_output=False)
+        if found is None:
+            abort(404, f"no workflow '{workflow_id}' in '{app}'")
+        ended = str(found.get("status")) in ENDED
+        if ended:  # its output and error, once
+            found = remote.workflow_status(org, app, workflow_id, with_output=True) or found
+        steps = remote.steps_after(org, app, workflow_id, known, FOLLOW_STEPS)
+    except remote.ExecutorProblem as problem:
+        return jsonify({"problem": problem.detail, "ended": False})
+    timeline = _timeline(found, steps)
+    step_items = get_template_attribute("console/_steps.html", "step_items")
+    badge = get_template_attribute("console/_macros.html", "badge")
+    answer: JSONObject = {
+        "status": found.get("status"),
+        "badge": str(badge(found.get("status"))),
+        "updatedAt": format_time(found.get("updatedAt")),
+        "ended": ended,
+        "steps": str(step_items(timeline, org, app)) if timeline else "",
+        "stepCount": known + len(steps),
+        "more": len(steps) >= FOLLOW_STEPS,
+    }
+    if ended:
+        answer["io"] = render_template("console/_workflow_io.html", wf=found)
+    return jsonify(answer)
 
 
 def _timeline(wf: Mapping[str, object], steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -200,6 +277,7 @@ def workflow_action(org: str, app: str, action: str) -> Any:
     if action not in WORKFLOW_ACTIONS or not workflow_id:
         abort(404)
     page = url_for("console.workflow", org=org, app=app, workflow_id=workflow_id)
+    _refuse_if_read_only(org, app, page)
     start_step = 1
     if action == "fork":
         try:
@@ -282,6 +360,7 @@ def schedule_action(org: str, app: str, action: str) -> Response | str:
     if action not in SCHEDULE_ACTIONS or not name:
         abort(404)
     back = url_for("console.schedules", org=org, app=app)
+    _refuse_if_read_only(org, app, back)
     start = end = None
     if action == "backfill":
         start, end = _utc(request.form.get("start") or ""), _utc(request.form.get("end") or "")
@@ -336,6 +415,7 @@ def set_latest(org: str, app: str) -> Response | str:
     back = url_for("console.versions", org=org, app=app)
     if not name:
         abort(404)
+    _refuse_if_read_only(org, app, back)
     if not confirmed():
         return confirm_page(f"Make {name} the latest version of {app}?",
                             "New workflows and recovery prefer executors of the latest version.",

@@ -179,6 +179,72 @@
     setInterval(tick, every);
   }
 
+  // A running workflow's page follows it (issue 36): every data-follow ms it asks what changed since its last
+  // answer (the status row, and the steps past those it shows), appends the new steps, updates the status, and
+  // shows the output or error once the workflow has ended; then it stops. A hidden tab asks nothing.
+  function following(root) {
+    var url = root.getAttribute("data-follow-url");
+    var every = parseInt(root.getAttribute("data-follow"), 10) || 1500;
+    var known = parseInt(root.getAttribute("data-steps"), 10) || 0;
+    var note = document.getElementById("follow-note");
+    var timer = null;
+    var busy = false;
+    function say(text, state) {
+      if (note) note.textContent = text;
+      root.setAttribute("data-follow-state", state);
+    }
+    function stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+    }
+    function apply(answer) {
+      if (answer.problem) { say("following paused: " + answer.problem, "problem"); return; }
+      var badge = document.querySelector("h2.wfid .badge");
+      if (badge && answer.badge) badge.outerHTML = answer.badge;
+      var status = document.querySelector("[data-testid=workflow-status]");
+      if (status) status.textContent = answer.status;
+      var updated = document.querySelector("[data-testid=workflow-updated]");
+      if (updated) updated.textContent = answer.updatedAt;
+      if (answer.steps) {
+        var list = document.querySelector("[data-testid=steps] ol.timeline");
+        var empty = document.querySelector("[data-testid=no-steps]");
+        if (empty) empty.remove();
+        if (list) list.insertAdjacentHTML("beforeend", answer.steps);
+      }
+      known = answer.stepCount;
+      root.setAttribute("data-steps", String(known));
+      if (answer.ended) {
+        var io = document.querySelector("[data-testid=workflow-io]");
+        if (io && answer.io) io.outerHTML = answer.io;
+        document.querySelectorAll("[data-while-running]").forEach(function (el) { el.remove(); });
+        say("ended " + new Date().toLocaleTimeString() + ": reload for its graph", "ended");
+        stop();
+      } else {
+        say("following · updated " + new Date().toLocaleTimeString(), "following");
+      }
+    }
+    function tick() {
+      if (busy) return;
+      if (document.hidden) {
+        root.setAttribute("data-skipped", String((parseInt(root.getAttribute("data-skipped"), 10) || 0) + 1));
+        say("paused while this tab is hidden", "hidden");
+        return;
+      }
+      busy = true;
+      fetch(url + "?steps=" + known, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (r) {
+          if (r.redirected || !r.ok) throw new Error("HTTP " + r.status);
+          return r.json();
+        })
+        .then(apply)
+        .catch(function () { say("following failed (reload the page)", "failed"); stop(); })
+        .then(function () { busy = false; });
+    }
+    say("following", "following");
+    timer = setInterval(tick, every);
+    document.addEventListener("visibilitychange", function () { if (!document.hidden && timer) tick(); });
+  }
+
   // Light, dark or the system's choice ("auto"), remembered per browser; the stylesheet reads data-theme.
   function theme() {
     var root = document.documentElement;
@@ -203,6 +269,8 @@
     if (table) live(table);
     var list = document.querySelector("table[data-refresh]");
     if (list) refreshing(list);
+    var followed = document.querySelector("[data-follow-url]");
+    if (followed) following(followed);
     bulk();
   });
 })();

@@ -153,6 +153,35 @@ def _every_status(client: SystemDatabaseClient, filters: JSONObject) -> Iterator
             return
 
 
+def search_text(plane: DataPlane, text: str, request: ListWorkflowsRequest) -> list[JSONObject]:
+    """The workflows whose ID or name contains `text`, newest first, with the request's other filters and page:
+    one read-only SELECT of ids (actors/adapters/dataplane/sql.py), their records through the client. None of
+    this changes the database, so read mode allows it. DataPlaneRefusedError on a schema the query is not tested
+    on (the caller then searches another way)."""
+    if not dataplane_sql.supports(plane.state().schema_version):
+        raise DataPlaneRefusedError(f"the system database of application '{plane.app}' is at a schema version the "
+                                    "substring search is not tested on")
+    client = plane.client()
+    body = request.body
+    filters = {k: v for k, v in _body_filters(body).items()
+               if v is not None and k not in ("limit", "offset", "sort_desc", "load_input", "load_output")}
+
+    def run() -> list[JSONObject]:
+        ids = dataplane_sql.search_workflow_ids(client, text, filters, int(body.limit or 100), int(body.offset or 0))
+        if not ids:
+            return []
+        found = {s.workflow_id: s for s in client.list_workflows(workflow_ids=ids, load_input=False,
+                                                                 load_output=False)}
+        return [records.workflow(found[i], as_text) for i in ids if i in found]
+
+    try:
+        return off_hub(run)
+    except (DataPlaneError, NotFoundError):
+        raise
+    except Exception as error:
+        raise plane.failure(error) from None
+
+
 def _list_queued(client: SystemDatabaseClient, request: ListQueuedWorkflowsRequest) -> JSONObject:
     filters = _body_filters(request.body)
     return {"output": [records.workflow(s, as_text) for s in client.list_queued_workflows(**filters)]}

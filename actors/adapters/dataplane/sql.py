@@ -106,6 +106,24 @@ def workflow_aggregates(client: Any, filters: Mapping[str, object], body: Any) -
     return out
 
 
+def search_workflow_ids(client: Any, text: str, filters: Mapping[str, object], limit: int, offset: int) -> list[str]:
+    """The ids of the workflows whose ID or name contains `text` (case-insensitive, `%` and `_` literal), newest
+    first, within the SDK's own filter for `filters` (issue 36, point 6): the SDK's list matches prefixes and
+    exact names only. One read-only SELECT of ids; the caller loads their records through the client."""
+    import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)
+
+    sys_db = client._sys_db
+    ws = sys_db.tables.workflow_status
+    matches = sa.or_(ws.c.workflow_uuid.icontains(text, autoescape=True), ws.c.name.icontains(text, autoescape=True))
+    statement = sa.select(ws.c.workflow_uuid).where(matches)
+    where = sdk_workflow_filter(client, filters) if filters else None
+    if where is not None:
+        statement = statement.where(where)
+    statement = statement.order_by(ws.c.created_at.desc(), ws.c.workflow_uuid).limit(limit).offset(offset)
+    with _read_only(sys_db.engine) as connection:
+        return [str(row[0]) for row in connection.execute(statement)]
+
+
 @contextlib.contextmanager
 def _read_only(engine: Any) -> Iterator[Any]:
     import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)
