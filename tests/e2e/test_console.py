@@ -451,3 +451,35 @@ def test_executors_table_refreshes_without_a_reload(
     expect(page.locator("[data-count=DISCONNECTED]")).to_have_text("1")
     assert page.evaluate("window.__sameDocument") is True  # no reload happened
     shot(page, "91-executor-live-disconnected")
+
+
+# -- issue 36: the same pages through executors --------------------------------------------------------
+def test_a_running_workflow_is_followed_through_its_executor(relay: RelayProcess, shop: dict[str, Any]) -> None:
+    """A followed page asks the executor for the status row and the steps past those it shows, nothing more."""
+    del shop
+    session, _ = console_session(relay, relay.admin_token)
+    changes = f"{relay.base_url}/orgs/local/apps/{APP}/workflow-changes/{wf_id('queued-wait')}"
+    first = session.get(changes, params={"steps": 0}, timeout=30)
+    assert first.status_code == 200 and first.headers["X-Relay-Served-From"] == "executor"
+    answer = first.json()
+    assert answer["status"] == "PENDING" and answer["ended"] is False and "io" not in answer
+    assert answer["stepCount"] >= 1 and answer["steps"].count("<li ") == answer["stepCount"]
+    again = session.get(changes, params={"steps": answer["stepCount"]}, timeout=30).json()
+    assert again["steps"] == "" and again["stepCount"] == answer["stepCount"]  # nothing new: nothing sent
+    page = session.get(f"{relay.base_url}/orgs/local/apps/{APP}/workflows/{wf_id('queued-wait')}", timeout=30)
+    assert 'data-follow-url="' in page.text and f'data-steps="{answer["stepCount"]}"' in page.text
+    ended = session.get(f"{relay.base_url}/orgs/local/apps/{APP}/workflows/{wf_id('order')}", timeout=30)
+    assert ended.status_code == 200 and "data-follow-url" not in ended.text  # an ended workflow is not followed
+    assert session.get(changes, params={"steps": "x"}, timeout=30).status_code == 400
+
+
+def test_the_overview_through_executors_links_its_figures(relay: RelayProcess, shop: dict[str, Any]) -> None:
+    del shop
+    session, _ = console_session(relay, relay.admin_token)
+    page = session.get(f"{relay.base_url}/orgs/local/apps/{APP}", timeout=30)
+    assert page.status_code == 200 and 'data-served-from="executor"' in page.text
+    totals = dict(re.findall(r'data-status="(\w+)">.*?<b>([^<]+)</b>', page.text, re.DOTALL))
+    assert int(totals["SUCCESS"].replace("\u202f", "")) >= 1 and "ERROR" in totals
+    search = session.get(f"{relay.base_url}/orgs/local/apps/{APP}/workflows", params={"q": "PPROV"}, timeout=30)
+    assert search.status_code == 200 and 'data-testid="search-scope"' in search.text
+    assert "among the newest" in search.text and '<mark class="hit">pprov</mark>' in search.text

@@ -21,7 +21,14 @@ from relay.actors.adapters.dataplane.reference import (
     resolve_url,
 )
 from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION, judge
-from relay.actors.adapters.dataplane.values import RefusedGlobalError, as_text, dump_pickle, load_plain_pickle
+from relay.actors.adapters.dataplane.pickle_shape import MAX_TUPLE_NESTING
+from relay.actors.adapters.dataplane.values import (
+    RefusedGlobalError,
+    UnsafeShapeError,
+    as_text,
+    dump_pickle,
+    load_plain_pickle,
+)
 from relay.actors.configuration.settings import ConfigError, Settings
 from relay.actors.errors import DataPlaneFailedError, DataPlaneTimedOutError, DataPlaneUnavailableError
 from relay.actors.policies.dataplane_aggregates import AggregateRequestError, aggregate
@@ -257,3 +264,21 @@ def test_client_failures_map_to_the_api() -> None:
     assert "s3cr3t" not in gone.detail and "cannot be reached" in gone.detail
     other = plane.failure(RuntimeError("something else"))
     assert isinstance(other, DataPlaneFailedError)
+
+
+def _nested_tuple_key(depth: int) -> str:
+    """A dict whose key is `depth` 1-tuples inside each other: PROTO 4, EMPTY_DICT, EMPTY_TUPLE, TUPLE1 x depth,
+    NONE, SETITEM, STOP. Plain data only, yet hashing the key recurses in C with no depth check: at 500,000 levels
+    `pickle.loads` crashes the process (never run here)."""
+    return base64.b64encode(b"\x80\x04})" + b"\x85" * depth + b"Ns.").decode()
+
+
+def test_the_plain_data_loader_refuses_a_pickle_shaped_to_crash_it() -> None:
+    with pytest.raises(UnsafeShapeError):
+        load_plain_pickle(_nested_tuple_key(500_000))
+    with pytest.raises(UnsafeShapeError):  # a declared length that is not there
+        load_plain_pickle(base64.b64encode(b"\x80\x04\x8d\xff\xff\xff\x7f\x00\x00\x00\x00.").decode())
+    with pytest.raises(UnsafeShapeError):
+        load_plain_pickle(base64.b64encode(b"not a pickle").decode())
+    shallow = load_plain_pickle(_nested_tuple_key(MAX_TUPLE_NESTING - 1))
+    assert isinstance(shallow, dict) and len(shallow) == 1

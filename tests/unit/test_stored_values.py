@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from flask import Flask
 
+from relay.actors.adapters.dataplane.pickle_shape import MAX_TUPLE_NESTING
 from relay.web.console.helpers import json_view, pretty_json, stored_value
 from relay.web.console.stored_values import (
     MAX_CHARS,
     MAX_DEPTH,
     MAX_NODES,
     MAX_TEXT,
-    MAX_TUPLE_NESTING,
     Decoded,
     Node,
     Stored,
@@ -413,7 +413,9 @@ def test_the_workflow_page_shows_stored_values_decoded(jinja: Flask) -> None:
 
 
 def test_the_workflow_template_uses_the_macro_where_values_are_shown() -> None:
-    template = (TEMPLATES / "workflow.html").read_text()
+    # The workflow page, with the parts it includes (its values, its steps: a followed page re-renders them).
+    template = "".join((TEMPLATES / name).read_text() for name in ("workflow.html", "_workflow_io.html",
+                                                                   "_steps.html"))
     for line in ['<section data-testid="input"><h3>Input</h3>{{ stored(wf.input, "input") }}</section>',
                  '<section data-testid="output"><h3>Output</h3>{{ stored(wf.output, "output") }}</section>',
                  '{{ stored(wf.error, "error", error=true) }}', '{{ stored(s.error, "error", "steperr", error=true) }}',

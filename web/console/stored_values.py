@@ -7,8 +7,9 @@ the pickle with an unpickler whose `find_class` imports nothing and returns no r
 function the pickle names is a `Stored` placeholder class recording its module and name; calling one records the
 arguments, and the pickle's state and items land in the placeholder instance. Only a few stdlib value types,
 already loaded (datetimes, decimals, UUIDs, ordered dicts, sets, complex numbers), are real. Before that,
-pickletools reads the opcodes (`_shallow`): tuples nested too deep to hash safely, or lengths declared but absent,
-and the pickle is not decoded. Any error gives None, and the caller shows the stored text.
+pickletools reads the opcodes (actors/adapters/dataplane/pickle_shape.py `safe_shape`): tuples nested too deep
+to hash safely, or lengths declared but absent, and the pickle is not decoded. Any error gives None, and the
+caller shows the stored text.
 
 Rendering (`Decoded.summary`, `Decoded.tree`, `to_html`) is bounded in nodes, depth and string length, and follows
 a value into itself only once: a pickle's memo makes shared references (a "billion laughs" in a few bytes) and
@@ -24,7 +25,6 @@ import datetime
 import decimal
 import io
 import pickle
-import pickletools
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -33,12 +33,13 @@ from typing import Any, ClassVar
 
 from markupsafe import Markup, escape
 
+from relay.actors.adapters.dataplane.pickle_shape import safe_shape
+
 MAX_TEXT = 1 << 20  # a longer stored text is not decoded (1 MiB of base64)
 MAX_NODES = 2_000  # nodes of a rendered tree
 MAX_DEPTH = 12  # levels of a rendered tree
 MAX_CHARS = 2_000  # characters of one rendered string
 MAX_CLASSES = 1_000  # distinct classes and functions one pickle may name
-MAX_TUPLE_NESTING = 100  # tuples inside tuples: hashing one recurses in C, unguarded (a deep one crashes Python)
 SUMMARY_CHARS = 300  # about the length of a summary line
 SUMMARY_DEPTH = 3
 OPEN_NODES = 40  # a tree this small starts unfolded
@@ -197,64 +198,6 @@ def _pickle_bytes(text: object) -> bytes | None:
     return raw
 
 
-_MARK = -1
-_TUPLE_OPS = {"TUPLE", "EMPTY_TUPLE", "TUPLE1", "TUPLE2", "TUPLE3"}
-_MEMO_PUT = {"PUT", "BINPUT", "LONG_BINPUT"}
-_MEMO_GET = {"GET", "BINGET", "LONG_BINGET"}
-
-
-def _pop(stack: list[int], marks: list[int], before: list[Any]) -> list[int] | None:
-    """What an opcode takes off the stack (to its mark, and the items below the mark); None when it is not there."""
-    popped: list[int] = []
-    below = len(before)
-    if pickletools.markobject in before:
-        if not marks:
-            return None
-        at = marks.pop()
-        popped = stack[at + 1:]
-        del stack[at:]
-        below = before.index(pickletools.markobject)
-    if below:
-        if len(stack) < below or (marks and marks[-1] >= len(stack) - below):
-            return None
-        popped = stack[-below:] + popped
-        del stack[-below:]
-    return popped
-
-
-def _shallow(raw: bytes) -> bool:
-    """Whether the pickle's tuples nest at most `MAX_TUPLE_NESTING` deep (dict keys and set members are hashed as
-    they are loaded, and a tuple's hash recurses into its items with no depth check), and every length it declares
-    is there (the C unpickler allocates a declared length before reading it). Read with pickletools, no object
-    made: a stack of tuple depths (0 for anything else), the memo's as well."""
-    stack: list[int] = []
-    marks: list[int] = []  # where the marks are in `stack`
-    memo: dict[Any, int] = {}
-    for op, arg, pos in pickletools.genops(raw):
-        if op.name in _MEMO_PUT or op.name == "MEMOIZE":
-            memo[arg if op.name in _MEMO_PUT else len(memo)] = stack[-1]
-            continue
-        popped = _pop(stack, marks, op.stack_before)
-        if popped is None:
-            return False
-        if op.name in _TUPLE_OPS:
-            stack.append(1 + max(popped, default=0))
-            if stack[-1] > MAX_TUPLE_NESTING:
-                return False
-        elif op.name in _MEMO_GET:
-            stack.append(memo.get(arg, 0))
-        elif op.name == "DUP":
-            stack += popped * 2
-        else:
-            for item in op.stack_after:
-                if item is pickletools.markobject:
-                    marks.append(len(stack))
-                stack.append(_MARK if item is pickletools.markobject else 0)
-        if op.name == "STOP":
-            return pos == len(raw) - 1
-    return False
-
-
 def looks_pickled(text: object) -> bool:
     """Whether `text` is base64 of a pickle (protocol 2 to 5, ending with STOP) no longer than `MAX_TEXT`."""
     return _pickle_bytes(text) is not None
@@ -268,7 +211,7 @@ def decode(text: object, *, error: bool = False) -> Decoded | None:
         return None
     stream = io.BytesIO(raw)
     try:
-        if not _shallow(raw):
+        if not safe_shape(raw):
             return None
         value = _Interpreter(stream).load()
     except Exception:  # whatever the pickle's fault, the stored text is shown instead)

@@ -20,6 +20,8 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
+from relay.actors.adapters.dataplane.pickle_shape import safe_shape
+
 PICKLE_FORMAT = "py_pickle"  # the name the Python SDK stores beside a pickled value
 
 _ALLOWED: dict[tuple[str, str], Any] = {
@@ -47,9 +49,21 @@ class _PlainDataUnpickler(pickle.Unpickler):
         raise RefusedGlobalError(f"{module}.{name} is not plain data; Relay does not load it")
 
 
+class UnsafeShapeError(pickle.UnpicklingError):
+    """The pickle's shape would crash or exhaust the unpickler (actors/adapters/dataplane/pickle_shape.py)."""
+
+
 def load_plain_pickle(encoded: str) -> Any:
-    """A base64 pickle of plain data; RefusedGlobalError when it names anything else."""
-    return _PlainDataUnpickler(io.BytesIO(base64.b64decode(encoded))).load()
+    """A base64 pickle of plain data; RefusedGlobalError when it names anything else, UnsafeShapeError when its
+    shape is one the C unpickler cannot load safely (tuples nested deep as dict keys: a segfault)."""
+    raw = base64.b64decode(encoded)
+    try:
+        shaped = safe_shape(raw)
+    except ValueError:  # pickletools' own refusal of what is not a pickle
+        shaped = False
+    if not shaped:
+        raise UnsafeShapeError("the stored pickle's shape is not one Relay loads (too deeply nested, or truncated)")
+    return _PlainDataUnpickler(io.BytesIO(raw)).load()
 
 
 def dump_pickle(value: object) -> str:
