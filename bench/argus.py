@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from typing import Any
 from urllib.parse import quote
 
 from bench.dataplane import DataPlaneRelay
-from bench.procs import ORG, REPO, clean_env, free_port
+from bench.procs import ORG, REPO, clean_env, free_port, stop_process
 
 PEER = "dbos-argus"
 PEER_VERSION = "0.0.41"
@@ -162,17 +161,8 @@ class Argus:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=15)
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 # ------------------------------------------------------------------------------------------ HTTP

@@ -81,6 +81,20 @@ def own_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 15) -> None:
+    """SIGTERM, and its process group killed if it is still there after `timeout` s."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+
 class CpuMeter:
     """CPU use of some processes over an interval, as % of one core."""
 
@@ -236,15 +250,7 @@ class Relay:
     def stop(self) -> None:
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=15)
+        stop_process(self.proc)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
 

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from relay.actors.adapters.dataplane.client import DataPlane, scrub
+from relay.actors.adapters.dataplane.pickle_shape import MAX_TUPLE_NESTING
 from relay.actors.adapters.dataplane.reference import (
     MAX_REFERENCE_FILE_BYTES,
     UnsafeReference,
@@ -21,7 +22,6 @@ from relay.actors.adapters.dataplane.reference import (
     resolve_url,
 )
 from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION, judge
-from relay.actors.adapters.dataplane.pickle_shape import MAX_TUPLE_NESTING
 from relay.actors.adapters.dataplane.values import (
     RefusedGlobalError,
     UnsafeShapeError,
