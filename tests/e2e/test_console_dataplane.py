@@ -272,6 +272,10 @@ def test_the_overview_in_chromium(world: World, browser: Browser, theme: str) ->
         page.click("a.figure[data-figure='failed in the last 24 h']")
         expect(page.locator("[data-testid=workflows] tbody tr")).to_have_count(1)
         expect(page.locator("select[name=status]")).to_have_value("ERROR")
+        expect(page.locator("input[name=startTime]")).to_have_value(re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d"))
+        page.click("[data-testid=filters] button[type=submit]")  # filtering again keeps the linked window
+        expect(page.locator("[data-testid=workflows] tbody tr")).to_have_count(1)
+        expect(page).to_have_url(re.compile(r"startTime=\d{4}-"))
         page.goto(world.relay.base_url + f"{PAGES}/workflows")
         page.fill("[data-testid=search]", "alpha")
         page.press("[data-testid=search]", "Enter")

@@ -96,6 +96,9 @@ def _filters(args: Any) -> tuple[JSONObject, dict[str, str]]:
         value = _utc(shown[name])
         if value:
             filters[name] = value
+            # The form's datetime-local field shows UTC without a zone (a linked "…Z" time would show empty,
+            # and the next Filter would drop it).
+            shown[name] = value.removesuffix("Z")[:19]
         elif shown[name]:
             flash(f"Ignored the {name} '{shown[name]}': not a date and time.", "error")
     return filters, shown
