@@ -266,6 +266,11 @@ def test_client_failures_map_to_the_api() -> None:
     assert isinstance(other, DataPlaneFailedError)
 
 
+class _Allocates:
+    def __reduce__(self) -> tuple[object, tuple[int]]:
+        return (bytearray, (10**12,))
+
+
 def _nested_tuple_key(depth: int) -> str:
     """A dict whose key is `depth` 1-tuples inside each other: PROTO 4, EMPTY_DICT, EMPTY_TUPLE, TUPLE1 x depth,
     NONE, SETITEM, STOP. Plain data only, yet hashing the key recurses in C with no depth check: at 500,000 levels
@@ -276,9 +281,12 @@ def _nested_tuple_key(depth: int) -> str:
 def test_the_plain_data_loader_refuses_a_pickle_shaped_to_crash_it() -> None:
     with pytest.raises(UnsafeShapeError):
         load_plain_pickle(_nested_tuple_key(500_000))
-    with pytest.raises(UnsafeShapeError):  # a declared length that is not there
+    with pytest.raises(pickle.UnpicklingError):  # a declared length that is not there
         load_plain_pickle(base64.b64encode(b"\x80\x04\x8d\xff\xff\xff\x7f\x00\x00\x00\x00.").decode())
-    with pytest.raises(UnsafeShapeError):
+    with pytest.raises(pickle.UnpicklingError):
         load_plain_pickle(base64.b64encode(b"not a pickle").decode())
+    with pytest.raises(RefusedGlobalError):  # bytearray(n) would allocate n bytes
+        load_plain_pickle(base64.b64encode(pickle.dumps(_Allocates(), protocol=2)).decode())
+    assert load_plain_pickle(dump_pickle(bytearray(b"ok"))) == bytearray(b"ok")  # protocol 5: its own opcode
     shallow = load_plain_pickle(_nested_tuple_key(MAX_TUPLE_NESTING - 1))
     assert isinstance(shallow, dict) and len(shallow) == 1

@@ -17,15 +17,11 @@ cycles. Only `to_html` uses markupsafe; nothing here imports Flask or dbos."""
 
 from __future__ import annotations
 
-import _compat_pickle
 import base64
 import binascii
 import builtins
-import datetime
-import decimal
 import io
 import pickle
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -33,7 +29,7 @@ from typing import Any, ClassVar
 
 from markupsafe import Markup, escape
 
-from relay.actors.adapters.dataplane.pickle_shape import safe_shape
+from relay.actors.adapters.dataplane.pickle_shape import PLAIN_TYPES, python3_name, safe_shape
 
 MAX_TEXT = 1 << 20  # a longer stored text is not decoded (1 MiB of base64)
 MAX_NODES = 2_000  # nodes of a rendered tree
@@ -44,15 +40,7 @@ SUMMARY_CHARS = 300  # about the length of a summary line
 SUMMARY_DEPTH = 3
 OPEN_NODES = 40  # a tree this small starts unfolded
 
-_REAL: dict[tuple[str, str], Any] = {
-    ("datetime", "datetime"): datetime.datetime, ("datetime", "date"): datetime.date,
-    ("datetime", "time"): datetime.time, ("datetime", "timedelta"): datetime.timedelta,
-    ("datetime", "timezone"): datetime.timezone, ("decimal", "Decimal"): decimal.Decimal,
-    ("uuid", "UUID"): uuid.UUID, ("collections", "OrderedDict"): OrderedDict,
-    # Protocols 2 and 3 spell a set as a call; these build data from data and run nothing of the pickle's.
-    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "complex"): complex,
-}  # fmt: skip
-_REAL_TYPES = tuple(t for t in _REAL.values() if t not in (set, frozenset, complex, OrderedDict))
+_REAL_TYPES = tuple(t for t in PLAIN_TYPES.values() if t not in (set, frozenset, complex, OrderedDict))
 _EXCEPTION_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Timeout", "Failure")
 _EXCEPTION_MODULES = {"exceptions", "exception", "errors", "error", "_error", "_errors", "_exceptions", "exc"}
 
@@ -167,13 +155,11 @@ class _Interpreter(pickle.Unpickler):
         self._named: dict[tuple[str, str], Any] = {}
 
     def find_class(self, module: str, name: str, /) -> Any:
-        # Python 2's names, as protocol 2 writes Python 3's (__builtin__.set, exceptions.ValueError): a dict lookup.
-        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
-        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
+        module, name = python3_name(module, name)
         key = (module, name)
         found = self._named.get(key)
         if found is None:
-            found = _REAL.get(key) or _FUNCTIONS.get(key)
+            found = PLAIN_TYPES.get(key) or _FUNCTIONS.get(key)
             if found is None:
                 if len(self._named) >= MAX_CLASSES:
                     raise pickle.UnpicklingError("the pickle names too many classes")

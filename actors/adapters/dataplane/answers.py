@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from relay.actors.adapters.dataplane import sql as dataplane_sql
 from relay.actors.adapters.dataplane import system_tables
@@ -80,6 +80,7 @@ class SystemDatabaseClient(Protocol):
 
 
 M = MessageType
+T = TypeVar("T")
 Answer = Callable[..., JSONObject]  # (client, request), or (plane, client, request): _NEEDS_PLANE
 
 
@@ -174,12 +175,7 @@ def search_text(plane: DataPlane, text: str, request: ListWorkflowsRequest) -> l
                                                                  load_output=False)}
         return [records.workflow(found[i], as_text) for i in ids if i in found]
 
-    try:
-        return off_hub(run)
-    except (DataPlaneError, NotFoundError):
-        raise
-    except Exception as error:
-        raise plane.failure(error) from None
+    return _off_hub(plane, request, run)
 
 
 def _list_queued(client: SystemDatabaseClient, request: ListQueuedWorkflowsRequest) -> JSONObject:
@@ -281,7 +277,7 @@ def _list_queues(plane: DataPlane, client: SystemDatabaseClient, request: ListQu
     found = client.list_queues(application_name=request.body.application_name)
     if not system_tables.supports(plane.state().schema_version):
         return {"output": [records.queue(q) for q in found]}
-    rows = system_tables.queue_rows(_engine(client), plane.config["schema"], [str(_name(q)) for q in found])
+    rows = system_tables.queue_rows(plane.engine, plane.config["schema"], [str(_name(q)) for q in found])
     return {"output": [records.queue_row(rows[_name(q)]) for q in found if _name(q) in rows]}  # else just deleted
 
 
@@ -289,16 +285,12 @@ def _get_queue(plane: DataPlane, client: SystemDatabaseClient, request: GetQueue
     if not system_tables.supports(plane.state().schema_version):
         found = client.retrieve_queue(request.name)
         return {"output": records.queue(found) if found is not None else None}
-    row = system_tables.queue_rows(_engine(client), plane.config["schema"], [request.name]).get(request.name)
+    row = system_tables.queue_rows(plane.engine, plane.config["schema"], [request.name]).get(request.name)
     return {"output": records.queue_row(row) if row is not None else None}
 
 
 def _name(found: object) -> str:
     return str(getattr(found, "name", ""))
-
-
-def _engine(client: SystemDatabaseClient) -> Any:
-    return client._sys_db.engine  # type: ignore[attr-defined]  # the client's own engine (sql.py reads it too)
 
 
 def _communications(plane: DataPlane) -> None:
@@ -312,19 +304,19 @@ def _communications(plane: DataPlane) -> None:
 
 def _events(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowEventsRequest) -> JSONObject:
     _communications(plane)
-    return {"events": system_tables.events(_engine(client), plane.config["schema"], request.workflow_id)}
+    return {"events": system_tables.events(plane.engine, plane.config["schema"], request.workflow_id)}
 
 
 def _notifications(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowNotificationsRequest,
                    ) -> JSONObject:
     _communications(plane)
-    return {"notifications": system_tables.notifications(_engine(client), plane.config["schema"],
+    return {"notifications": system_tables.notifications(plane.engine, plane.config["schema"],
                                                          request.workflow_id)}
 
 
 def _streams(plane: DataPlane, client: SystemDatabaseClient, request: GetWorkflowStreamsRequest) -> JSONObject:
     _communications(plane)
-    return {"streams": system_tables.streams(_engine(client), plane.config["schema"], request.workflow_id)}
+    return {"streams": system_tables.streams(plane.engine, plane.config["schema"], request.workflow_id)}
 
 
 def _list_versions(client: SystemDatabaseClient, _: Request) -> JSONObject:
@@ -398,15 +390,20 @@ def answer(plane: DataPlane, request: Request) -> Response:
                                         f"plane is read-only (mode read): '{request.type.value}' changes the "
                                         "system database")
     client = plane.client()
+    # Any: each answer class types its own fields; a handler returns the fields of its request's answer
+    fields: dict[str, Any] = _off_hub(plane, request, lambda: handler(plane, client, request)
+                                      if handler in _NEEDS_PLANE else handler(client, request))
+    return request.answer(type=request.type.value, request_id=request.request_id, **fields)
+
+
+def _off_hub(plane: DataPlane, request: Request, work: Callable[[], T]) -> T:
+    """`work` (client calls, Relay's own queries) in gevent's threadpool; what it raises as a domain error."""
     try:
-        # Any: each answer class types its own fields; a handler returns the fields of its request's answer
-        fields: dict[str, Any] = off_hub(lambda: handler(plane, client, request) if handler in _NEEDS_PLANE
-                                         else handler(client, request))
+        return off_hub(work)
     except (DataPlaneError, NotFoundError):
         raise
     except Exception as error:
         raise _client_error(plane, request, error) from None
-    return request.answer(type=request.type.value, request_id=request.request_id, **fields)
 
 
 def _client_error(plane: DataPlane, request: Request, error: Exception) -> DataPlaneError | NotFoundError:

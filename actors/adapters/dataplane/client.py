@@ -145,6 +145,13 @@ class DataPlane:
     def writable(self) -> bool:
         return self.config["mode"] == READ_WRITE
 
+    @property
+    def engine(self) -> Any:
+        """The open system database's engine (the client's own), for Relay's own read-only queries; opens the
+        database if not yet done."""
+        self.client()
+        return self._engine
+
     def state(self) -> State:
         """Open the database if not yet done (or if the last try failed long enough ago) and say how it went."""
         with contextlib.suppress(DataPlaneError):

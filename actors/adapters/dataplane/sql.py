@@ -95,7 +95,7 @@ def workflow_aggregates(client: Any, filters: Mapping[str, object], body: Any) -
     if where is not None:
         statement = statement.where(where)
     statement = statement.group_by(*(column for _, column in keyed))
-    with _read_only(sys_db.engine) as connection:
+    with read_only(sys_db.engine) as connection:
         rows = connection.execute(statement).fetchall()
     out = []
     for row in rows:
@@ -120,12 +120,12 @@ def search_workflow_ids(client: Any, text: str, filters: Mapping[str, object], l
     if where is not None:
         statement = statement.where(where)
     statement = statement.order_by(ws.c.created_at.desc(), ws.c.workflow_uuid).limit(limit).offset(offset)
-    with _read_only(sys_db.engine) as connection:
+    with read_only(sys_db.engine) as connection:
         return [str(row[0]) for row in connection.execute(statement)]
 
 
 @contextlib.contextmanager
-def _read_only(engine: Any) -> Iterator[Any]:
+def read_only(engine: Any) -> Iterator[Any]:
     import sqlalchemy as sa  # noqa: PLC0415 (the optional extra)
 
     with engine.connect() as connection:
@@ -141,8 +141,6 @@ def _read_only(engine: Any) -> Iterator[Any]:
             connection.execute(sa.text("SET TRANSACTION READ ONLY"))
             yield connection
 
-
-read_only = _read_only  # public: the data plane's other reads of its own use it too (system_tables.py, ADR 0046)
 
 
 def _int(value: Any) -> int | None:

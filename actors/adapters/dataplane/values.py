@@ -12,35 +12,36 @@ from __future__ import annotations
 import base64
 import builtins
 import datetime
-import decimal
 import io
 import json
 import pickle
-import uuid
-from collections import OrderedDict
 from typing import Any
 
-from relay.actors.adapters.dataplane.pickle_shape import safe_shape
+from relay.actors.adapters.dataplane.pickle_shape import PLAIN_TYPES, python3_name, safe_to_load
 
 PICKLE_FORMAT = "py_pickle"  # the name the Python SDK stores beside a pickled value
 
-_ALLOWED: dict[tuple[str, str], Any] = {
-    ("datetime", "datetime"): datetime.datetime, ("datetime", "date"): datetime.date,
-    ("datetime", "time"): datetime.time, ("datetime", "timedelta"): datetime.timedelta,
-    ("datetime", "timezone"): datetime.timezone, ("decimal", "Decimal"): decimal.Decimal,
-    ("uuid", "UUID"): uuid.UUID, ("collections", "OrderedDict"): OrderedDict,
-    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "bytearray"): bytearray,
-    ("builtins", "complex"): complex,
-}  # fmt: skip
 
 
 class RefusedGlobalError(pickle.UnpicklingError):
     """The pickle names code Relay does not load."""
 
 
+def _bytearray_of_data(source: object = b"", *encoding: str) -> bytearray:
+    """How protocols 2 to 4 store a bytearray (its bytes, or its text and 'latin-1'); never `bytearray(n)`, which
+    would allocate n bytes, whatever n the pickle gives."""
+    if not isinstance(source, bytes | str):
+        raise RefusedGlobalError("a bytearray is loaded from its bytes only")
+    return bytearray(source, *encoding) if isinstance(source, str) else bytearray(source)
+
+
+_PLAIN = {**PLAIN_TYPES, ("builtins", "bytearray"): _bytearray_of_data}
+
+
 class _PlainDataUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        allowed = _ALLOWED.get((module, name))
+        module, name = python3_name(module, name)
+        allowed = _PLAIN.get((module, name))
         if allowed is not None:
             return allowed
         found = getattr(builtins, name, None) if module == "builtins" else None
@@ -55,10 +56,11 @@ class UnsafeShapeError(pickle.UnpicklingError):
 
 def load_plain_pickle(encoded: str) -> Any:
     """A base64 pickle of plain data; RefusedGlobalError when it names anything else, UnsafeShapeError when its
-    shape is one the C unpickler cannot load safely (tuples nested deep as dict keys: a segfault)."""
+    shape is one the C unpickler cannot load safely (tuples nested deep as dict keys: a segfault), another
+    UnpicklingError when it is not a whole pickle."""
     raw = base64.b64decode(encoded)
     try:
-        shaped = safe_shape(raw)
+        shaped = safe_to_load(raw)
     except ValueError:  # pickletools' own refusal of what is not a pickle
         shaped = False
     if not shaped:
