@@ -38,6 +38,7 @@ from relay.events.errors import DomainError, NotFoundError
 from relay.events.executor import HEALTHY
 from relay.events.instance import EXPIRED, RUNNING, RelayInstance, lease_key
 from relay.events.refs import instance_ref
+from relay.events.releases import RELEASE, oldest
 from relay.projections.store.log import RelayLog
 from relay.wire.json_types import JSONObject
 
@@ -291,6 +292,13 @@ class Cluster:
             str(r["instance"]): r for r in rows
             if r["instance"] != self.me and now - float(r["heartbeat_at"]) <= self.timeout_s
         }
+
+    def release_floor(self) -> str:
+        """The oldest release among this instance and the live peers (events/releases.py: what may be written).
+        A peer that beats but has not recorded its start yet counts as the first release: the cautious guess."""
+        peers = self.live_peers()
+        found = self.ctx.views.instances.releases_of(sorted(peers)) if peers else {}
+        return oldest([RELEASE, *found.values()])
 
     def remote_executors(self, org: str, app: str) -> list[RemoteExecutor]:
         """HEALTHY executors of the application on other RUNNING instances whose heartbeat is fresh."""

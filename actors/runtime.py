@@ -35,6 +35,7 @@ from relay.actors.instance import InstanceActor
 from relay.actors.recovery import ADOPTED_REASON, RESTART_REASON
 from relay.events.instance import RUNNING
 from relay.events.refs import instance_ref
+from relay.events.releases import RELEASE
 from relay.projections import eventsourcing_recorders, pool_reconnect
 from relay.projections.identity import Authenticator
 from relay.projections.store.log import RelayLog
@@ -43,7 +44,7 @@ from relay.wire.json_types import JSONObject
 
 log = logging.getLogger("relay.runtime")
 
-VERSION = "0.1.0"
+VERSION = RELEASE  # recorded in RelayInstance.Started: peers read it to gate new events (events/releases.py)
 STOP_TIMEOUT_S = 30.0  # how long `relay serve` waits for the instance actor, then for all actors, to stop
 ASK_TIMEOUT_S = 15.0  # how long alerting waits for an application actor's list of its executors
 
@@ -115,6 +116,7 @@ class Runtime:
         self.cluster = Cluster(self.ctx, self.table, settings.advertise_address, settings.advertise_port,
                                settings.instance_timeout_s, peers_ttl_s=peers_ttl_s)
         self.cluster.handlers.append(self._adopted)
+        self.log.release_floor = self.cluster.release_floor
         self.cluster.rejoin_handlers.append(self._rejoined)
         self.forwarder: Forwarder | None = None
         if settings.forward_secret:

@@ -145,6 +145,13 @@ class InstancesQueries:
         row = self.store.one("SELECT status FROM {s}relay_instance_states WHERE instance = ?", (instance,))
         return None if row is None else str(row["status"])
 
+    def releases_of(self, instances: Iterable[str]) -> dict[str, str | None]:
+        """The release each instance recorded at its latest (re)start; None for one that has not recorded it yet.
+        One read of every instance's row: a cluster has a few."""
+        found = {str(r["instance"]): r["version"]
+                 for r in self.store.all("SELECT instance, version FROM {s}relay_instance_states")}
+        return {name: found.get(name) for name in instances}
+
     def counts(self) -> dict[str, int]:
         """How many instances are RUNNING, STOPPED, EXPIRED."""
         rows = self.store.all("SELECT status, COUNT(*) AS n FROM {s}relay_instance_states GROUP BY status")

@@ -16,6 +16,7 @@ from eventsourcing.persistence import IntegrityError, Notification, Recording, S
 
 from relay.events.errors import AlreadyExistsError, NotFoundError
 from relay.events.refs import Ref
+from relay.events.releases import ClusterUpgradingError, release_key, unreadable
 from relay.events.topics import register_moved_topics
 from relay.projections.store.group_commit import GroupCommitter, run_here
 
@@ -44,6 +45,9 @@ class RelayLog(Application[UUID]):
         super().__init__(env)
         self.position = 0
         self.listeners: list[Callable[[int], None]] = []
+        # The oldest release among the live instances sharing this store (actors/cluster.py): saves of events it
+        # could not read are refused (events/releases.py). None: no gate (tools, and tests of the domain alone).
+        self.release_floor: Callable[[], str] | None = None
         # Called with how long each append transaction took, in seconds: metrics.
         self.save_observers: list[Callable[[float], None]] = []
         # Appends run off the hub get a connection pool of their own: its locks (gevent's, once monkey-patched)
@@ -82,6 +86,7 @@ class RelayLog(Application[UUID]):
         events = processing.events
         if not events:
             return []
+        self._check_readable(events)
         stored = [self.mapper.to_stored_event(e) for e in events]
         ids = self.committer.commit([e.originator_id for e in events], stored)
         if self.repository.cache and not self.repository.fastforward:
@@ -92,6 +97,25 @@ class RelayLog(Application[UUID]):
                                       topic=s.topic, state=s.state, id=n))
             for d, s, n in zip(events, stored, ids, strict=True)
         ]
+
+    def _check_readable(self, events: Sequence[Any]) -> None:
+        """Refuse events the oldest live instance could not read (a rolling upgrade part way: events/releases.py)."""
+        if self.release_floor is None:
+            return
+        kinds = [(cls.__qualname__.rpartition(".")[0], cls.__name__, int(getattr(cls, "class_version", None) or 1))
+                 for cls in {type(e) for e in events}]
+        if not unreadable(kinds, "0.0.0"):  # nothing here is gated: no need to ask the cluster
+            return
+        floor = self.release_floor()
+        blocked = unreadable(kinds, floor)
+        if blocked:
+            raise ClusterUpgradingError(floor, blocked)
+
+    def can_write(self, release: str) -> bool:
+        """Whether every live instance reads what ``release`` introduced (events/releases.py)."""
+        if self.release_floor is None:
+            return True
+        return release_key(self.release_floor()) >= release_key(release)
 
     # -- the one way to load, change and save aggregates, retried on a concurrent append ----------------------------
     def load(self, aggregate_id: UUID, kind: type[A]) -> A | None:

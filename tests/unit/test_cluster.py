@@ -100,3 +100,30 @@ def test_a_clean_stop_is_adopted_at_the_next_beat(cluster_of_three):
     a.leave()
     assert b.beat() == ["relay-a"]
     assert b.ctx.log.get(instance_ref("relay-a")).status == EXPIRED
+
+
+def test_the_release_floor_is_the_oldest_release_among_the_live_instances(cluster_of_three):
+    """docs/adr/0050: all three recorded 0.1.0; as each restarts on this release the floor stays 0.1.0 until the
+    last one has; a silent instance no longer counts, and one that comes back on the older release counts again."""
+    from relay.events.releases import FIRST_RELEASE, RELEASE
+
+    wall, (a, b, c) = cluster_of_three
+
+    def restart(cluster: Cluster) -> None:
+        cluster.ctx.log.run(instance_ref(cluster.me), lambda found: RelayInstance.start_again(
+            found, cluster.me, "127.0.0.1", 1, RELEASE, AT))
+        cluster.ctx.runner.wait_for(cluster.ctx.log.position, timeout=10)
+
+    assert a.release_floor() == FIRST_RELEASE
+    restart(a)
+    restart(b)
+    assert a.release_floor() == b.release_floor() == FIRST_RELEASE
+    wall.now += 11  # c falls silent (it was killed): it no longer holds the cluster back
+    a.table.beat("relay-a", "127.0.0.1", 1, wall.now)
+    b.table.beat("relay-b", "127.0.0.1", 1, wall.now)
+    assert a.release_floor() == RELEASE
+    c.join()  # c beats again, still on 0.1.0
+    assert a.release_floor() == FIRST_RELEASE
+    restart(c)
+    a.ctx.runner.wait_for(c.ctx.log.position, timeout=10)
+    assert a.release_floor() == RELEASE

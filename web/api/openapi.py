@@ -21,6 +21,7 @@ import yaml
 from flask import Blueprint, Flask, Response, current_app, jsonify, request, url_for
 
 from relay.actors.metrics import count_ignored_query
+from relay.events.releases import RELEASE
 from relay.web.api.openapi_30 import to_openapi_30
 from relay.web.api.openapi_schemas import COMPONENTS, Schema, array_of, ref
 from relay.web.operations import Operation, operation, operation_of
@@ -183,11 +184,9 @@ def build_document(app: Flask, version: str) -> JSONObject:
 
 
 def _document() -> JSONObject:
-    from relay.actors.runtime import VERSION  # noqa: PLC0415 - runtime imports the app, which imports this module
-
     cached = current_app.extensions.get("relay.openapi")
     if cached is None:
-        cached = current_app.extensions["relay.openapi"] = build_document(current_app, VERSION)
+        cached = current_app.extensions["relay.openapi"] = build_document(current_app, RELEASE)
     return cached
 
 
