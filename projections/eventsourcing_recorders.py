@@ -6,9 +6,11 @@ tests/unit/test_library_hooks.py against the pinned eventsourcing (9.5.6)."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
+from uuid import UUID
 
-from eventsourcing.persistence import Tracking
+from eventsourcing.persistence import Notification, Tracking
 from eventsourcing.postgres import PostgresDatastore, PostgresTrackingRecorder
 from eventsourcing.sqlite import (
     SQLiteConnection,
@@ -127,3 +129,47 @@ def install() -> None:
     if missing:
         raise RuntimeError(f"eventsourcing changed since {PINNED}: {', '.join(missing)} (projections/"
                            "eventsourcing_recorders.py relies on them)")
+
+
+def append_to_empty_log(recorder: Any, batches: Iterable[Sequence[Notification]],
+                        before_commit: Callable[[], None] = lambda: None) -> int | None:
+    """Write stored events into an empty event log, each at its own notification id, in ONE transaction: the
+    recorder's `insert_events` would number them afresh (a PostgreSQL log has gaps, from rolled-back appends,
+    which a copy keeps). Returns how many were written, or None when the log holds an event (nothing written).
+    `before_commit` may raise to roll everything back. Reaches past the API: the recorder's table and columns,
+    the datastore's transaction and, on PostgreSQL, the `notification_id` sequence, set past the last id."""
+    table = recorder.events_table_name
+    postgres = isinstance(recorder.datastore, PostgresDatastore)
+    if postgres:
+        table = f'"{recorder.datastore.schema}"."{table}"'
+    insert = (f"INSERT INTO {table} (notification_id, originator_id, originator_version, topic, state) "  # noqa: S608
+              "VALUES (%s, %s, %s, %s, %s)" if postgres else
+              f"INSERT INTO {table} (rowid, originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?, ?)")  # noqa: S608
+    written, last = 0, 0
+    with recorder.datastore.transaction(commit=True) as curs:
+        if postgres:
+            curs.execute(SQL(f"LOCK TABLE {table} IN EXCLUSIVE MODE"))  # our names
+        curs.execute(f"SELECT 1 FROM {table} LIMIT 1")  # noqa: S608
+        if curs.fetchone() is not None:
+            return None
+        for batch in batches:
+            curs.executemany(insert, [(n.id, n.originator_id if postgres else UUID(str(n.originator_id)).hex,
+                                       n.originator_version, n.topic, n.state) for n in batch])
+            written += len(batch)
+            last = max([last, *(n.id for n in batch)])
+        if postgres and last:
+            curs.execute(SQL(f"SELECT setval(pg_get_serial_sequence('{table}', 'notification_id'), %s)"),
+                         (last,))
+        before_commit()
+    return written
+
+
+def count_notifications(recorder: Any, stop: int) -> int:
+    """How many stored events the log holds up to notification id `stop` (without reading their states)."""
+    table, column = recorder.events_table_name, "rowid"
+    if isinstance(recorder.datastore, PostgresDatastore):
+        table, column = f'"{recorder.datastore.schema}"."{table}"', "notification_id"
+    with recorder.datastore.transaction(commit=False) as curs:
+        curs.execute(f"SELECT COUNT(*) AS n FROM {table} WHERE {column} <= {int(stop)}")  # noqa: S608
+        row = curs.fetchone()
+    return int(row["n"] if isinstance(row, dict) else row[0])

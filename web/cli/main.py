@@ -1,4 +1,4 @@
-"""The `relay` command: serve, apps, keys, data-plane, diff, apply, replay, events."""
+"""The `relay` command: serve, apps, keys, data-plane, diff, apply, replay, events, store."""
 
 from gevent import monkey
 
@@ -432,9 +432,19 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return supervisor.run()
 
 
+def cmd_store(settings: Settings, args: argparse.Namespace) -> int:
+    """`relay store copy|export|import` (web/cli/store.py)."""
+    from relay.web.cli.store import StoreCommandError, run
+
+    try:
+        return run(settings, args)
+    except StoreCommandError as error:
+        raise CliError(str(error)) from None
+
+
 COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane,
             "autoscale": cmd_autoscale, "replay": cmd_replay, "events": cmd_events, "diff": cmd_config,
-            "apply": cmd_config}
+            "apply": cmd_config, "store": cmd_store}
 
 
 def main(argv: list[str] | None = None) -> int:
