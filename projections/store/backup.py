@@ -40,7 +40,8 @@ class Header:
 
 
 def _line(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+    # Keys in the order given, never sorted: a state's keys keep their stored order (its bytes are kept).
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def _state_as_json(state: bytes) -> tuple[bool, object]:

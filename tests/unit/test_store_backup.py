@@ -17,7 +17,7 @@ from relay.web.cli.store import _clean, _password
 ID = UUID("5b0c0a8e-9f51-4f3c-8d7e-1a2b3c4d5e6f")
 OTHER = UUID("0f9e8d7c-6b5a-4c3d-9e2f-1a0b9c8d7e6f")
 STATES = (
-    b'{"at":{"_data_":"2026-12-03T12:00:00+00:00","_type_":"datetime_iso"},"name":"acme"}',  # as stored: JSON
+    b'{"name":"acme","at":{"_type_":"datetime_iso","_data_":"2026-12-03T12:00:00+00:00"}}',  # as stored: JSON
     b'{"b": 1, "a": 2}',  # JSON, but not as json.dumps would write it: kept byte for byte as base64
     b"\x80\x04\x95binary",  # not JSON at all
     '{"name":"café ☕"}'.encode(),  # JSON with non-ASCII text
@@ -46,6 +46,7 @@ def test_a_stream_gives_back_every_event_byte_for_byte_in_order() -> None:
     text = _stream()
     assert _read(text) == _events()
     lines = text.split("\n")[:-1]
+    assert lines[0].startswith('{"format":"relay-event-log"')
     header, *events, trailer = (json.loads(line) for line in lines)
     assert header == {"format": "relay-event-log", "format_version": FORMAT_VERSION, "relay_version": "0.2.0",
                       "events": 5, "last_position": 6}
@@ -54,6 +55,7 @@ def test_a_stream_gives_back_every_event_byte_for_byte_in_order() -> None:
     assert [("state" in e, "state_b64" in e) for e in events] == [
         (True, False), (False, True), (False, True), (True, False), (True, False)]
     assert events[0]["state"]["name"] == "acme"
+    assert list(events[0]["state"]) == ["name", "at"]  # the stored key order, not sorted
     assert set(trailer) == {"sha256", "events"} and trailer["events"] == 5
 
 
@@ -72,7 +74,7 @@ def test_an_empty_log_makes_a_valid_stream() -> None:
     (lambda t: t.replace('"format":"relay-event-log"', '"format":"other"'), "not a Relay backup"),
     (lambda t: t.replace(f'"format_version":{FORMAT_VERSION}', '"format_version":99'), "format version 99"),
     (lambda t: "", "empty file"),
-    (lambda t: t.replace('{"originator_id"', "{garbage", 1), "not JSON"),
+    (lambda t: t.replace('{"position"', "{garbage", 1), "not JSON"),
 ])
 def test_a_damaged_stream_is_refused(damage: object, reason: str) -> None:
     with pytest.raises(BackupError, match=reason):
@@ -83,8 +85,8 @@ def test_a_recomputed_checksum_does_not_hide_a_changed_count() -> None:
     events = _events()
     text = "".join(write_backup(Header("0.2.0", 5, 6), events))
     lines = text.split("\n")[:-1]
-    forged = json.dumps({**json.loads(lines[0]), "events": 4}, sort_keys=True, separators=(",", ":"))
-    with pytest.raises(BackupError, match="checksum mismatch|announces"):
+    forged = json.dumps({**json.loads(lines[0]), "events": 4}, separators=(",", ":"))
+    with pytest.raises(BackupError, match="checksum mismatch"):
         _read("\n".join([forged, *lines[1:]]) + "\n")
 
 

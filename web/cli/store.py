@@ -20,6 +20,7 @@ from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 import psycopg
+import psycopg.sql
 from eventsourcing.persistence import PersistenceError
 
 from relay.actors.configuration.settings import Settings
@@ -74,6 +75,7 @@ def _copy(settings: Settings, url: str, schema: str) -> int:
     _refuse_live(target, "the target")
     _refuse_events(target)
     print(f"relay store copy: from {_where(settings)} to {target.store.describe()}", file=sys.stderr)
+    _ensure_schema(target)
     with _opened(settings) as source, _opened(target) as destination:
         try:
             taken = copy_log(source.log, destination.log, _progress("copying", source))
@@ -124,6 +126,7 @@ def _import(settings: Settings, path: Path) -> int:
     _refuse_live(settings, "this store")
     _refuse_events(settings)
     print(f"relay store import: {events} events of {path} into {_where(settings)}", file=sys.stderr)
+    _ensure_schema(settings)
     with _opened(settings) as target:
         try:
             with path.open(encoding="utf-8", newline="\n") as file:
@@ -168,6 +171,21 @@ def _refuse_events(settings: Settings) -> None:
     if events:
         raise StoreCommandError(f"the target {settings.store.describe()} already holds {events} events: copy or "
                                 "import only into an empty store (a new database, or another schema)")
+
+
+def _ensure_schema(settings: Settings) -> None:
+    """Make a PostgreSQL target's schema when it is missing (eventsourcing creates tables, not schemas)."""
+    if not settings.store.is_postgres or settings.database_schema == "public":
+        return
+    p = settings.store.postgres_params()
+
+    def create() -> None:
+        with psycopg.connect(dbname=p["dbname"], host=p["host"], port=p["port"], user=p["user"],
+                             password=p["password"], connect_timeout=5, autocommit=True) as conn:
+            conn.execute(psycopg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                psycopg.sql.Identifier(settings.database_schema)))
+
+    _reach(settings, create)
 
 
 def _reach(settings: Settings, ask: Callable[[], T]) -> T:
