@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     plane.add_argument("--pool-size", type=int, metavar="N", help="set: connections to the database (default 2)")
     plane.add_argument("--schema", help="set: the DBOS system schema on PostgreSQL (default dbos)")
     _add_config_commands(sub)
+    _add_store_command(sub)
     scale = sub.add_parser(
         "autoscale", help="an application's autoscaling policy and recommendation (via the running server)",
         description="Show the recommendation (executors each application version needs for the policy queue's "
@@ -146,3 +147,37 @@ def _add_config_commands(sub: Any) -> None:
         command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
                                            "RELAY_PORT, https when RELAY_TLS_CERT is set)")
         command.add_argument("--cacert", help="a PEM CA file to trust for https (default RELAY_CA_FILE)")
+
+
+def _add_store_command(sub: Any) -> None:
+    """`relay store copy|export|import` (web/cli/store.py)."""
+    store = sub.add_parser(
+        "store", help="copy the event log to another store, or export/import it as a backup file",
+        description="Move the whole event log of the store of RELAY_DATA_DIR or RELAY_DATABASE_URL (and "
+                    "RELAY_DATABASE_SCHEMA): every event, in order, keeping its position; the views are rebuilt on "
+                    "the target. A copy's source and an import's target must have no relay serve running on them; "
+                    "a target must hold no event.")
+    actions = store.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                   help="copy, export or import the event log")
+    copy = actions.add_parser("copy", help="copy every event to an empty PostgreSQL store, then rebuild its views",
+                              description="Copy every event of this store to an empty PostgreSQL store (a database, "
+                                          "or another schema), then rebuild the views there. Refused while relay "
+                                          "serve runs on this store: stop it first.")
+    copy.add_argument("--to", required=True, metavar="URL",
+                      help="the target: postgresql://user:password@host:port/database (the password is never "
+                           "printed)")
+    copy.add_argument("--to-schema", default="public", metavar="SCHEMA",
+                      help="the target's schema, as its RELAY_DATABASE_SCHEMA will be (default public)")
+    export = actions.add_parser(
+        "export", help="write every event to a backup file (safe beside a running server)",
+        description="Write the event log as JSON Lines: a header, one line per event, a SHA-256 checksum line "
+                    "(format in docs/adr/0048). Events appended meanwhile are left out: safe beside relay serve.")
+    export.add_argument("--out", default="-", metavar="FILE",
+                        help="where to write it (default -: standard output); a file is written aside and renamed "
+                             "into place once complete")
+    restore = actions.add_parser(
+        "import", help="load a backup file into an empty store, then rebuild its views",
+        description="Check a backup file of `relay store export` (its checksum, order and count), write its "
+                    "events into this store, which must hold none, in one transaction, and rebuild the views. "
+                    "Refused while relay serve runs on this store.")
+    restore.add_argument("file", metavar="FILE", help="a file written by `relay store export`")
