@@ -216,7 +216,7 @@ def _opened(settings: Settings) -> Iterator[OfflineStore]:
 def _rebuild(settings: Settings) -> None:
     print("relay store: rebuilding the views on the target", file=sys.stderr)
     with _opened(settings) as store:
-        store.create_tables()  # the instances and edge tables too, as relay serve makes them
+        store.create_tables()  # the instances table too, as relay serve makes it
         rebuild(settings.store, store.log, lambda _: None)
 
 
