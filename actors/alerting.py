@@ -8,11 +8,16 @@ never the actor.
 An evaluation (`AlertRun`) reads the rules from the view and, per rule, what the executors report
 (`get_workflow_aggregates`, falling back to `list_workflows` on SDKs without it) or Relay's own registry
 (connected executors, and whether they answer); Relay's own rule types (RecoveryFlapping, StrandedVersion) are
-evaluated by actors/alerting_fleet.py. A rule that trips is recorded first, `Alert.Fired` through the event
-store's version check (events/alerting.py), and only then sent: to the receiving application's executors as an
-`alert` frame (name = rule type, message, string metadata with the keys Conductor documents) and to the sinks
+evaluated by actors/alerting_fleet.py. A rule whose condition starts to hold opens an incident, notified once; it
+is resolved (and the resolution sent) when the condition stops holding; repeats only when the rule opts in
+(actors/incidents.py, events/incidents.py, docs/adr/0049). Each step is recorded first, through the event store's
+version check, and only then sent: to the receiving application's executors as an `alert` frame (name = rule type,
+message, string metadata with the keys Conductor documents; the opening and repeats only) and to the sinks
 configured (the webhook of RELAY_ALERT_WEBHOOK_URL, Slack, PagerDuty: actors/adapters/sinks.py). So of two instances
-evaluating at once exactly one sends. Where it went is recorded as `Alert.Delivered`.
+evaluating at once exactly one sends. Where it went is recorded as `Incident.Notified`.
+
+While an instance of release 0.1.0 shares the store (a rolling upgrade, events/releases.py), the rules fire as that
+release fired them: an `Alert` (`Alert.Fired`, then `Alert.Delivered`) every evaluation interval the rule trips.
 
 Alerts reach every executor of the receiving application: those connected to this instance directly, those
 connected to another instance (HA) through a signed forward to it (actors/delivery.py).
@@ -36,9 +41,10 @@ from relay.actors.alerting_fleet import FleetSources, evaluate_recovery_flapping
 from relay.actors.clock import Clock
 from relay.actors.configuration.alerting import AlertingConfig
 from relay.actors.configuration.jobs import JobsConfig
-from relay.actors.delivery import Deliverer, Delivery
+from relay.actors.delivery import Deliverer, Delivery, Notice
 from relay.actors.errors import DataPlaneError
 from relay.actors.executor_requests import Transport, rank, request_all
+from relay.actors.incidents import IncidentSteps
 from relay.actors.periodic import AppJob
 from relay.actors.policies import alerting as judge
 from relay.actors.policies.alerting import Finding, count_rows
@@ -73,6 +79,7 @@ log = logging.getLogger("relay.actors.alerting")
 MESSAGE_KEY = "alerting"  # messages for AppAlerting.handle carry this key
 LIST_LIMIT = 10_000  # list_workflows fallback: counted up to this many rows
 METRICS_LAG_S = 2.0  # per-app workflow/step counts: how far behind the clock each window ends
+INCIDENTS_RELEASE = "0.2.0"  # the release whose events incidents are (events/releases.py INTRODUCED_IN)
 
 
 def latest_alert(relay_log: RelayLog, org: str, app: str, rule_id: str, known: int = 0) -> Alert | None:
@@ -299,7 +306,11 @@ class AlertRun:
         interval_s: float,
         clock: Clock,
         deliver: Callable[[object], Delivery],
+        notify: Callable[[Notice], Delivery] | None = None,
+        known_incidents: Mapping[str, int] | None = None,
     ) -> None:
+        """``deliver`` sends an `Alert` (release 0.1.0), ``notify`` an incident's `Notice` (by default
+        ``deliver.send``: a Deliverer); ``known_incidents``: each rule's latest incident number in the view."""
         self.org, self.app = org, app
         self.log = log
         self.sources = sources
@@ -307,15 +318,24 @@ class AlertRun:
         self.interval_s = interval_s
         self.clock = clock
         self.deliver = deliver
+        send: Callable[[Notice], Delivery] = notify if notify is not None else getattr(deliver, "send", deliver)
+        self.incidents = IncidentSteps(org, app, log=log, instance_id=instance_id, clock=clock, send=send,
+                                       known=known_incidents)
 
     def run(self, rules: Iterable[JSONObject]) -> list[object]:
-        """Evaluate each live rule; fire, send and record what trips. Returns the alerts this run fired."""
-        fired = []
+        """Evaluate each live rule and act on it: with incidents, open, renotify or resolve the rule's incident
+        (actors/incidents.py); while an instance of release 0.1.0 shares the store (events/releases.py), fire an
+        `Alert` for each rule that trips, as that release does. Returns the alerts fired or the incident
+        notifications sent ((rule id, kind) pairs)."""
+        incidents = self.log.can_write(INCIDENTS_RELEASE)
+        fired: list[object] = []
         for rule in rules:
             if rule.get("deleted"):
+                if incidents:  # deleted with its incident open: resolve it, and say so
+                    self._step(rule, None, self.clock(), fired)
                 continue
             now = self.clock()
-            if _too_soon(rule, now):
+            if not incidents and _too_soon(rule, now):
                 continue
             try:
                 finding = evaluate(rule, self.sources, now)
@@ -325,11 +345,22 @@ class AlertRun:
             except Exception:
                 log.exception("evaluating rule %s of %s/%s failed", rule["rule_id"], self.org, self.app)
                 continue
-            if finding is not None:
+            if incidents:
+                self._step(rule, finding, now, fired)
+            elif finding is not None:
                 alert = self._fire(rule, finding, now)
                 if alert is not None:
                     fired.append(alert)
         return fired
+
+    def _step(self, rule: dict[str, Any], finding: Finding | None, now: datetime, done: list[object]) -> None:
+        try:
+            kind = self.incidents.step(rule, finding, now)
+        except Exception:
+            log.exception("the incident of rule %s of %s/%s failed", rule["rule_id"], self.org, self.app)
+            return
+        if kind is not None:
+            done.append((rule["rule_id"], kind))
 
     def _fire(self, rule: dict[str, Any], finding: Finding, now: datetime) -> Any:
         rule_id = rule["rule_id"]
@@ -408,12 +439,13 @@ class AppAlerting(AppJob):
             request_timeout_s=jobs.request_timeout_s, probe_timeout_s=jobs.probe_timeout_s,
             mark_unsupported=self.mark_unsupported, data_plane=lambda: config.data_plane(org, app),
         )
-        rules = ctx.views.alerting.rules(org, app)
+        rules = ctx.views.alerting.rules(org, app) + ctx.views.alerting.deleted_rules_with_open_incidents(org, app)
         if rules:
             deliver = Deliverer(transport=self.transport, peers=config.peers, timeout_s=jobs.request_timeout_s,
                                 webhook=config.webhook, remote=config.remote, sinks=config.sinks)
             AlertRun(org, app, log=ctx.log, sources=sources, instance_id=ctx.instance_id,
-                     interval_s=jobs.alert_interval_s, clock=ctx.clock, deliver=deliver).run(rules)
+                     interval_s=jobs.alert_interval_s, clock=ctx.clock, deliver=deliver,
+                     known_incidents=ctx.views.alerting.incident_numbers(org, app)).run(rules)
         # The window ends a little in the past: SDKs store times coarsely (the SQLite system database, to the
         # second), so a row created just now may carry a time already behind us.
         now = ctx.clock() - timedelta(seconds=METRICS_LAG_S)

@@ -13,7 +13,7 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
 
 import pykka
@@ -27,9 +27,10 @@ from relay.actors.recovery_dispatch import MESSAGE_KEY
 from relay.actors.routing import Publication
 from relay.events.alerting import AlertingRule
 from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, MAX_EXECUTOR_TIMEOUT_SECS, App
+from relay.events.incidents import Incident
 from relay.events.names import check_app_name
 from relay.events.organization import Organization
-from relay.events.refs import app_ref, org_ref, rule_ref
+from relay.events.refs import app_ref, incident_ref, org_ref, rule_ref
 from relay.projections.store.log import RelayLog
 from relay.wire.errors import PeerUnreachableError
 from relay.wire.json_types import JSONObject
@@ -196,11 +197,33 @@ class ApplicationActor(pykka.ThreadingActor):
         return self.ctx.log.change(app_ref(self.org, self.app), lambda app: app.set_autoscaling_policy(policy, at, by))
 
     def create_alerting_rule(
-        self, rule_type: str, metadata: object, receiving_app: str | None, min_interval_secs: object, by: str = "relay"
+        self, rule_type: str, metadata: object, receiving_app: str | None, min_interval_secs: object, by: str = "relay",
+        *, renotify_interval_secs: object = None,
     ) -> AlertingRule:
         rule_id, at = str(uuid.uuid4()), self.ctx.clock()
-        return self.ctx.log.create(rule_ref(self.org, self.app, rule_id), lambda: AlertingRule.create(
-            self.org, self.app, rule_id, rule_type, metadata, receiving_app, min_interval_secs, at, by))
+
+        def make() -> AlertingRule:
+            rule = AlertingRule.create(self.org, self.app, rule_id, rule_type, metadata, receiving_app,
+                                       min_interval_secs, at, by)
+            if renotify_interval_secs is not None:  # its own event, only when asked for (events/releases.py)
+                rule.set_renotify(renotify_interval_secs, at, by)
+            return rule
+
+        return self.ctx.log.create(rule_ref(self.org, self.app, rule_id), make)
+
+    # -- incidents (issue 32): people acknowledge and silence them; the alerting job opens and resolves them
+    def acknowledge_incident(self, rule_id: str, number: int, by: str) -> Incident:
+        at = self.ctx.clock()
+        return self.ctx.log.change(incident_ref(self.org, self.app, rule_id, number), lambda i: i.acknowledge(by, at))
+
+    def silence_incident(self, rule_id: str, number: int, seconds: int, by: str) -> Incident:
+        at = self.ctx.clock()
+        return self.ctx.log.change(incident_ref(self.org, self.app, rule_id, number),
+                                   lambda i: i.silence(at + timedelta(seconds=seconds), by, at))
+
+    def unsilence_incident(self, rule_id: str, number: int, by: str) -> Incident:
+        at = self.ctx.clock()
+        return self.ctx.log.change(incident_ref(self.org, self.app, rule_id, number), lambda i: i.unsilence(by, at))
 
     def delete_alerting_rule(self, rule_id: str, by: str = "relay") -> AlertingRule:
         at = self.ctx.clock()

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from relay.actors import metrics
@@ -38,6 +38,55 @@ class Delivery:
     sinks: dict[str, JSONObject] = field(default_factory=dict)  # Slack's and PagerDuty's outcomes
 
 
+@dataclass(frozen=True)
+class Notice:
+    """One notification: the `alert` frame's fields for the receiving application's executors (when
+    ``to_executors``), and the JSON the webhook, Slack and PagerDuty get (``payload``), to the sinks named in
+    ``sinks`` ("webhook", "slack", "pagerduty"; None: every one configured)."""
+
+    org: str
+    app: str
+    receiving_app: str
+    rule_type: str
+    message: str
+    metadata: dict[str, str]
+    payload: JSONObject
+    to_executors: bool = True
+    sinks: frozenset[str] | None = None
+
+    def goes_to(self, sink: str) -> bool:
+        return self.sinks is None or sink in self.sinks
+
+
+def api_time(at: datetime) -> str:
+    """The API's one time format (web/api_values.format_time): RFC 3339, UTC, milliseconds."""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def incident_payload(incident: Any, kind: str, at: datetime) -> JSONObject:
+    """The webhook's JSON for a notification of an incident (events/incidents.py): which incident, its state
+    ("open" or "resolved") and this notification's kind ("open", "renotify", "resolve"). ``sequence`` (the
+    incident's number) and ``firedAt`` (this notification's time) keep the names of release 0.1.0's alerts."""
+    return {
+        "incidentId": str(incident.id),
+        "state": "resolved" if incident.resolved else "open",
+        "notification": kind,
+        "org": incident.org,
+        "app": incident.app,
+        "ruleId": incident.rule_id,
+        "ruleType": incident.rule_type,
+        "sequence": incident.number,
+        "receivingApp": incident.receiving_app,
+        "message": incident.message,
+        "metadata": dict(incident.metadata),
+        "openedAt": api_time(incident.opened_at),
+        "resolvedAt": api_time(incident.resolved_at) if incident.resolved_at else None,
+        "acknowledged": incident.acknowledged_at is not None,
+        "firedAt": api_time(at),
+        "instance": incident.instance,
+    }
+
+
 def alert_payload(alert: Any) -> JSONObject:
     """The webhook's JSON: what fired, never a key or the webhook's own URL or secret."""
     return {
@@ -50,8 +99,7 @@ def alert_payload(alert: Any) -> JSONObject:
         "receivingApp": alert.receiving_app,
         "message": alert.message,
         "metadata": dict(alert.metadata),
-        # The API's one time format (web/api_values.format_time): RFC 3339, UTC, milliseconds.
-        "firedAt": alert.fired_at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "firedAt": api_time(alert.fired_at),
         "instance": alert.instance,
     }
 
@@ -83,8 +131,9 @@ def send_webhook(
 
 @dataclass(kw_only=True, eq=False)
 class Deliverer:
-    """Sends a fired alert to the receiving application's executors, here and on other instances, to the
-    webhook and to the other sinks (Slack, PagerDuty)."""
+    """Sends a notification to the receiving application's executors, here and on other instances, to the
+    webhook and to the other sinks (Slack, PagerDuty): `send` a `Notice` (an incident's), or call it with a
+    release 0.1.0 `Alert`."""
 
     transport: Transport
     peers: Callable[[str, str], list[Any]]
@@ -96,11 +145,31 @@ class Deliverer:
     send_to_sink: Callable[[SinkConfig, JSONObject], JSONObject] = send_sink
 
     def __call__(self, alert: Any) -> Delivery:
-        org, receiver = alert.org, alert.receiving_app
-        frame = AlertRequest(name=alert.rule_type, message=alert.message, metadata=dict(alert.metadata))
-        executors = list(self.peers(org, receiver))
+        """Send an `Alert` (release 0.1.0's one notification per firing) everywhere."""
+        return self.send(Notice(alert.org, alert.app, alert.receiving_app, alert.rule_type, alert.message,
+                                dict(alert.metadata), alert_payload(alert)))
+
+    def send(self, notice: Notice) -> Delivery:
+        org = notice.org
         delivered: list[str] = []
         failed: list[dict[str, str]] = []
+        if notice.to_executors:
+            self._send_frames(notice, delivered, failed)
+        hook = None
+        if self.webhook is not None and notice.goes_to("webhook"):
+            hook = self.send_hook(self.webhook, notice.payload)
+            metrics.ALERT_DELIVERIES.labels(org, notice.app, "webhook", hook["outcome"]).inc()
+        sinks = {sink.name: self._send_to_sink(sink, notice.payload) for sink in self.sinks
+                 if notice.goes_to(sink.name)}
+        for name, sent in sinks.items():
+            metrics.ALERT_DELIVERIES.labels(org, notice.app, name, sent["outcome"]).inc()
+        return Delivery(delivered, failed, hook, sinks)
+
+    def _send_frames(self, notice: Notice, delivered: list[str], failed: list[dict[str, str]]) -> None:
+        """The SDK's `alert` frame to every executor of the receiving application, here and on peers."""
+        org, receiver = notice.org, notice.receiving_app
+        frame = AlertRequest(name=notice.rule_type, message=notice.message, metadata=dict(notice.metadata))
+        executors = list(self.peers(org, receiver))
         for answer in request_all(org, receiver, self.transport, [(e, frame) for e in executors], self.timeout_s):
             if answer.outcome == metrics.OK and getattr(answer.response, "success", True) is not False:
                 delivered.append(answer.executor.executor_id)
@@ -114,16 +183,7 @@ class Deliverer:
             failed.append({"executorId": "*", "reason": f"no executor of '{receiver}' is connected"})
         for outcome, count in (("delivered", len(delivered)), ("failed", len(failed))):
             if count:
-                metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "executor", outcome).inc(count)
-        payload = alert_payload(alert)
-        hook = None
-        if self.webhook is not None:
-            hook = self.send_hook(self.webhook, payload)
-            metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, "webhook", hook["outcome"]).inc()
-        sinks = {sink.name: self._send_to_sink(sink, payload) for sink in self.sinks}
-        for name, sent in sinks.items():
-            metrics.ALERT_DELIVERIES.labels(alert.org, alert.app, name, sent["outcome"]).inc()
-        return Delivery(delivered, failed, hook, sinks)
+                metrics.ALERT_DELIVERIES.labels(org, notice.app, "executor", outcome).inc(count)
 
     def _send_to_sink(self, sink: SinkConfig, payload: JSONObject) -> JSONObject:
         try:

@@ -144,9 +144,19 @@ def check_min_interval(value: object) -> int | None:
     return value
 
 
-@versioned({"Created": 1, "Deleted": 1})
+def check_renotify_interval(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT32_MAX:
+        raise InvalidValueError("renotifyIntervalSecs must be an integer >= 1")
+    return value
+
+
+@versioned({"Created": 1, "Deleted": 1, "RenotifySet": 1})
 class AlertingRule(Aggregate):
-    """One alerting rule of an application. Deleted rules keep their history and never fire again."""
+    """One alerting rule of an application. Deleted rules keep their history and never fire again.
+
+    ``renotify_interval_secs``: how often an open incident of the rule is notified again (events/incidents.py);
+    None (the default) never. Its own event, written only when given, so that a rule without it is recorded as
+    release 0.1.0 recorded rules (events/releases.py)."""
 
     @staticmethod
     def create_id(org: str, app: str, rule_id: str, **_: object) -> UUID:
@@ -175,6 +185,7 @@ class AlertingRule(Aggregate):
         self.created_at = at
         self.deleted = False
         self.deleted_at: datetime | None = None
+        self.renotify_interval_secs: int | None = None
 
     @classmethod
     def create(
@@ -214,6 +225,16 @@ class AlertingRule(Aggregate):
     def _deleted(self, at: datetime, by: str) -> None:
         self.deleted = True
         self.deleted_at = at
+
+    def set_renotify(self, interval_secs: object, at: datetime, by: str = "relay") -> None:
+        """Repeat an open incident's notification every ``interval_secs`` (at least 1), unless acknowledged."""
+        if self.deleted:
+            raise IllegalTransitionError(f"alerting rule '{self.rule_id}'", "deleted", "change it")
+        self._renotify_set(interval_secs=check_renotify_interval(interval_secs), at=at, by=by)
+
+    @event("RenotifySet")
+    def _renotify_set(self, interval_secs: int, at: datetime, by: str) -> None:
+        self.renotify_interval_secs = interval_secs
 
 
 def _no_sinks(state: JSONObject) -> None:

@@ -17,6 +17,7 @@ from relay.events.alerting import Alert, AlertingRule, alert_aggregate_id, rule_
 from relay.events.application import App
 from relay.events.executor import Executor
 from relay.events.ids import app_id, executor_id, instance_id, organization_access_id, organization_id, user_id
+from relay.events.incidents import Incident, incident_aggregate_id
 from relay.events.instance import RelayInstance
 from relay.events.organization import Organization
 from relay.events.retention import RetentionRun, retention_run_id
@@ -75,6 +76,11 @@ def rule_ref(org: str, app: str, rule_id: str) -> Ref[AlertingRule]:
 def alert_ref(org: str, app: str, rule_id: str, sequence: int) -> Ref[Alert]:
     return Ref(Alert, alert_aggregate_id(org, app, rule_id, sequence),
                f"no alert {sequence} of rule '{rule_id}' in '{org}/{app}'")
+
+
+def incident_ref(org: str, app: str, rule_id: str, number: int) -> Ref[Incident]:
+    return Ref(Incident, incident_aggregate_id(org, app, rule_id, number),
+               f"no incident {number} of rule '{rule_id}' in '{org}/{app}'")
 
 
 def retention_ref(org: str, app: str, slot: int) -> Ref[RetentionRun]:

@@ -19,6 +19,7 @@ from relay.web.api import autoscaling as api_autoscaling
 from relay.web.api import catalog as api_catalog
 from relay.web.api import config as api_config
 from relay.web.api import dataplane as api_dataplane
+from relay.web.api import incidents as api_incidents
 from relay.web.api import metrics as metrics_api
 from relay.web.api import openapi
 from relay.web.api import org_access as api_org_access
@@ -102,7 +103,7 @@ def create_app(rt: Runtime) -> Flask:
     for blueprint in (api_workflows.bp, api_catalog.bp, api_raw.bp, openapi.bp):
         app.register_blueprint(blueprint)
     # Alerting rules and alerts, retention runs, the Prometheus scrape (issue 7); they configure the actors.
-    for blueprint in (alerting_api.bp, metrics_api.bp):
+    for blueprint in (alerting_api.bp, api_incidents.bp, metrics_api.bp):  # incidents: issue 32
         app.register_blueprint(blueprint)
     app.register_blueprint(api_dataplane.bp)  # an application's data plane settings (issue 15)
     app.register_blueprint(api_config.bp)  # declarative configuration: relay diff|apply (issue 17)

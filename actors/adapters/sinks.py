@@ -13,9 +13,15 @@ put in an error.
 - PagerDuty (https://developer.pagerduty.com/docs/events-api-v2/trigger-events/): ``{"routing_key",
   "event_action": "trigger", "dedup_key", "client", "payload": {"summary" (up to 1024 characters), "source",
   "severity" (critical, error, warning or info), "timestamp", "component", "group", "class",
-  "custom_details"}}``. The dedup key is the rule's (``relay/{org}/{app}/{ruleId}``, under PagerDuty's 255
-  characters): a rule that fires again while its PagerDuty alert is open adds to that alert instead of paging
-  anew. PagerDuty answers 202; it asks for retries on 429 and 5xx, not on 400.
+  "custom_details"}}``. An incident's notifications (their payload has an ``incidentId``: events/incidents.py)
+  use the dedup key ``relay/incident/{incidentId}``: its opening (and any repeat) is a ``trigger``, its
+  resolution a ``resolve`` of the same key (https://developer.pagerduty.com/docs/events-api-v2/resolve-events/:
+  ``{"routing_key", "event_action": "resolve", "dedup_key"}``), so each incident is one PagerDuty alert that
+  closes by itself. Release 0.1.0's alerts (no incident) keep the rule's key, ``relay/{org}/{app}/{ruleId}``.
+  Keys stay under PagerDuty's 255 characters. PagerDuty answers 202; it asks for retries on 429 and 5xx, not on
+  400.
+
+An incident's Slack message says whether it opened or resolved (the header starts "Resolved:").
 """
 
 from __future__ import annotations
@@ -115,13 +121,16 @@ def _cut(text: str, limit: int) -> str:
 def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
     """A Slack incoming-webhook message for an alert (``payload``: actors/delivery.py alert_payload)."""
     where = f"{payload['org']}/{payload['app']}"
-    title = f"{payload['ruleType']} on {where}"
+    resolved = payload.get("state") == "resolved"
+    title = f"{'Resolved: ' if resolved else ''}{payload['ruleType']} on {where}"
     fields = [
         {"type": "mrkdwn", "text": _cut(f"*{_mrkdwn(key)}*\n{_mrkdwn(str(value))}", _SLACK_FIELD_CHARS)}
         for key, value in sorted(payload["metadata"].items())[:_SLACK_FIELDS]
     ]
-    context = (f"rule `{_mrkdwn(payload['ruleId'])}` · alert {payload['sequence']} · received by "
-               f"{_mrkdwn(payload['receivingApp'])} · fired {payload['firedAt']}")
+    what = f"incident {payload['sequence']}" if "incidentId" in payload else f"alert {payload['sequence']}"
+    when = f"resolved {payload['resolvedAt']}" if resolved else f"fired {payload['firedAt']}"
+    context = (f"rule `{_mrkdwn(payload['ruleId'])}` · {what} · received by "
+               f"{_mrkdwn(payload['receivingApp'])} · {when}")
     blocks: list[JSONObject] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, _SLACK_HEADER_CHARS)}},
         {"type": "section", "text": {"type": "mrkdwn", "text": _cut(_mrkdwn(payload["message"]), _SLACK_TEXT_CHARS)}},
@@ -134,11 +143,16 @@ def slack_message(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def pagerduty_dedup_key(payload: JSONObject) -> str:
+    if "incidentId" in payload:
+        return f"relay/incident/{payload['incidentId']}"
     return _cut(f"relay/{payload['org']}/{payload['app']}/{payload['ruleId']}", _PD_DEDUP_CHARS)
 
 
 def pagerduty_event(payload: dict[str, Any], routing_key: str) -> dict[str, Any]:
-    """A PagerDuty Events API v2 trigger event for an alert (``payload``: actors/delivery.py alert_payload)."""
+    """A PagerDuty Events API v2 event for a notification (``payload``: actors/delivery.py alert_payload or
+    incident_payload): ``trigger``, or ``resolve`` for a resolved incident."""
+    if payload.get("state") == "resolved":
+        return {"routing_key": routing_key, "event_action": "resolve", "dedup_key": pagerduty_dedup_key(payload)}
     where = f"{payload['org']}/{payload['app']}"
     return {
         "routing_key": routing_key,

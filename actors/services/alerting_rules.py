@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from relay.actors.errors import InvalidFieldError, NotAllowedError
 from relay.actors.services.commands import run_command
-from relay.events.alerting import RULE_TYPES, check_rule_metadata
+from relay.events.alerting import RULE_TYPES, check_renotify_interval, check_rule_metadata
 from relay.events.errors import InvalidValueError, NotFoundError
 from relay.events.names import APP_NAME
 from relay.projections.identity import Principal
@@ -43,6 +43,12 @@ class AlertingRules:
         if interval is not None and (isinstance(interval, bool) or not isinstance(interval, int)
                                      or not 0 <= interval < MAX_INTERVAL_SECS):
             raise InvalidFieldError("body.minIntervalSecs", "must be an integer between 0 and 2147483647", interval)
+        renotify = body.get("renotifyIntervalSecs")  # Relay's extension (issue 32): repeats of an open incident
+        if renotify is not None:
+            try:
+                check_renotify_interval(renotify)
+            except InvalidValueError as error:
+                raise InvalidFieldError("body.renotifyIntervalSecs", str(error), renotify) from None
         receiver = body.get("receivingAppName")
         if receiver is not None and (not isinstance(receiver, str) or not APP_NAME.fullmatch(receiver)
                                      or self.rt.views.applications.app(org, receiver) is None):
@@ -60,6 +66,7 @@ class AlertingRules:
         actor = self.rt.directory.application_proxy(org, app)
         rule = run_command(self.rt, lambda: actor.create_alerting_rule(
             body["ruleType"], body["ruleMetadata"], receiver, body.get("minIntervalSecs"), who.display,
+            renotify_interval_secs=body.get("renotifyIntervalSecs"),
         ))
         row: dict[str, Any] | None = self.rt.views.alerting.rule(org, app, rule.rule_id)
         if row is None:

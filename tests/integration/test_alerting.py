@@ -5,8 +5,8 @@ a sink application whose ``@DBOS.alert_handler`` writes every alert it receives 
 (http.server on 127.0.0.1) gets every alert as JSON; it answers its first POST 500, so Relay must retry.
 
 - the rules API: create, list, delete, validation (and the reference's schemas);
-- WorkflowFailure: failing workflows trip two rules; the sink's handler gets the documented metadata; a rule
-  without minIntervalSecs fires once per evaluation interval, one with minIntervalSecs fires once;
+- WorkflowFailure: failing workflows trip two rules; the sink's handler gets the documented metadata, once per
+  rule however many evaluations the condition holds (one incident each, issue 32); deleting a rule resolves it;
 - SlowQueue: workflows stuck behind a blocker on a queue of concurrency 1;
 - managed retention: gcRowsThreshold set with PATCH removes old workflows from the executor's system database;
 - UnresponsiveApplication: killing the source's only executor alerts the sink;
@@ -105,6 +105,17 @@ class World:
 
     def alerts_of(self, rule_id: str) -> list[dict[str, Any]]:
         return [a for a in self.alerts() if a["ruleId"] == rule_id]
+
+    def incidents_of(self, rule_id: str) -> list[dict[str, Any]]:
+        response = self.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{SRC}/incidents", params={"limit": 1000})
+        assert response.status_code == 200, response.text
+        return [i for i in response.json()["incidents"] if i["ruleId"] == rule_id]
+
+    def notifications(self, incident: dict[str, Any]) -> list[dict[str, Any]]:
+        path = f"/relay/v1/orgs/{ORG}/apps/{SRC}/incidents/{incident['incidentId']}"
+        response = self.relay.api("GET", path)
+        assert response.status_code == 200, response.text
+        return list(response.json()["notifications"])
 
     def create_rule(self, body: dict[str, Any]) -> dict[str, Any]:
         return v2(self.relay, "POST", RULES, 201, json=body)
@@ -239,7 +250,7 @@ def test_rules_are_created_listed_validated_and_deleted(world: World) -> None:
 # -------------------------------------------------------------------------------------------- firing
 
 
-def test_failing_workflows_trip_workflow_failure_once_per_interval_and_min_interval_holds(world: World) -> None:
+def test_failing_workflows_open_one_incident_per_rule_notified_once(world: World) -> None:
     w = world
     before = w.scrape()
     every = w.create_rule({"ruleType": "WorkflowFailure", "receivingAppName": SINK, "minIntervalSecs": 0,
@@ -259,62 +270,65 @@ def test_failing_workflows_trip_workflow_failure_once_per_interval_and_min_inter
         return [a for a in received
                 if a["name"] == "WorkflowFailure" and a["metadata"]["workflow_name"] == workflow_name]
 
-    eventually(lambda: len(named(w.received(), "failing")) >= 3, "three alerts of the rule without minIntervalSecs")
-    received = w.received()
-    [alert] = named(received, "*")  # the rule with minIntervalSecs: once
-    assert alert["metadata"] == {"workflow_name": "*", "failed_workflow_count": "3", "threshold": "3",
-                                 "period_secs": "600"}
-    for got in named(received, "failing"):
-        assert set(got["metadata"]) == WORKFLOW_FAILURE_KEYS
-        assert all(isinstance(v, str) for v in got["metadata"].values())
-        assert got["metadata"]["failed_workflow_count"] == "3"
-        assert "3 workflows named 'failing'" in got["message"] and SRC in got["message"]
-
-    # Recorded: once per evaluation interval (distinct slots), numbered 1, 2, 3 ..., delivered to the sink.
-    fired = sorted(w.alerts_of(every["id"]), key=lambda a: a["sequence"])
-    assert [a["sequence"] for a in fired] == list(range(1, len(fired) + 1))
-    assert len({a["firedAt"] for a in fired}) == len(fired)
-    assert all(a["receivingApp"] == SINK for a in fired)
-    eventually(lambda: all(a["deliveredTo"] == [w.sink_id] for a in w.alerts_of(every["id"])), "deliveries recorded")
-    [single] = w.alerts_of(once["id"])
-    assert (single["sequence"], single["metadata"]["workflow_name"]) == (1, "*")
-    rules = {r["id"]: r for r in v2(w.relay, "GET", RULES, 200)}
-    assert rules[every["id"]]["lastFiredAt"] and rules[once["id"]]["lastFiredAt"] == single["firedAt"]
-
-    # The rule without minIntervalSecs stops when deleted; the other stays quiet while evaluations go on.
-    v2(w.relay, "DELETE", f"{RULES}/{every['id']}", 204)
-    stopped_at = len(w.alerts_of(every["id"]))
+    eventually(lambda: named(w.received(), "failing") and named(w.received(), "*"), "both rules' openings")
+    # Both conditions keep holding (a 600 s period) while evaluations go on every second: nothing more is sent
+    # (issue 32: one notification per incident).
     ticks = value(w.scrape(), "relay_executor_requests_total", app=SRC, type="get_metrics")
     eventually(lambda: value(w.scrape(), "relay_executor_requests_total", app=SRC, type="get_metrics") >= ticks + 3,
                "three more evaluations")
-    assert len(w.alerts_of(every["id"])) == stopped_at
-    assert len(w.alerts_of(once["id"])) == 1
+    received = w.received()
+    [alert] = named(received, "*")
+    [failing] = named(received, "failing")
+    assert alert["metadata"] == {"workflow_name": "*", "failed_workflow_count": "3", "threshold": "3",
+                                 "period_secs": "600"}
+    assert set(failing["metadata"]) == WORKFLOW_FAILURE_KEYS
+    assert all(isinstance(v, str) for v in failing["metadata"].values())
+    assert failing["metadata"]["failed_workflow_count"] == "3"
+    assert "3 workflows named 'failing'" in failing["message"] and SRC in failing["message"]
+
+    # Recorded: one open incident per rule, number 1, notified to the sink's executor.
+    [opened] = w.incidents_of(every["id"])
+    assert (opened["number"], opened["state"], opened["receivingApp"]) == (1, "open", SINK)
+    eventually(lambda: w.notifications(opened)[:1] and w.notifications(opened)[0]["deliveredTo"] == [w.sink_id],
+               "the delivery recorded")
+    [single] = w.incidents_of(once["id"])
+    assert (single["number"], single["metadata"]["workflow_name"]) == (1, "*")
+    assert w.alerts_of(every["id"]) == []  # release 0.1.0's alerts: only while such an instance is live
+    rules = {r["id"]: r for r in v2(w.relay, "GET", RULES, 200)}
+    assert rules[every["id"]]["lastFiredAt"] and rules[once["id"]]["lastFiredAt"] == single["openedAt"]
+
+    # Deleting a rule resolves its open incident (the resolution goes to the sinks, not to executors).
+    v2(w.relay, "DELETE", f"{RULES}/{every['id']}", 204)
+    eventually(lambda: w.incidents_of(every["id"])[0]["state"] == "resolved", "the deleted rule's incident resolved")
+    assert len(named(w.received(), "failing")) == 1
+    assert len(w.incidents_of(once["id"])) == 1
     v2(w.relay, "DELETE", f"{RULES}/{once['id']}", 204)
 
-    # The webhook: every alert, as JSON without secrets, signed; its first POST was answered 500 and retried.
+    # The webhook: every notification, as JSON without secrets, signed; its first POST was answered 500 and retried.
     hooked = eventually(lambda: [json.loads(body) for _, body in w.hook.received  # type: ignore[attr-defined]
-                                 if json.loads(body)["ruleId"] == once["id"]], "the webhook got the alert")
+                                 if json.loads(body)["ruleId"] == once["id"]], "the webhook got the opening")
     assert hooked[0]["metadata"] == single["metadata"] and hooked[0]["ruleType"] == "WorkflowFailure"
     assert hooked[0]["app"] == SRC and hooked[0]["receivingApp"] == SINK
+    assert (hooked[0]["incidentId"], hooked[0]["state"]) == (single["incidentId"], "open")
     for headers, body in w.hook.received:  # type: ignore[attr-defined]
         assert WEBHOOK_SECRET.encode() not in body and w.key.encode() not in body
         expected = hmac.new(WEBHOOK_SECRET.encode(), headers["X-Relay-Timestamp"].encode() + b"." + body,
                             hashlib.sha256).hexdigest()
         assert headers["X-Relay-Signature"] == f"sha256={expected}"
-    first = min(w.alerts(), key=lambda a: a["firedAt"])
-    assert first["webhook"]["attempts"] >= 1 and first["webhook"]["outcome"] == "delivered"
-    assert any(a["webhook"]["attempts"] == 2 for a in w.alerts() if a["webhook"])  # the 500, then the retry
+    sent = eventually(lambda: [n for i in (opened, single) for n in w.notifications(i) if n["webhook"]],
+                      "webhook outcomes recorded")
+    assert all(n["webhook"]["outcome"] == "delivered" for n in sent)
+    assert any(n["webhook"]["attempts"] == 2 for n in sent)  # the 500, then the retry
 
-    # The scrape moved with it.
+    # The scrape moved with it: one alert fired per incident.
     after = w.scrape()
-    fired_total = len(w.alerts_of(every["id"])) + 1
     assert value(after, "relay_alerts_fired_total", app=SRC, rule_type="WorkflowFailure") - value(
-        before, "relay_alerts_fired_total", app=SRC, rule_type="WorkflowFailure") == fired_total
-    assert value(after, "relay_alert_deliveries_total", app=SRC, channel="executor", outcome="delivered") >= fired_total
+        before, "relay_alerts_fired_total", app=SRC, rule_type="WorkflowFailure") == 2
+    assert value(after, "relay_alert_deliveries_total", app=SRC, channel="executor", outcome="delivered") >= 2
     assert value(after, "relay_alert_deliveries_total", app=SRC, channel="webhook", outcome="delivered") >= 1
     aggregates = ("relay_executor_requests_total", {"app": SRC, "type": "get_workflow_aggregates", "outcome": "ok"})
     assert value(after, aggregates[0], **aggregates[1]) > value(before, aggregates[0], **aggregates[1])
-    assert value(after, "relay_executor_request_seconds_count", app=SINK, type="alert") >= fired_total
+    assert value(after, "relay_executor_request_seconds_count", app=SINK, type="alert") >= 2
     eventually(lambda: value(w.scrape(), "relay_app_workflows_total", app=SRC, workflow_name="failing") >= 3,
                "the per-app workflow count of 'failing'")
 
@@ -333,7 +347,7 @@ def test_a_stuck_queue_trips_slow_queue(world: World) -> None:
     got = eventually(lambda: [a for a in w.received() if a["name"] == "SlowQueue"], "a SlowQueue alert")
     assert got[0]["metadata"] == {"queue_name": "stuck-queue", "stuck_workflow_count": "2", "threshold_secs": "1"}
     assert "stuck-queue" in got[0]["message"]
-    [recorded] = w.alerts_of(rule["id"])
+    [recorded] = w.incidents_of(rule["id"])
     assert recorded["ruleType"] == "SlowQueue" and recorded["metadata"] == got[0]["metadata"]
     v2(w.relay, "DELETE", f"{RULES}/{rule['id']}", 204)
 
@@ -387,7 +401,7 @@ def test_killing_every_executor_of_an_app_alerts_another(world: World) -> None:
     probes = value(w.scrape(), "relay_executor_requests_total", app=SRC, type="executor_info", outcome="ok")
     eventually(lambda: value(w.scrape(), "relay_executor_requests_total", app=SRC, type="executor_info",
                              outcome="ok") >= probes + 2, "two probes answered")
-    assert w.alerts_of(rule["id"]) == []
+    assert w.incidents_of(rule["id"]) == []
     disconnects = value(w.scrape(), "relay_executor_disconnects_total", app=SRC)
 
     w.src.kill()
@@ -395,8 +409,9 @@ def test_killing_every_executor_of_an_app_alerts_another(world: World) -> None:
                      "an UnresponsiveApplication alert at the sink")
     assert got[0]["metadata"] == {"application_name": SRC, "connected_executor_count": "0"}
     assert SRC in got[0]["message"]
-    [recorded] = eventually(lambda: [a for a in w.alerts_of(rule["id"]) if a["deliveredAt"]], "delivery recorded")
-    assert recorded["deliveredTo"] == [w.sink_id] and recorded["failed"] == []
+    [incident] = w.incidents_of(rule["id"])
+    [recorded] = eventually(lambda: w.notifications(incident), "delivery recorded")
+    assert (recorded["kind"], recorded["deliveredTo"], recorded["failed"]) == ("open", [w.sink_id], [])
     scraped = w.scrape()
     assert value(scraped, "relay_executor_disconnects_total", app=SRC) == disconnects + 1
     assert value(scraped, "relay_executors", app=SRC, status="HEALTHY") == 0

@@ -5,10 +5,11 @@ PagerDuty receiver (http.server on 127.0.0.1, random ports) record every POST; e
 so Relay must retry.
 
 - RecoveryFlapping: executors are killed and Relay recovers them on a live peer; a rule with threshold 2 stays
-  quiet after one recovery (while a threshold-1 rule fires every interval, proving the evaluations ran), fires once
-  after the second (minIntervalSecs holds it to one); then every executor of the app is killed, and a rule created
-  now fires with no executor connected anywhere: Slack and PagerDuty still get it, in the shapes those services
-  document; the Slack hook URL and the routing key are in no log, API answer or event;
+  quiet after one recovery (while a threshold-1 rule with renotifyIntervalSecs 1 repeats its incident every second,
+  proving the evaluations ran), opens one incident after the second, notified once; then every executor of the app
+  is killed, and a rule created now opens an incident with no executor connected anywhere: Slack and PagerDuty
+  still get it, in the shapes those services document; the Slack hook URL and the routing key are in no log, API
+  answer or event;
 - StrandedVersion: an executor of v1 starts a workflow that stays PENDING and is killed while an executor of v2
   stays connected: the rule (quiet while v1 ran) fires once, naming v1 and its pending count, read from the v2
   executor (the system database is shared by both versions);
@@ -129,9 +130,25 @@ class World:
         return response.json()
 
     def alerts(self, app: str, rule_id: str | None = None) -> list[dict[str, Any]]:
-        response = self.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app}/alerts", params={"limit": 1000})
+        """Every notification that opened or repeated an incident (issue 32; what release 0.1.0 fired as an alert),
+        oldest first, with where it went once recorded (``deliveredAt``)."""
+        base = f"/relay/v1/orgs/{ORG}/apps/{app}/incidents"
+        response = self.relay.api("GET", base, params={"limit": 1000})
         assert response.status_code == 200, response.text
-        return [a for a in response.json()["alerts"] if rule_id is None or a["ruleId"] == rule_id]
+        out = []
+        for incident in reversed(response.json()["incidents"]):
+            if rule_id is not None and incident["ruleId"] != rule_id:
+                continue
+            detail = self.relay.api("GET", f"{base}/{incident['incidentId']}").json()
+            sent = [n for n in detail["notifications"] if n["kind"] != "resolve"]
+            for k in range(1 + detail["renotified"]):  # each claimed before it is sent, its outcome recorded after
+                note = sent[k] if k < len(sent) else {}
+                out.append({"ruleId": incident["ruleId"], "incidentId": incident["incidentId"],
+                            "sequence": incident["number"], "message": incident["message"],
+                            "metadata": incident["metadata"], "firedAt": incident["openedAt"],
+                            "deliveredAt": note.get("at"), "deliveredTo": note.get("deliveredTo"),
+                            "failed": note.get("failed"), "sinks": note.get("sinks")})
+        return out
 
     def acknowledged(self, app: str, executor_id: str) -> bool:
         response = self.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app}/recoveries")
@@ -199,6 +216,9 @@ def assert_no_secrets(w: World, app: str) -> None:
     """Neither the Slack hook's token nor the routing key anywhere Relay shows or keeps."""
     shown = [
         w.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app}/alerts", params={"limit": 1000}).text,
+        w.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app}/incidents", params={"limit": 1000}).text,
+        *(w.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app}/incidents/{i['incidentId']}").text
+          for i in w.alerts(app)),
         w.relay.api("GET", f"/v2/orgs/{ORG}/apps/{app}/alerting-rules").text,
         w.relay.api("GET", "/relay/v1/events", params={"limit": 10000}).text,
         w.relay.api("GET", "/metrics").text,
@@ -221,8 +241,9 @@ def test_recovery_flapping_fires_once_and_the_sinks_get_alerts_with_every_execut
         assert where in problem["detail"] and problem["errors"][0]["location"] == "body.ruleMetadata", problem
     (a1, a1_id), (a2, a2_id), (b, b_id) = w.executors(app, key, sysdb, ("a1", "v1", {}), ("a2", "v1", {}),
                                                       ("b", "v1", {}))
-    # Fires every interval once one recovery is in the window: its alerts count the evaluations.
-    ticks = w.rule(app, {"ruleType": "RecoveryFlapping", "ruleMetadata": {"threshold": 1}})
+    # Notified again every second once one recovery is in the window (renotifyIntervalSecs): its notifications count
+    # the evaluations.
+    ticks = w.rule(app, {"ruleType": "RecoveryFlapping", "renotifyIntervalSecs": 1, "ruleMetadata": {"threshold": 1}})
     flap = w.rule(app, {"ruleType": "RecoveryFlapping", "minIntervalSecs": 3600,
                         "ruleMetadata": {"threshold": 2, "period_secs": 600}})
     assert flap["ruleMetadata"] == {"threshold": 2, "periodSecs": 600}
@@ -239,7 +260,7 @@ def test_recovery_flapping_fires_once_and_the_sinks_get_alerts_with_every_execut
     [fired] = eventually(lambda: w.alerts(app, flap["id"]), "the flapping alert")
     seen = len(w.alerts(app, ticks["id"]))
     eventually(lambda: len(w.alerts(app, ticks["id"])) >= seen + 3, "three more evaluations")
-    assert len(w.alerts(app, flap["id"])) == 1  # minIntervalSecs: once
+    assert len(w.alerts(app, flap["id"])) == 1  # one incident, notified once
     assert fired["metadata"] == {"application_name": app, "recovery_count": "2", "threshold": "2",
                                  "period_secs": "600", "executor_ids": ",".join(sorted([a1_id, a2_id]))}
     assert "recovered 2 times in the last 600 s" in fired["message"]
@@ -266,11 +287,11 @@ def test_recovery_flapping_fires_once_and_the_sinks_get_alerts_with_every_execut
     assert slack["blocks"][0]["text"] == {"type": "plain_text", "text": f"RecoveryFlapping on {ORG}/{app}"}
     assert slack["blocks"][1]["text"] == {"type": "mrkdwn", "text": alert["message"]}
     assert {"type": "mrkdwn", "text": "*recovery_count*\n2"} in slack["blocks"][2]["fields"]
-    assert f"rule `{down['id']}` · alert 1 · received by {app}" in slack["blocks"][3]["elements"][0]["text"]
+    assert f"rule `{down['id']}` · incident 1 · received by {app}" in slack["blocks"][3]["elements"][0]["text"]
     # PagerDuty: an Events API v2 trigger.
     assert set(page) == {"routing_key", "event_action", "dedup_key", "client", "payload"}
     assert (page["routing_key"], page["event_action"], page["dedup_key"], page["client"]) == (
-        ROUTING_KEY, "trigger", f"relay/{ORG}/{app}/{down['id']}", "Relay")
+        ROUTING_KEY, "trigger", f"relay/incident/{alert['incidentId']}", "Relay")
     assert {k: v for k, v in page["payload"].items() if k != "custom_details"} == {
         "summary": f"RecoveryFlapping on {ORG}/{app}: {alert['message']}", "source": f"{ORG}/{app}",
         "severity": "warning", "timestamp": alert["firedAt"], "component": app, "group": ORG,
@@ -306,9 +327,9 @@ def test_a_version_left_without_executors_with_pending_workflows_is_stranded(wor
     eventually(lambda: pending() == [(workflow_id, "v1")], "the v1 workflow PENDING")
     rule = w.rule(app, {"ruleType": "StrandedVersion", "minIntervalSecs": 3600,
                         "ruleMetadata": {"thresholdSecs": 1, "minPending": 1}})
-    # Without minIntervalSecs, once v1 is stranded it fires every interval: its alerts count the evaluations
-    # (a rule held back by minIntervalSecs is not evaluated, so it asks no executor).
-    ticks = w.rule(app, {"ruleType": "StrandedVersion", "ruleMetadata": {"thresholdSecs": 1}})
+    # Repeated every second (renotifyIntervalSecs) once v1 is stranded: its notifications count the evaluations.
+    ticks = w.rule(app, {"ruleType": "StrandedVersion", "renotifyIntervalSecs": 1,
+                         "ruleMetadata": {"thresholdSecs": 1}})
     asked = w.aggregate_requests(app)
     eventually(lambda: w.aggregate_requests(app) >= asked + 6, "three evaluations (of both rules) while v1 runs")
     assert w.alerts(app) == []

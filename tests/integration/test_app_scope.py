@@ -304,11 +304,11 @@ def test_an_alpha_key_cannot_send_alerts_to_bravo(world: World) -> None:
     (commands / "001.json").write_text(json.dumps({"action": "fail", "count": 1}))
     eventually(lambda: [a for a in world.alerts(ALPHA) if a["name"] == "WorkflowFailure"], "alpha's own alert")
     assert world.alerts(BRAVO) == []
-    alerts = relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{ALPHA}/alerts").json()["alerts"]
-    assert alerts and {a["receivingApp"] for a in alerts} == {ALPHA}
+    incidents = relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{ALPHA}/incidents").json()["incidents"]
+    assert incidents and {i["receivingApp"] for i in incidents} == {ALPHA}
     assert relay.api("DELETE", f"{rules}/{own.json()['id']}").status_code == 204
     record("isolation-3-cross-app-alerts", area="Isolation: alerting rules sending to another application",
-           tried={"rules to bravo by an alpha key (API, console)": 2, "alpha alerts fired": len(alerts)},
+           tried={"rules to bravo by an alpha key (API, console)": 2, "alpha incidents opened": len(incidents)},
            outcome="403 (API) and refused (console); bravo's executor received no alert frame")
 
 

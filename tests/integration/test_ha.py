@@ -430,14 +430,16 @@ def test_an_alert_reaches_the_receiving_apps_executor_on_another_instance(cluste
     [got] = cluster.eventually(received, "the alert at the receiving app's executor on relay-b")
     assert got["name"] == "WorkflowFailure" and src in got["message"]
 
-    def recorded() -> list[dict[str, Any]]:
-        response = there.api("GET", f"/relay/v1/orgs/{ORG}/apps/{src}/alerts")
+    def recorded() -> list[tuple[dict[str, Any], dict[str, Any]]]:  # the incident and its opening (issue 32)
+        base = f"/relay/v1/orgs/{ORG}/apps/{src}/incidents"
+        response = there.api("GET", base)
         assert response.status_code == 200, response.text
-        return [a for a in response.json()["alerts"] if a["deliveredAt"]]
+        return [(i, n) for i in response.json()["incidents"]
+                for n in there.api("GET", f"{base}/{i['incidentId']}").json()["notifications"] if n["kind"] == "open"]
 
-    [alert] = cluster.eventually(recorded, "the delivery recorded")
-    assert alert["instance"] == NAMES[0], alert  # fired on relay-a, which holds no executor of the sink
-    assert alert["deliveredTo"] == [ids[sink]] and alert["failed"] == [], alert
+    [(incident, sent)] = cluster.eventually(recorded, "the delivery recorded")
+    assert incident["instance"] == NAMES[0], incident  # opened on relay-a, which holds no executor of the sink
+    assert sent["deliveredTo"] == [ids[sink]] and sent["failed"] == [], sent
 
 
 def test_sigkill_an_instance_its_leases_are_adopted_once_and_its_dead_executor_recovered_once(

@@ -273,11 +273,13 @@ def test_an_alert_rule_fires_into_the_apps_alert_handler(app: SdkApp) -> None:
     assert app.name in alert["message"]
     executor_id = app.ready[0]["executor_id"]
 
-    def recorded() -> list[dict]:
-        response = app.relay.api("GET", f"/relay/v1/orgs/{ORG}/apps/{app.name}/alerts")
+    def recorded() -> list[dict]:  # the incident's opening (issue 32), delivered to the executor
+        base = f"/relay/v1/orgs/{ORG}/apps/{app.name}/incidents"
+        response = app.relay.api("GET", base)
         assert response.status_code == 200, response.text
-        return [a for a in response.json()["alerts"] if a["ruleId"] == created.json()["id"]
-                and a["deliveredTo"] == [executor_id]]  # fmt: skip
+        return [n for i in response.json()["incidents"] if i["ruleId"] == created.json()["id"]
+                for n in app.relay.api("GET", f"{base}/{i['incidentId']}").json()["notifications"]
+                if n["kind"] == "open" and n["deliveredTo"] == [executor_id]]  # fmt: skip
 
     wait_until(recorded, 30, message="the delivery to the executor was not recorded")
 

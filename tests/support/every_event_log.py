@@ -1,7 +1,8 @@
 """A log holding every event class of every aggregate of relay.events, and the list of those classes.
 
 `record_every_event` runs the fixture log's commands (tests/support/event_log_fixture.py), the people's
-(tests/unit/store_cases.py `people_history`) and those neither has. `every_event_class` is derived from the
+(tests/unit/store_cases.py `people_history`), the incidents' (tests/support/incident_log_fixture.py) and those none
+has. `every_event_class` is derived from the
 aggregates themselves, so an event class added later is missed here until a command of it is added below, and a
 test comparing the two (tests/integration/test_store_transfer.py) says which.
 """
@@ -21,6 +22,7 @@ from relay.events.refs import app_ref
 from relay.events.versions import event_classes
 from relay.projections.store.log import RelayLog
 from tests.support.event_log_fixture import record
+from tests.support.incident_log_fixture import record_incidents
 from tests.unit.store_cases import people_history
 
 T1 = datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC)
@@ -57,3 +59,4 @@ def record_every_event(relay_log: RelayLog) -> None:
     relay_log.record(Operation.perform(
         UUID("8d4f1c2e-5b6a-4e7f-9a0b-1c2d3e4f5a6b"), org="acme", app="shop", operation="cancelWorkflow", via="api",
         targets=["wf-1"], status=204, detail=None, by="api_key:ops", source="10.0.0.7", at=at[4]))
+    record_incidents(relay_log)  # issue 32: Incident.* and AlertingRule.RenotifySet

@@ -2,7 +2,8 @@
 
 - rule evaluation (`evaluate`): what is asked of the executors, thresholds, fallbacks for older SDKs, and the
   unresponsive-application cases from the registry and probes;
-- `AlertRun` against a real event store: once per interval, minIntervalSecs, two instances at once, delivery;
+- `AlertRun` against a real event store while a release 0.1.0 instance shares it (`Alert`s, as that release fires
+  them): once per interval, minIntervalSecs, two instances at once, delivery;
 - delivery to executors and the webhook (retries, backoff, signature, no secret in the payload);
 - `PeriodicWork` (one run at a time, re-armed when done, stopped) and the retention runner.
 """
@@ -200,8 +201,11 @@ def test_an_application_is_unresponsive_without_executors_or_answers() -> None:
 
 @pytest.fixture
 def logs(tmp_path: Any) -> Iterator[tuple[RelayLog, RelayLog]]:
+    """Two instances' logs on one store, with an instance of release 0.1.0 still live (events/releases.py): alerting
+    fires `Alert`s as that release does (incidents: tests/unit/test_incidents.py)."""
     env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "relay.db")}
     a, b = RelayLog(env=env), RelayLog(env=env)
+    a.release_floor = b.release_floor = lambda: "0.1.0"
     yield a, b
     a.close()
     b.close()

@@ -113,7 +113,7 @@ def test_recovery_flapping_counts_recovered_deaths_in_the_period_without_asking_
     assert "recovered 3 times in the last 600 s" in found.message
 
 
-def test_recovery_flapping_fires_once_per_interval_with_no_executor_connected() -> None:
+def test_recovery_flapping_opens_one_incident_with_no_executor_connected() -> None:
     clock = ManualScheduler()
     clock.advance(30 - clock.wall().timestamp() % 30)
     log = RelayLog(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
@@ -125,15 +125,19 @@ def test_recovery_flapping_fires_once_per_interval_with_no_executor_connected() 
     def run() -> list[Any]:
         return AlertRun(ORG, APP, log=log, sources=sources(Transport(), [], registry), instance_id="relay-a",
                         interval_s=30, clock=clock.wall,
-                        deliver=lambda a: sent.append(a) or Delivery([], [], None)).run(
+                        deliver=lambda n: sent.append(n) or Delivery([], [], None)).run(
                             [dict(FLAPPING, metadata={"threshold": 2, "periodSecs": 600})])
 
-    assert [a.rule_type for a in run()] == ["RecoveryFlapping"]
+    assert run() == [("r1", "open")]
     clock.advance(5)
-    assert run() == []  # the same interval
+    assert run() == []  # still holds: the incident is open, nothing sent again
     clock.advance(30)
-    assert [a.sequence for a in run()] == [2]
-    assert [a.metadata["recovery_count"] for a in sent] == ["2", "2"]
+    assert run() == []
+    registry.deaths.clear()  # the deaths left the period (the fake registry does not filter by time)
+    assert run() == [("r1", "resolve")]
+    assert [(n.rule_type, n.payload["state"], n.to_executors) for n in sent] == [
+        ("RecoveryFlapping", "open", True), ("RecoveryFlapping", "resolved", False)]
+    assert sent[0].metadata["recovery_count"] == "2"
 
 
 # -- StrandedVersion -------------------------------------------------------------------------------------

@@ -38,7 +38,8 @@ APP = "/v2/orgs/<org>/apps/<app>"
 RELAY_APP = "/relay/v1/orgs/<org>/apps/<app>"
 READ, WRITE = "application.read", "application.write"
 _RULE_TYPE = _t("string", enum=list(RULE_TYPES))
-_FIELDS = {"ruleType", "ruleMetadata", "minIntervalSecs", "receivingAppName"}
+# renotifyIntervalSecs: Relay's extension (issue 32), accepted but kept out of the reference's body schema.
+_FIELDS = {"ruleType", "ruleMetadata", "minIntervalSecs", "receivingAppName", "renotifyIntervalSecs"}
 _PAGE = (query("limit", "integer", "int64", description=page_description(100, 1000)),
          query("offset", "integer", "int64"))
 

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from relay.actors.adapters.http_client import HttpClient, UnreachableError
 from relay.actors.configuration.settings import ConfigError, Settings, check_workers
+from relay.web.cli import incidents as incidents_cli
 from relay.web.cli.parser import build_parser
 from relay.wire.json_types import JSONObject
 
@@ -223,6 +224,16 @@ def cmd_autoscale(settings: Settings, args: argparse.Namespace) -> int:
              e["desiredExecutors"]) for e in entries]
     _table(args, ("VERSION", "LATEST", "QUEUE", "QUEUE_DEPTH", "DESIRED_EXECUTORS"), rows, entries)
     return 0
+
+
+def cmd_incidents(settings: Settings, args: argparse.Namespace) -> int:
+    """An application's incidents (issue 32): web/cli/incidents.py, through this server connection."""
+    org, target = _org_and_target(settings, args)
+    try:
+        return incidents_cli.run(args, org, lambda method, path, body=None: _api(target, settings, method, path, body),
+                                 lambda header, rows, items: _table(args, header, rows, items))
+    except incidents_cli.UsageError as error:
+        raise CliError(str(error)) from None
 
 
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
@@ -444,7 +455,7 @@ def cmd_store(settings: Settings, args: argparse.Namespace) -> int:
 
 COMMANDS = {"serve": cmd_serve, "apps": cmd_apps, "keys": cmd_keys, "data-plane": cmd_data_plane,
             "autoscale": cmd_autoscale, "replay": cmd_replay, "events": cmd_events, "diff": cmd_config,
-            "apply": cmd_config, "store": cmd_store}
+            "apply": cmd_config, "store": cmd_store, "incidents": cmd_incidents}
 
 
 def main(argv: list[str] | None = None) -> int:

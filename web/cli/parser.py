@@ -9,6 +9,7 @@ from typing import Any
 from relay.actors.configuration.settings import MAX_WORKERS, settings_help
 from relay.events.organization import PERMISSIONS
 from relay.web.api.applications import DEFAULT_KEY_PERMISSIONS
+from relay.web.cli.incidents import add_parser as add_incidents_parser
 
 
 def _worker_count(text: str) -> int:
@@ -84,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="set: old versions reported besides the latest, newest first (default 0)")
     scale.add_argument("--max-old-executors", type=int, metavar="N",
                        help="set: cap every old version's recommendation at N executors (default: no cap)")
-    for command in (apps, keys, plane, scale):
+    incidents = add_incidents_parser(sub)  # issue 32
+    for command in (apps, keys, plane, scale, incidents):
         command.add_argument("--org", help="the organization (default RELAY_DEFAULT_ORG, else local)")
         command.add_argument("--output", choices=["text", "json"], default="text", help="list: " + output_help)
         command.add_argument("--url", help="the server's base URL (default RELAY_URL, else http(s)://RELAY_HOST:"
