@@ -1,6 +1,6 @@
 """The Alerts tab: an application's alerting rules (created and deleted here through the same service as
-the API's alerting-rule endpoints, actors/services/alerting_rules.py), the alerts they fired and its managed
-retention runs."""
+the API's alerting-rule endpoints, actors/services/alerting_rules.py), their incidents (web/console/incidents.py
+acknowledges and silences them), the alerts release 0.1.0 fired and its managed retention runs."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
+from relay.web.console.incidents import SILENCES, incident_rows
 from relay.web.context import runtime
 from relay.web.problems import ApiError, api_error
 from relay.wire.json_types import JSONObject
@@ -48,6 +49,7 @@ def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "rule_id": row["rule_id"], "rule_type": row["rule_type"], "metadata": _shown(row["metadata"]),
         "receiving_app": row["receiving_app"], "min_interval_secs": row["min_interval_secs"],
+        "renotify_interval_secs": row.get("renotify_interval_secs"),
         "created_at": row["created_at"], "last_fired_at": row["last_fired_at"], "alerts": row["alerts"],
     }
 
@@ -107,6 +109,8 @@ def alerts(org: str, app: str) -> str:
         "console/alerts.html", org=org, app=app, tab="alerts",
         rules=[_rule_row(r) for r in view.rules(org, app)],
         alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
+        incidents=[dict(i, message=_scrub(i["message"]), metadata=_shown(i["metadata"]))
+                   for i in incident_rows(org, app)], silences=SILENCES,
         runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
         webhook=runtime().settings.alert_webhook_url is not None,
         sinks=[name for name, on in (("Slack", runtime().settings.alert_slack_webhook_url),
@@ -127,9 +131,10 @@ def _rule_body(form: Any) -> JSONObject:
         if raw:
             metadata[key] = raw if kind == "name" else _whole(key, raw)
     body: JSONObject = {"ruleType": rule_type, "ruleMetadata": metadata}
-    interval = (form.get("minIntervalSecs") or "").strip()
-    if interval:
-        body["minIntervalSecs"] = _whole("minIntervalSecs", interval)
+    for name in ("minIntervalSecs", "renotifyIntervalSecs"):
+        interval = (form.get(name) or "").strip()
+        if interval:
+            body[name] = _whole(name, interval)
     receiver = (form.get("receivingAppName") or "").strip()
     if receiver:
         body["receivingAppName"] = receiver
