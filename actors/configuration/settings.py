@@ -134,7 +134,7 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "how long a peer may take to answer `recovery` before the next one is tried"),
     EnvSetting("RELAY_RECOVERY_MAX_PER_PEER", "4", "recoveries one peer runs at once; more dead executors queue"),
     EnvSetting("RELAY_ALERT_INTERVAL_S", "30",
-               "how often each application's alerting rules are evaluated (one firing per rule per interval)"),
+               "how often each application's alerting rules are evaluated (incidents open or resolve then)"),
     EnvSetting("RELAY_RETENTION_INTERVAL_S", "300",
                "how often `retention` is sent to one executor of an app with `gcRowsThreshold`, "
                "`gcTimeThresholdMs` or `globalTimeoutMs` set"),
