@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import pykka
 
+from relay.actors.errors import InstanceStoppingError
+
 if TYPE_CHECKING:
     from relay.actors.application import ApplicationActor
     from relay.actors.executor import ExecutorActor
@@ -24,11 +26,20 @@ class Directory:
         self._proxies: dict[tuple[str, str], pykka.ActorProxy[ApplicationActor]] = {}
         self._by_key: dict[tuple[str, str], set[pykka.ActorRef[ExecutorActor]]] = {}
         self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """The instance is stopping: no application actor starts any more. One started by a request served while
+        the actors stop would outlive them, and its thread would keep the process from exiting."""
+        with self._lock:
+            self._closed = True
 
     def application(self, org: str, app: str) -> pykka.ActorRef[ApplicationActor]:
         with self._lock:
             ref = self._apps.get((org, app))
             if ref is None or not ref.is_alive():
+                if self._closed:
+                    raise InstanceStoppingError("this Relay instance is stopping: ask another one")
                 ref = self._apps[(org, app)] = self._start_application(org, app)
             return ref
 

@@ -124,3 +124,7 @@ class IdentityProviderUnavailableError(ServiceError):
     """The identity provider could not be asked (unreachable, slow, or answering garbage) where Relay needs an
     answer it has not cached (503): the discovery document the console's sign-in starts from. A token whose key
     is unknown while the provider is down is refused (TokenRefusedError) instead: that fails closed."""
+
+
+class InstanceStoppingError(ServiceError):
+    """This instance is stopping (SIGTERM): it starts nothing new; a load balancer sends the caller elsewhere (503)."""

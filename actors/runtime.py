@@ -105,6 +105,7 @@ class Runtime:
         # Each application's client on its system database, when its data plane is configured (issue 15).
         self.data_planes = DataPlanes(private=(settings.data_dir,), allowed=settings.data_plane_references)
         self.instance: pykka.ActorRef[InstanceActor] | None = None
+        self.stopping = False  # set by `relay serve` on SIGTERM: /readyz says so (web/transport/draining.py)
         # HA (always on: a single instance just sees itself): heartbeats, adoption of silent peers, and
         # (with RELAY_FORWARD_SECRET) calls to executors on other instances.
         self.table = InstanceTable(settings.store)
@@ -274,6 +275,8 @@ class Runtime:
         return self.runner.wait_for(self.log.position, timeout)
 
     def ready(self) -> tuple[bool, str]:
+        if self.stopping:
+            return False, "stopping"
         try:
             self.log.recorder.max_notification_id()
         except Exception as error:
@@ -302,6 +305,8 @@ class Runtime:
     def stop(self) -> None:
         # A stop under thousands of executors keeps the hub busy closing their sockets for a while: wait for
         # the instance's Stopped, and for the actors, but never let a slow one stop the rest of the shutdown.
+        self.stopping = True
+        self.directory.close()  # from now on no application actor starts (one would outlive the stop)
         if self.instance is not None:
             try:
                 self.instance.stop(timeout=STOP_TIMEOUT_S)

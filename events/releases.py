@@ -74,7 +74,7 @@ def release_key(release: str | None) -> tuple[int, int, int]:
 
 def oldest(releases: Iterable[str | None]) -> str:
     """The oldest of the releases given (None or unparsable: the first release)."""
-    known = [release if _RELEASE.match(release or "") else FIRST_RELEASE for release in releases]
+    known = [release if release is not None and _RELEASE.match(release) else FIRST_RELEASE for release in releases]
     return min(known, key=release_key) if known else RELEASE
 
 

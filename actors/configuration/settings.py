@@ -61,6 +61,10 @@ ENV_SETTINGS: tuple[EnvSetting, ...] = (
                "worker processes `relay serve` runs on its one port (SO_REUSEPORT), each an instance of one cluster "
                "on RELAY_DATABASE_URL (PostgreSQL only); `relay serve --workers N` says the same"),
     EnvSetting("RELAY_HEARTBEAT_INTERVAL_S", "2", "HA: how often an instance beats in the shared instances table"),
+    EnvSetting("RELAY_DRAIN_S", "0",
+               "on SIGTERM, how long the instance keeps serving while /readyz says it is stopping (503), before it "
+               "closes its port and its executors' sockets: behind a load balancer, at least its health check's "
+               "interval times the failures it needs (haproxy's inter x fall), so no new request arrives then"),
     EnvSetting("RELAY_INSTANCE_TIMEOUT_S", "10",
                "HA: how long a silent instance has before one survivor adopts its executors (timers, recoveries)"),
     EnvSetting("RELAY_FORWARD_SECRET", "",
@@ -205,6 +209,16 @@ def _text(env: dict[str, str], name: str) -> str:
     return env.get(name) or _DEFAULTS[name]
 
 
+def _drain(env: dict[str, str]) -> float:
+    try:
+        value = float(_text(env, "RELAY_DRAIN_S"))
+    except ValueError:
+        raise ConfigError("RELAY_DRAIN_S must be a number") from None
+    if not 0 <= value <= 300:  # also refuses nan
+        raise ConfigError("RELAY_DRAIN_S must be from 0 to 300 seconds")
+    return value
+
+
 def _float(env: dict[str, str], name: str) -> float:
     raw = _text(env, name)
     try:
@@ -336,6 +350,7 @@ class Settings:
     # HA: how often this instance beats in the instances table, and how long a silent peer has before a
     # survivor adopts its executors.
     heartbeat_interval_s: float = 2.0
+    drain_s: float = 0.0
     instance_timeout_s: float = 10.0
     limits: Limits = field(default_factory=Limits)
     # The edge (web/transport/limits.py): failed executor handshakes per source address per minute, open executor
@@ -428,6 +443,7 @@ class Settings:
             advertise_address=env.get("RELAY_ADVERTISE_ADDRESS") or host,
             forward_secret=env.get("RELAY_FORWARD_SECRET") or None,
             heartbeat_interval_s=heartbeat_interval_s,
+            drain_s=_drain(env),
             instance_timeout_s=instance_timeout_s,
             limits=limits,
             handshake_failures_per_min=_int(env, "RELAY_HANDSHAKE_FAILURES_PER_MIN"),

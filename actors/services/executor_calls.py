@@ -61,6 +61,7 @@ from relay.actors.executor_messages import ask_request, tell_forget
 from relay.actors.services import executor_errors
 from relay.actors.services.commands import COMMAND_TIMEOUT_S
 from relay.events.errors import NotFoundError
+from relay.events.executor import DISCONNECTED, HEALTHY
 from relay.wire.codec import is_metadata_only_refusal, is_send_race, is_unknown_type_error
 from relay.wire.errors import ExecutorGoneError, InFlightLimitError, MalformedAnswerError
 from relay.wire.messages import MessageType, new_request_id
@@ -80,6 +81,21 @@ SEND_RACE_RETRY_DELAYS_S = (0.05, 0.25)
 SDK's export clears in milliseconds, once the answer before it has gone out."""
 
 SEND_RACE_RETRYABLE = frozenset({MessageType.EXPORT_WORKFLOW})
+# Types that only read: asked again when every executor asked disconnected before answering (nothing was changed).
+READ_ONLY = frozenset({
+    MessageType.EXECUTOR_INFO, MessageType.EXIST_PENDING_WORKFLOWS, MessageType.LIST_WORKFLOWS,
+    MessageType.LIST_QUEUED_WORKFLOWS, MessageType.GET_WORKFLOW, MessageType.LIST_STEPS,
+    MessageType.GET_WORKFLOW_EVENTS, MessageType.GET_WORKFLOW_NOTIFICATIONS, MessageType.GET_WORKFLOW_STREAMS,
+    MessageType.GET_WORKFLOW_AGGREGATES, MessageType.GET_STEP_AGGREGATES, MessageType.EXPORT_WORKFLOW,
+    MessageType.LIST_SCHEDULES, MessageType.GET_SCHEDULE, MessageType.LIST_QUEUES, MessageType.GET_QUEUE,
+    MessageType.GET_METRICS, MessageType.LIST_APPLICATION_VERSIONS,
+})
+# While an application's executors are moving to another instance (one stopping in a rolling restart: it closes
+# their sockets, they reconnect through the load balancer within a second or so), a request that finds none
+# waits for one up to this long (never past the request timeout) rather than failing at once. Only when the
+# registry expects them back: an application whose executors are all DEAD, or that never had one, is told at once.
+RECONNECT_WAIT_S = 5.0
+RECONNECT_POLL_S = 0.1
 """The types asked again after a send race: read-only, so a second ask changes nothing. A type that changes
 state (import) is never asked twice; its error reaches the caller."""
 
@@ -220,7 +236,26 @@ class ExecutorCalls:
 
     def call(self, org: str, app: str, request: Request) -> Any:
         """Send ``request`` to the best executor of the application and return its (successful) response; the
-        system database answers when no executor can and the application has a data plane."""
+        system database answers when no executor can and the application has a data plane. While the executors
+        are reconnecting (RECONNECT_WAIT_S), asked again until one answers."""
+        deadline = time.monotonic() + min(RECONNECT_WAIT_S, self.rt.settings.limits.request_timeout_s)
+        while True:
+            try:
+                return self._call_once(org, app, request)
+            except (NoExecutorError, ExecutorDisconnectedError) as error:
+                if time.monotonic() >= deadline or not self._expected_back(org, app, request, error):
+                    raise
+            time.sleep(RECONNECT_POLL_S)  # gevent's, under relay serve: only this request waits
+
+    def _expected_back(self, org: str, app: str, request: Request, error: ServiceError) -> bool:
+        """Whether waiting may help: nothing was sent (none connected), or a read-only request's executors all
+        went away before answering; and the registry still holds an executor of the app that is not DEAD."""
+        if isinstance(error, ExecutorDisconnectedError) and request.type not in READ_ONLY:
+            return False
+        return any(row.get("status") in (HEALTHY, DISCONNECTED)
+                   for row in self.rt.views.registry.executors(org, app))
+
+    def _call_once(self, org: str, app: str, request: Request) -> Any:
         message_type = str(request.type.value)
         plane = self.data_plane(org, app)
         if plane is not None and dataplane_answers.prefers_database(message_type):

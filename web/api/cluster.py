@@ -60,12 +60,17 @@ COMPONENTS["RelayInstance"] = {
         "heartbeatAgeSecs": {"type": ["number", "null"], "format": "double",
                              "description": "null when the instance is not in the instances table (adopted)"},
         "status": {"type": "string", "enum": ["RUNNING", "STOPPED", "EXPIRED"]},
+        "release": {"type": ["string", "null"], "description": "the Relay release it recorded at its latest start"},
         "leases": {"type": "array", "items": {"$ref": "#/components/schemas/RelayLease"}},
     },
 }
 COMPONENTS["RelayInstanceList"] = {
-    "type": "object", "additionalProperties": False, "required": ["instances"],
-    "properties": {"instances": {"type": "array", "items": {"$ref": "#/components/schemas/RelayInstance"}}},
+    "type": "object", "additionalProperties": False, "required": ["instances", "releaseFloor"],
+    "properties": {
+        "instances": {"type": "array", "items": {"$ref": "#/components/schemas/RelayInstance"}},
+        "releaseFloor": {"type": "string", "description": "the oldest release among the live instances: events "
+                                                          "newer releases add are written only once it reads them"},
+    },
 }
 
 
@@ -83,11 +88,11 @@ def instances() -> Response:
                                                 org=None if who.admin else who.org)
     return jsonify({"instances": [
         {"instanceId": i.instance, "address": i.address, "port": i.port, "startedAt": view_time(i.started_at),
-         "heartbeatAgeSecs": i.heartbeat_age_s, "status": i.status,
+         "heartbeatAgeSecs": i.heartbeat_age_s, "status": i.status, "release": i.version,
          "leases": [{"org": r["org"], "app": r["app"], "executorId": r["executor_id"], "status": r["status"]}
                     for r in i.leases]}
         for i in states if i.status is not None  # executors recorded on an instance that never started
-    ]})
+    ], "releaseFloor": cluster.release_floor()})
 
 
 # -- POST /internal/v1/forward/{appID} ------------------------------------------------------------------

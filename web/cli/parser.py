@@ -8,6 +8,7 @@ from typing import Any
 
 from relay.actors.configuration.settings import MAX_WORKERS, settings_help
 from relay.events.organization import PERMISSIONS
+from relay.events.releases import RELEASE
 from relay.web.api.applications import DEFAULT_KEY_PERMISSIONS
 from relay.web.cli.incidents import add_parser as add_incidents_parser
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 done, 1 replay --verify found a mismatch or diff found changes, 2 refused (bad "
                "arguments or settings, missing store, server unreachable or answering an error), 130 interrupted "
                "(Ctrl-C).")
+    parser.add_argument("--version", action="version", version=f"relay {RELEASE}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
     serve = sub.add_parser("serve", help="run one Relay instance (HTTP API, console, /websocket)",
                            description="Run one Relay instance: HTTP API, console and executor WebSockets on one "

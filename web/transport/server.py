@@ -23,6 +23,7 @@ from relay.actors.identity_claim import IdentityInUse, claim_identity
 from relay.actors.runtime import Runtime
 from relay.web.problems import ApiError, problem_response
 from relay.web.transport import body_limits
+from relay.web.transport.draining import Draining
 from relay.web.transport.forwarded import TrustedProxies
 from relay.web.transport.gc_tuning import tune_gc
 from relay.web.transport.handler import RelayHandler
@@ -37,6 +38,7 @@ log = logging.getLogger("relay.server")
 # The listen backlog: gevent's default (128) overflows in a connect storm of thousands, and a connection dropped
 # there costs the client a SYN retransmit (1 s, then 3 s...). The kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 4096
+IN_FLIGHT_WAIT_S = 5.0  # at a stop: how long requests in flight have to finish before the executors' sockets close
 
 
 class RelayServer(WSGIServer):
@@ -182,6 +184,20 @@ def _servers(settings: Settings, context: ssl.SSLContext | None, public: socket.
     return servers
 
 
+def _drain(rt: Runtime, draining: Draining, servers: list[RelayServer]) -> None:
+    """Stop taking work before letting go of anything (web/transport/draining.py): say so to health checks for
+    RELAY_DRAIN_S, close the port, then let the requests in flight finish while their executors are still here."""
+    drain_s = rt.settings.drain_s
+    log.info("relay stopping%s", f": draining for {drain_s:g} s" if drain_s else "")
+    rt.stopping = draining.stopping = True
+    if drain_s:
+        gevent.sleep(drain_s)
+    for server in servers:
+        server.close()  # no new connections: an executor told to go away must reconnect elsewhere, or to our successor
+    if not draining.wait_idle(IN_FLIGHT_WAIT_S):
+        log.warning("%d request(s) still in flight after %g s; stopping anyway", draining.in_flight, IN_FLIGHT_WAIT_S)
+
+
 def serve(settings: Settings, make_app: Callable[[Runtime], Flask], worker: int | None = None) -> int:
     """Run one instance, its Flask app made by `make_app` (web/wsgi.py create_app), until SIGTERM/SIGINT.
     `worker`: this process is that worker of `relay serve --workers` (web/cli/workers.py): the public port is
@@ -215,6 +231,8 @@ def serve(settings: Settings, make_app: Callable[[Runtime], Flask], worker: int 
     rt.start()
     app = make_app(rt)
     install_store_errors(app)
+    draining = Draining(app.wsgi_app)
+    app.wsgi_app = draining  # type: ignore[method-assign]
     for server in servers:
         server.application = app
         server.relay = rt  # type: ignore[attr-defined]
@@ -243,9 +261,7 @@ def serve(settings: Settings, make_app: Callable[[Runtime], Flask], worker: int 
     sys.stdout.flush()
     tune_gc()  # fewer, larger collections from now on (web/transport/gc_tuning.py)
     stopping.wait()
-    log.info("relay stopping")
-    for server in servers:
-        server.close()  # no new connections: an executor told to go away must reconnect elsewhere, or to our successor
+    _drain(rt, draining, servers)
     still_open = rt.close_executors()
     if still_open:
         log.warning("%d executor socket(s) did not close in time; dropping them", still_open)
