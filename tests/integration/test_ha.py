@@ -79,7 +79,7 @@ frontend relays_in
 
 backend relays
     balance roundrobin
-    option httpchk GET /healthz
+    option httpchk GET {check}
     default-server inter 300ms fall 2 rise 1
 {servers}
 """
@@ -90,13 +90,13 @@ class HaproxyProcess(ManagedProcess):
 
     name = "haproxy"
 
-    def __init__(self, workdir: Path, backends: dict[str, int]) -> None:
+    def __init__(self, workdir: Path, backends: dict[str, int], check: str = "/healthz") -> None:
         self.port = free_port()
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         servers = "\n".join(f"    server {name} 127.0.0.1:{port} check" for name, port in backends.items())
         self.config = self.dir / "haproxy.cfg"
-        self.config.write_text(HAPROXY_CONFIG.format(port=self.port, servers=servers))
+        self.config.write_text(HAPROXY_CONFIG.format(port=self.port, servers=servers, check=check))
         super().__init__(self.dir / "haproxy.log")
 
     def command(self) -> list[str]:

@@ -200,7 +200,8 @@ def scene(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 tmp / name, database_url=store, admin_token=admin, python=PREVIOUS_PYTHON,
                 env={**RELAY_ENV, "RELAY_INSTANCE_ID": name, "RELAY_FORWARD_SECRET": secret},
             ).start()
-        lb = HaproxyProcess(tmp / "haproxy", {name: r.port for name, r in relays.items()}).start()
+        # Checked on /readyz, as the README says: a stopping instance (of this release) leaves the rotation.
+        lb = HaproxyProcess(tmp / "haproxy", {name: r.port for name, r in relays.items()}, check="/readyz").start()
         wait_until(lambda: port_is_open(lb.port), 10, message="haproxy listening")
         scene = Scene(relays, lb, sysdb, tmp)
         yield scene
