@@ -6,7 +6,9 @@ DRAIN_LINGER_S. Thousands of idle executor connections then hold no greenlet, st
 It reaches into pykka (`_create_actor_inbox`, `_start_actor_loop`, `_actor_loop_setup`, `_actor_loop_teardown`,
 `_handle_receive`, `_handle_failure`, the envelope's `message`/`reply_to`): `install()` checks them at start-up
 and turns the drained inbox on, only under gevent's monkey-patching; tests/unit/test_library_hooks.py pins them
-to pykka 4.5.0. Until installed (unit tests) a DrainedActor is an ordinary ThreadingActor."""
+to pykka 4.5.0. Until installed (unit tests) a DrainedActor is an ordinary ThreadingActor.
+
+It also gives gevent's lock the `_is_owned` that `threading.Condition` looks for (see `lock_is_owned`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import inspect
 import logging
 import queue
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
@@ -47,6 +50,16 @@ class QuietRefusals(logging.Filter):
 DRAIN_LINGER_S = 2.0
 
 
+def lock_is_owned(lock: Any) -> bool:
+    """`threading.Condition._is_owned` for gevent's lock, which has none. Without it, Condition falls back on
+    `lock.acquire(False)`, which gevent's lock follows with a `sleep()` when it fails (as it does on every
+    `notify` of a Condition the caller holds): a trip to the back of the hub's queue. Every checkout of an
+    eventsourcing pool's connection (a Semaphore's release) paid that, and in a connect storm the queue holds
+    thousands of handshakes: the projection runner, a few dozen checkouts per catch-up, trailed the log by
+    seconds (issue 32). Same answer as the fallback (held, by anyone), without the sleep."""
+    return bool(lock.locked())
+
+
 def install() -> None:
     """Check pykka's hooks, then drain inboxes with greenlets if (and only if) gevent has patched threading."""
     missing = [name for name in ("_create_actor_inbox", "_start_actor_loop", "_actor_loop_setup",
@@ -57,6 +70,9 @@ def install() -> None:
     if missing:
         raise RuntimeError(f"pykka changed since {PINNED}: {', '.join(missing)} (actors/pykka_gevent.py)")
     DrainedActor.drain_with_greenlets = gevent.monkey.is_module_patched("threading")
+    lock_type = type(threading.Lock())  # gevent's, once patched
+    if DrainedActor.drain_with_greenlets and not hasattr(lock_type, "_is_owned"):
+        setattr(lock_type, "_is_owned", lock_is_owned)  # noqa: B010 - a private name of the stdlib's protocol
     pykka_log = logging.getLogger("pykka")
     if not any(isinstance(f, QuietRefusals) for f in pykka_log.filters):
         pykka_log.addFilter(QuietRefusals())

@@ -231,6 +231,7 @@ class SimExecutor:
     attempts: int = 0
     connects: int = 0
     identified_at: float | None = None
+    first_identified_wall: float | None = None  # time.time() of its first executor_info answer (bench.registry)
 
 
 @dataclass
@@ -416,6 +417,8 @@ class LoadGen:
                 if kind == "executor_info":
                     ex.identified = True
                     ex.identified_at = time.monotonic()
+                    if ex.first_identified_wall is None:
+                        ex.first_identified_wall = time.time()
         except ConnectionClosed:
             pass
 
@@ -427,6 +430,7 @@ class Controller:
     - ``start`` url, prefix, count, [first=0], [concurrency]: executors ``{prefix}-{n:06d}``;
     - ``status``: counters (``LoadGen.status``);
     - ``identified``: ids of the executors that answered executor_info and are still connected;
+    - ``identified_times``: ``{id: time.time()}`` of each executor's first executor_info answer;
     - ``kill`` ids: abort those sockets, answer ``[{executor_id, at}]`` (``at``: time.monotonic());
     - ``recoveries``: every recovery frame received ``[{at, peer, executor_ids}]``;
     - ``stop``: abort everything; ``quit``: stop and exit.
@@ -447,6 +451,9 @@ class Controller:
             return self.gen.status()
         if kind == "identified":
             return {"ids": self.gen.identified_ids()}
+        if kind == "identified_times":
+            return {"times": {e.executor_id: e.first_identified_wall for e in self.gen.executors.values()
+                              if e.first_identified_wall is not None}}
         if kind == "kill":
             return {"killed": self.gen.kill(list(command["ids"]))}
         if kind == "recoveries":

@@ -24,6 +24,9 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
 10. argus (only with `--only argus`): Relay's data-plane console beside dbos-argus 0.0.41 on one system database
    of 50,000 workflows, the same questions to both (`--argus-million`: and the overview at 1,000,000)
    (bench/argus.py).
+11. registry (only with `--only registry`): 10,000 executors at once (`--storm-count`) → from each one's
+   handshake to its first appearance in the registry view and in GET executors (p50/p99/max), and the view's
+   lag behind the log over the storm (SQLite, PostgreSQL) (bench/registry.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -53,7 +56,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import argus, dataplane, httpload, profiles, restart, workers
+from bench import argus, dataplane, httpload, profiles, registry, restart, workers
 from bench.procs import (
     APP,
     ORG,
@@ -965,7 +968,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart,"
-                        "dataplane,argus")
+                        "dataplane,argus,registry")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
@@ -1019,7 +1022,8 @@ def main(argv: list[str] | None = None) -> int:
     loads = [("start", loadavg())]
     results: dict[str, Any] = {}
     pg_url = None
-    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane", "argus"}:
+    if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane", "argus",
+                                                 "registry"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1071,6 +1075,11 @@ def main(argv: list[str] | None = None) -> int:
     if "workers" in wanted:
         record("workers", lambda: {"error": "skipped: no PostgreSQL (see the run log)"} if pg_url is None
                else workers.bench_workers(cfg, work, pg_url, say))
+    if "registry" in wanted:  # not in the default set: `--only registry`
+        n = cfg.storm_count
+        record("registry_sqlite", lambda: registry.bench_registry(work, n, say))
+        record("registry_postgres", on_postgres(
+            lambda url: registry.bench_registry(work, n, say, store="postgres", database_url=url)))
     if "dataplane" in wanted:  # not in the default set: `--only dataplane`
         record("dataplane", on_postgres(lambda url: dataplane.bench_dataplane(work, url, say)))
     if "argus" in wanted:  # not in the default set: `--only argus`

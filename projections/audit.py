@@ -69,6 +69,9 @@ class AuditProjection(ViewProjection):
         # Every event of every aggregate is audited.
         return {}
 
+    def folds(self, batch: list[tuple[Any, int]]) -> bool:
+        return bool(batch)
+
     def apply(self, sql: Sql, batch: list[tuple[Any, int]]) -> None:
         self._subjects = self._known_subjects(sql, batch)
         try:

@@ -123,6 +123,11 @@ class ViewProjection(Projection[Any]):
                         handlers[event] = getattr(self, name)
         return handlers
 
+    def folds(self, batch: list[tuple[Any, int]]) -> bool:
+        """Whether applying `batch` would change the view (beyond its position): an event has a handler."""
+        handlers = self.handlers
+        return any(event_name(event) in handlers for event, _ in batch)
+
     def process_event(self, domain_event: object, tracking: Tracking) -> None:
         self.process_batch([(domain_event, tracking.notification_id)], tracking)
 
@@ -171,6 +176,9 @@ class Projector:
         self.view: ViewStore = projection.view
         self.batch_size = batch_size
         self._left_at: int | None = None  # where this object last saw or left the view
+        # (a, b): the log holds no event this view handles in (a, b], so from a view at any position in [a, b]
+        # nothing is left to apply up to b. A fact about the log, so it survives a peer moving the view.
+        self._idle: tuple[int, int] = (0, 0)
 
     @property
     def name(self) -> str:
@@ -186,6 +194,18 @@ class Projector:
             self.projection.moved_elsewhere()
             self._left_at = position
         return position
+
+    def scanned(self, position: int) -> int:
+        """How far the log has nothing left for this view, from the view at `position`."""
+        low, high = self._idle
+        return high if low <= position <= high else position
+
+    def reached(self) -> int:
+        """The log position up to which this view has applied every event it handles."""
+        return self.scanned(self.position())
+
+    def note_idle(self, position: int, through: int) -> None:
+        self._idle = (position, through)
 
     def apply(self, batch: list[tuple[Any, int]], after: int) -> tuple[int, int]:
         """Apply decoded events (positions after `after`, ascending) in one transaction with their tracking.
@@ -218,19 +238,25 @@ def catch_up(
     batch_size: int = 500,
     progress: Callable[[int], None] | None = None,
     reached: Callable[[int], None] | None = None,
+    skip_idle: int = 0,
 ) -> int:
     """Bring several views up to the log (each up to its own stop, None: the end) in one pass: each batch
     of notifications is read and decoded once and handed to every view that has not applied it, each view
     in its own transaction with its tracking position (one writer per view: see `check_position`).
     `progress` gets how many events each committed batch applied; `reached` gets, after each batch, the
-    position up to which every view has applied the log. Returns how many events were applied in all."""
+    position up to which every view has applied the log. Returns how many events were applied in all.
+    `skip_idle` (the projection runner's): a view that handles no event of a batch writes no transaction for
+    it, until it would trail by that many positions (its tracking then moves on); the range it skipped is kept
+    in memory (`Projector.scanned`). A storm of one kind of event then costs only the views that fold it (each
+    transaction is a few round trips, and on the gevent hub each waits its turn behind every handshake)."""
     stops = list(stops) if stops is not None else [None] * len(projectors)
     # at[i]: view i's tracking position (what its next batch must find, see `check_position`); scanned[i]:
     # the log position up to which view i has nothing left to apply (at[i], or beyond it up to its stop
     # where the log has no notification for it).
     at = [p.observe() for p in projectors]
-    scanned = list(at)
+    scanned = [p.scanned(a) if skip_idle else a for p, a in zip(projectors, at, strict=True)]
     done = 0
+    published: int | None = None
     while True:
         pending = [i for i, stop in enumerate(stops) if stop is None or scanned[i] < stop]
         if not pending:
@@ -251,17 +277,23 @@ def catch_up(
             start = bisect_right(ids, scanned[i])
             end = len(ids) if stop is None else bisect_right(ids, stop)
             through = ids[-1] if stop is None else min(ids[-1], stop)
-            if start >= end:  # nothing in this batch for view i
+            if start >= end or (skip_idle and through - at[i] < skip_idle
+                                and not projectors[i].projection.folds(batch[start:end])):  # nothing in it for view i
                 scanned[i] = max(scanned[i], through)
+                projectors[i].note_idle(at[i], scanned[i])
                 continue
             position, applied = projectors[i].apply(batch[start:end], after=at[i])
             if applied:
                 at[i], scanned[i] = position, max(position, through)
+                projectors[i].note_idle(position, scanned[i])
                 done += applied
                 if progress is not None:
                     progress(applied)
             else:  # the view moved elsewhere: carry on from where it is now
                 at[i] = scanned[i] = position
         if reached is not None:
-            reached(min(scanned))
+            published = min(scanned)
+            reached(published)
+    if reached is not None and published != min(scanned, default=0):  # e.g. nothing new: the views' position
+        reached(min(scanned, default=0))
     return done

@@ -25,6 +25,9 @@ log = logging.getLogger("relay.projections")
 # (bigger: fewer transactions and round trips; a replay has no reader waiting for each batch).
 BATCH_SIZE = 500
 REPLAY_BATCH_SIZE = 5000
+# The runner's views skip batches holding no event they fold, until they would trail by this many positions
+# (see `projections.projector.catch_up`): a restart re-reads at most that much of the log.
+SKIP_IDLE = 5000
 
 
 # Every view, in the order its store, projector and queries are built below.
@@ -68,8 +71,8 @@ class Views:
         return sorted((self.alerting.ruled_apps() & live) | retained)
 
     def position(self) -> int:
-        """The position every view has reached."""
-        return min(p.position() for p in self.projectors)
+        """The position every view has reached (skipped ranges included: `Projector.reached`)."""
+        return min(p.reached() for p in self.projectors)
 
     def catch_up(
         self,
@@ -79,6 +82,7 @@ class Views:
         stops: Sequence[int | None] | None = None,
         batch_size: int = BATCH_SIZE,
         reached: Callable[[int], None] | None = None,
+        skip_idle: int = 0,
     ) -> int:
         """Apply the log to every view (up to `stop`, or each view up to its own of `stops`), reading and
         decoding each batch once for all of them; see `projections.projector.catch_up`. Returns how many
@@ -90,6 +94,7 @@ class Views:
             batch_size=batch_size,
             progress=progress,
             reached=reached,
+            skip_idle=skip_idle,
         )
 
     def close(self) -> None:
@@ -128,8 +133,8 @@ class ProjectionRunner:
             try:
                 # Published batch by batch: a reader waiting for a position (`wait_for`) need not wait for
                 # the end of a long catch-up (a peer's storm, a restart behind the log).
-                self.views.catch_up(reached=self._publish)
-                reached = self.views.position()
+                # It publishes where it ends too: no read of every view's position after each pass.
+                self.views.catch_up(reached=self._publish, skip_idle=SKIP_IDLE)
             except Exception as error:
                 self.last_error = f"{type(error).__name__}: projections cannot read or write the store"
                 log.warning("projections failed (%s); retrying", type(error).__name__)
@@ -137,9 +142,6 @@ class ProjectionRunner:
                 continue
             self.last_error = None
             backoff = self.poll_interval
-            with self._changed:
-                self.reached = reached
-                self._changed.notify_all()
 
     def _publish(self, reached: int) -> None:
         with self._changed:
@@ -149,6 +151,8 @@ class ProjectionRunner:
     def wait_for(self, position: int, timeout: float = 5.0) -> bool:
         """Block until every view has applied `position`; False on timeout."""
         deadline = time.monotonic() + timeout
+        if self.reached >= position:
+            return True
         self.notify()
         with self._changed:
             while self.reached < position:
@@ -157,6 +161,13 @@ class ProjectionRunner:
                     return False
                 self._changed.wait(remaining)
         return True
+
+    def wait_for_log(self, timeout: float) -> bool:
+        """Block until every view has applied what the event log holds now: appends of this process, of
+        other workers and of other instances alike (docs/adr/0051); False on timeout."""
+        if not self._thread.is_alive():  # not started (a command without a server): nobody would apply it
+            return False
+        return self.wait_for(int(self.views.log.recorder.max_notification_id() or 0), timeout)
 
     def stop(self) -> None:
         self.views.applications.cache.enabled = False

@@ -57,3 +57,27 @@ def test_nothing_is_patched_or_switched_on_import() -> None:
             "assert psycopg_pool.pool.AttemptWithBackoff is not CappedBackoff; "
             "assert DrainedActor.drain_with_greenlets is False")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_under_gevent_a_condition_held_notifies_without_yielding_to_the_hub() -> None:
+    # A Semaphore's release (every checkout of an eventsourcing pool connection) notifies its Condition; without
+    # _is_owned on gevent's lock that went to the back of the hub's queue (issue 32: the views trailed a storm).
+    code = """
+from gevent import monkey; monkey.patch_all()
+import threading, gevent
+from relay.actors import pykka_gevent
+ran = []
+def count(): ran.append(1)
+def release_many(install):
+    if install:
+        pykka_gevent.install()
+    gevent.spawn(count)  # ready to run: it runs only if the releases below yield to the hub
+    sem = threading.Semaphore(1)
+    for _ in range(10):
+        sem.acquire(); sem.release()
+    return len(ran)
+assert gevent.spawn(release_many, False).get() == 1, "gevent no longer yields here: drop lock_is_owned"
+ran.clear()
+assert gevent.spawn(release_many, True).get() == 0
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

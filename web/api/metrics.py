@@ -85,7 +85,7 @@ def view_families(rt: Runtime) -> Iterator[Metric]:
     lag = GaugeMetricFamily("relay_projection_lag_events", "Events of the log a view has not applied yet.",
                             labels=["view"])
     for projector in views.projectors:
-        lag.add_metric([projector.name], max(0, position - projector.position()))
+        lag.add_metric([projector.name], max(0, position - projector.reached()))
     yield lag
 
     info = GaugeMetricFamily("relay_instance_info", "This instance.", labels=["instance"])
