@@ -99,11 +99,6 @@ TEST_IDP := tests/idp
 GO_CURRENT_APP := tests/integration/go_current_app
 GO_CURRENT_APP_BIN := $(GO_CURRENT_APP)/bin/relay-go-current-app
 
-test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed \
-	$(VENV_OPENAPI_CLIENT)/.installed $(TS_APP)/node_modules/.installed \
-	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN) \
-	$(TEST_IDP)/node_modules/.installed $(PREVIOUS_RELAY)/.installed
-
 # The previous release of Relay, built from git as a user installs it (its own pins, its data-plane extra), for the
 # rolling-upgrade test (tests/integration/test_rolling_upgrade.py): CHANGELOG.md's newest "Commit:" line with a
 # full hash names it. A clone without that commit (a shallow one) stops here with git's error.
@@ -118,6 +113,12 @@ $(PREVIOUS_RELAY)/.installed: CHANGELOG.md
 		-c $(PREVIOUS_RELAY)-src/constraints.txt '$(PREVIOUS_RELAY)-src[dataplane]'
 	rm -rf $(PREVIOUS_RELAY)-src
 	echo $(PREVIOUS_COMMIT) > $@
+
+test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed \
+	$(VENV_OPENAPI_CLIENT)/.installed $(TS_APP)/node_modules/.installed \
+	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN) \
+	$(TEST_IDP)/node_modules/.installed $(PREVIOUS_RELAY)/.installed
+
 
 # The test venvs, each made by `python -m venv` and given its requirements file.
 TEST_VENVS := $(VENV_DBOS2) $(VENV_DBOS_CURRENT) $(VENV_MCP) $(VENV_OPENAPI_CLIENT)

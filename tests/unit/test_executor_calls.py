@@ -5,6 +5,8 @@ call can fail, and what each executor was sent."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -90,10 +92,12 @@ def world() -> Iterator[SimpleNamespace]:
     directory = Directory(lambda org, app: FakeApplication.start())
     flask_app = Flask("calls-test")
     settings: dict[str, Any] = {}  # the application's settings row, as the applications view keeps it
+    registry: list[dict[str, Any]] = []  # the registry's rows of the application (what it expects back)
     flask_app.extensions["relay"] = SimpleNamespace(
         directory=directory, settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)),
         views=SimpleNamespace(applications=SimpleNamespace(app=lambda org, app: {"settings": settings},
-                                                           app_setting=lambda org, app, name: settings.get(name))),
+                                                           app_setting=lambda org, app, name: settings.get(name)),
+                              registry=SimpleNamespace(executors=lambda org, app: list(registry))),
         data_planes=DataPlanes(environ={}),
     )
     executors: dict[str, pykka.ActorRef[Any]] = {}
@@ -115,7 +119,7 @@ def world() -> Iterator[SimpleNamespace]:
         return next(e.unsupported for e in live if e.executor_id == executor_id)
 
     with flask_app.app_context():
-        yield SimpleNamespace(add=add, seen=seen, unsupported=unsupported, settings=settings)
+        yield SimpleNamespace(add=add, seen=seen, unsupported=unsupported, settings=settings, registry=registry)
     pykka.ActorRegistry.stop_all()
 
 
@@ -179,6 +183,42 @@ def test_every_executor_leaving_is_502(world: SimpleNamespace) -> None:
     world.add("a", lambda r: ExecutorGoneError)
     world.add("b", lambda r: ExecutorGoneError)
     assert "disconnected" in failure(GET, 502).detail
+
+
+def test_while_the_executors_reconnect_a_request_waits_for_one(world: SimpleNamespace) -> None:
+    """Issue 32: a stopping instance closed their sockets; the registry still expects them (HEALTHY or
+    DISCONNECTED): the request waits (up to the request timeout here, 0.3 s) and is answered once one is back."""
+    world.registry.append({"executor_id": "moving", "status": "DISCONNECTED"})
+    back = threading.Timer(0.1, lambda: world.add("moving", lambda r: OK))
+    started = time.monotonic()
+    back.start()
+    try:
+        assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
+    finally:
+        back.join()
+    assert 0.1 <= time.monotonic() - started < 0.3
+
+
+def test_a_read_whose_executors_all_left_is_asked_again_once_one_is_back(world: SimpleNamespace) -> None:
+    world.registry.append({"executor_id": "a", "status": "HEALTHY"})
+    answers = iter([ExecutorGoneError, OK])
+    world.add("a", lambda r: next(answers))
+    assert call(ORG, APP, GET).output == {"WorkflowUUID": "wf"}
+    assert len(world.seen("a")[0]) == 2
+
+
+def test_a_change_whose_executor_left_is_not_sent_again(world: SimpleNamespace) -> None:
+    world.registry.append({"executor_id": "a", "status": "HEALTHY"})
+    world.add("a", lambda r: ExecutorGoneError)
+    assert "disconnected" in failure(CancelRequest(workflow_id="wf"), 502).detail
+    assert len(world.seen("a")[0]) == 1  # it may have cancelled before it went: not sent twice
+
+
+def test_no_wait_for_executors_the_registry_does_not_expect_back(world: SimpleNamespace) -> None:
+    world.registry.append({"executor_id": "gone", "status": "DEAD"})
+    started = time.monotonic()
+    assert "no executor" in failure(GET, 503).detail
+    assert time.monotonic() - started < 0.1
 
 
 def test_an_executor_error_is_502_with_its_message_and_no_retry(world: SimpleNamespace) -> None:

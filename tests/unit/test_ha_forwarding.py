@@ -93,6 +93,9 @@ class ScriptedExecutor(pykka.ThreadingActor):
         return list(self.received)
 
 
+_NO_ROWS = SimpleNamespace(executors=lambda org, app: [])  # a registry expecting no executor back
+
+
 class Apps:
     def app(self, org: str, app: str) -> dict[str, Any] | None:
         return {"id": APP_ID, "org": org, "name": app} if (org, app) == (ORG, APP) else None
@@ -116,7 +119,7 @@ def peer(tmp_path: Path) -> Iterator[SimpleNamespace]:
     directory = Directory(lambda org, app: FakeApplication.start())
     settings = SimpleNamespace(forward_secret=SECRET, limits=Limits(request_timeout_s=0.3))
     edge_state = EdgeState(StoreConfig(data_dir=tmp_path))  # the nonces seen
-    rt = SimpleNamespace(settings=settings, views=SimpleNamespace(applications=Apps()),
+    rt = SimpleNamespace(settings=settings, views=SimpleNamespace(applications=Apps(), registry=_NO_ROWS),
                          ctx=SimpleNamespace(instance_id="relay-2"), directory=directory, edge_state=edge_state)
     server = make_server("127.0.0.1", 0, flask_app("peer", rt), threaded=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -224,7 +227,7 @@ def caller(peer: SimpleNamespace) -> Iterator[Callable[..., Any]]:
     forwarder = Forwarder(cluster, Apps(), SECRET, poll_s=1.0, max_bytes=1 << 20)  # type: ignore[arg-type]
     rt = SimpleNamespace(directory=Directory(lambda org, app: FakeApplication.start()),
                          settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)), forwarder=forwarder,
-                         views=SimpleNamespace(applications=Apps()), data_planes=DataPlanes(environ={}))
+                         views=SimpleNamespace(applications=Apps(), registry=_NO_ROWS), data_planes=DataPlanes(environ={}))
     app = flask_app("caller", rt)
 
     def run(request: Any, *, to: list[RemoteExecutor]) -> Any:
