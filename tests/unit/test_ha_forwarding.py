@@ -227,7 +227,8 @@ def caller(peer: SimpleNamespace) -> Iterator[Callable[..., Any]]:
     forwarder = Forwarder(cluster, Apps(), SECRET, poll_s=1.0, max_bytes=1 << 20)  # type: ignore[arg-type]
     rt = SimpleNamespace(directory=Directory(lambda org, app: FakeApplication.start()),
                          settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)), forwarder=forwarder,
-                         views=SimpleNamespace(applications=Apps(), registry=_NO_ROWS), data_planes=DataPlanes(environ={}))
+                         views=SimpleNamespace(applications=Apps(), registry=_NO_ROWS),
+                         data_planes=DataPlanes(environ={}))
     app = flask_app("caller", rt)
 
     def run(request: Any, *, to: list[RemoteExecutor]) -> Any:
