@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import DomainEventProtocol
-from eventsourcing.persistence import IntegrityError, Tracking
+from eventsourcing.persistence import ApplicationRecorder, IntegrityError, Tracking
 from eventsourcing.projection import Projection
 
 from relay.projections.backend import Sql, ViewSchema, ViewStore
@@ -195,6 +195,10 @@ class Projector:
             self._left_at = position
         return position
 
+    def last_seen(self) -> int:
+        """Where this object last saw or left the view, without reading its store (observe() the first time)."""
+        return self._left_at if self._left_at is not None else self.observe()
+
     def scanned(self, position: int) -> int:
         """How far the log has nothing left for this view, from the view at `position`."""
         low, high = self._idle
@@ -239,6 +243,8 @@ def catch_up(
     progress: Callable[[int], None] | None = None,
     reached: Callable[[int], None] | None = None,
     skip_idle: int = 0,
+    reader: ApplicationRecorder | None = None,
+    observe: bool = True,
 ) -> int:
     """Bring several views up to the log (each up to its own stop, None: the end) in one pass: each batch
     of notifications is read and decoded once and handed to every view that has not applied it, each view
@@ -248,12 +254,15 @@ def catch_up(
     `skip_idle` (the projection runner's): a view that handles no event of a batch writes no transaction for
     it, until it would trail by that many positions (its tracking then moves on); the range it skipped is kept
     in memory (`Projector.scanned`). A storm of one kind of event then costs only the views that fold it (each
-    transaction is a few round trips, and on the gevent hub each waits its turn behind every handshake)."""
+    transaction is a few round trips, and on the gevent hub each waits its turn behind every handshake).
+    `reader`: the recorder the notifications are read through (default: the log's own). `observe=False` starts
+    each view where this process last saw it, without reading its position: a view moved meanwhile (an HA
+    peer, a reset) refuses the batch (`check_position`) and is observed then."""
     stops = list(stops) if stops is not None else [None] * len(projectors)
     # at[i]: view i's tracking position (what its next batch must find, see `check_position`); scanned[i]:
     # the log position up to which view i has nothing left to apply (at[i], or beyond it up to its stop
     # where the log has no notification for it).
-    at = [p.observe() for p in projectors]
+    at = [p.observe() if observe else p.last_seen() for p in projectors]
     scanned = [p.scanned(a) if skip_idle else a for p, a in zip(projectors, at, strict=True)]
     done = 0
     published: int | None = None
@@ -264,7 +273,7 @@ def catch_up(
         low = min(scanned[i] for i in pending)
         limits = [stops[i] for i in pending]
         read_stop = None if None in limits else max(s for s in limits if s is not None)
-        notifications = relay_log.recorder.select_notifications(
+        notifications = (reader or relay_log.recorder).select_notifications(
             start=low, limit=batch_size, stop=read_stop, inclusive_of_start=False
         )
         if not notifications:

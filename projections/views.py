@@ -7,6 +7,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from eventsourcing.persistence import ApplicationRecorder
+
 from relay.projections.alerting import AlertingProjection, AlertingQueries, AlertingSchema
 from relay.projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
 from relay.projections.audit import AuditProjection, AuditQueries, AuditSchema
@@ -25,6 +27,11 @@ log = logging.getLogger("relay.projections")
 # (bigger: fewer transactions and round trips; a replay has no reader waiting for each batch).
 BATCH_SIZE = 500
 REPLAY_BATCH_SIZE = 5000
+# The runner's: a pass costs a few round trips per view whatever its size (each a turn of the gevent hub, long
+# in a storm), so behind the log it takes big bites.
+RUNNER_BATCH_SIZE = 2000
+# How often the runner reads every view's position at the start of a pass (see ProjectionRunner._run).
+OBSERVE_EVERY_S = 1.0
 # The runner's views skip batches holding no event they fold, until they would trail by this many positions
 # (see `projections.projector.catch_up`): a restart re-reads at most that much of the log.
 SKIP_IDLE = 5000
@@ -83,6 +90,8 @@ class Views:
         batch_size: int = BATCH_SIZE,
         reached: Callable[[int], None] | None = None,
         skip_idle: int = 0,
+        reader: ApplicationRecorder | None = None,
+        observe: bool = True,
     ) -> int:
         """Apply the log to every view (up to `stop`, or each view up to its own of `stops`), reading and
         decoding each batch once for all of them; see `projections.projector.catch_up`. Returns how many
@@ -95,6 +104,8 @@ class Views:
             progress=progress,
             reached=reached,
             skip_idle=skip_idle,
+            reader=reader,
+            observe=observe,
         )
 
     def close(self) -> None:
@@ -114,8 +125,14 @@ class ProjectionRunner:
         self._stopping = threading.Event()
         self.reached = views.position()
         self.last_error: str | None = None
+        self._observed_at = 0.0
         self._thread = threading.Thread(target=self._run, name="projections", daemon=True)
         views.log.listeners.append(self.notify)
+        # The log read through a connection pool of the runner's own: in a storm the handshakes' loads and saves
+        # hold every connection of the log's pool, and the runner (and the lists waiting for it) queued behind
+        # them for seconds (issue 32, PostgreSQL).
+        self._reads = type(views.log.factory)(views.log.env)
+        self.reader = self._reads.application_recorder()
 
     def start(self) -> None:
         # The views' caches in memory (keys and applications) are kept current by this runner's catch-ups.
@@ -134,7 +151,13 @@ class ProjectionRunner:
                 # Published batch by batch: a reader waiting for a position (`wait_for`) need not wait for
                 # the end of a long catch-up (a peer's storm, a restart behind the log).
                 # It publishes where it ends too: no read of every view's position after each pass.
-                self.views.catch_up(reached=self._publish, skip_idle=SKIP_IDLE)
+                # Back-to-back passes (a storm) trust where the views were left: reading each one's position
+                # costs a turn of the hub per view, long in a storm; a view moved meanwhile refuses its batch.
+                now = time.monotonic()
+                observe = now - self._observed_at >= OBSERVE_EVERY_S
+                self._observed_at = now if observe else self._observed_at
+                self.views.catch_up(reached=self._publish, skip_idle=SKIP_IDLE, reader=self.reader,
+                                    batch_size=RUNNER_BATCH_SIZE, observe=observe)
             except Exception as error:
                 self.last_error = f"{type(error).__name__}: projections cannot read or write the store"
                 log.warning("projections failed (%s); retrying", type(error).__name__)
@@ -167,7 +190,7 @@ class ProjectionRunner:
         other workers and of other instances alike (docs/adr/0051); False on timeout."""
         if not self._thread.is_alive():  # not started (a command without a server): nobody would apply it
             return False
-        return self.wait_for(int(self.views.log.recorder.max_notification_id() or 0), timeout)
+        return self.wait_for(int(self.reader.max_notification_id() or 0), timeout)
 
     def stop(self) -> None:
         self.views.applications.cache.enabled = False
@@ -175,3 +198,4 @@ class ProjectionRunner:
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
+        self._reads.close()

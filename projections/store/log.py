@@ -52,8 +52,10 @@ class RelayLog(Application[UUID]):
         self.save_observers: list[Callable[[float], None]] = []
         # Appends run off the hub get a connection pool of their own: its locks (gevent's, once monkey-patched)
         # are then taken by one thread at a time (one batch is written at a time), never contended across
-        # threads with the hub's reads.
-        self._writer_factory = type(self.factory)(self.env) if offload is not None else None
+        # threads with the hub's reads. On PostgreSQL too: in a connect storm every handshake's load holds or
+        # waits for a connection of the log's pool, and each batch of appends queued behind them (issue 32).
+        own_writer = offload is not None or self.env.get("PERSISTENCE_MODULE") == "eventsourcing.postgres"
+        self._writer_factory = type(self.factory)(self.env) if own_writer else None
         self._writes = self._writer_factory.application_recorder() if self._writer_factory else self.recorder
         self.committer: GroupCommitter[list[StoredEvent], list[int]] = GroupCommitter(
             self._insert, offload if offload is not None else run_here, observe=self._observe_save)
