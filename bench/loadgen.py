@@ -82,15 +82,16 @@ def ephemeral_port_count() -> int:
     return high - low + 1
 
 
-def source_addresses(count: int, host: str) -> list[str]:
-    """Loopback source addresses enough for `count` sockets to one (host, port)."""
+def source_addresses(count: int, host: str, first: int = 1) -> list[str]:
+    """Loopback source addresses enough for `count` sockets to one (host, port), from 127.0.0.`first` on
+    (several load generators aimed at one port each take addresses of their own)."""
     per_address = max(1, int(ephemeral_port_count() * PORT_RANGE_USABLE))
     needed = max(1, math.ceil(count / per_address))
-    if needed > 250:
+    if first + needed - 1 > 250:
         raise ValueError(f"{count} sockets need more than 250 source addresses")
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError("the load generator only targets loopback addresses")
-    return ["127.0.0.1"] + [f"127.0.0.{i}" for i in range(2, needed + 1)]
+    return [f"127.0.0.{i}" for i in range(first, first + needed)]
 
 
 def check_loopback_url(url: str) -> tuple[str, int]:
@@ -246,9 +247,11 @@ class Stats:
 class LoadGen:
     """The simulated executors of one process. Use from one event loop."""
 
-    def __init__(self, opts: Options | None = None, max_executors: int = DEFAULT_MAX_EXECUTORS) -> None:
+    def __init__(self, opts: Options | None = None, max_executors: int = DEFAULT_MAX_EXECUTORS,
+                 first_source: int = 1) -> None:
         self.opts = opts or Options()
         self.max_executors = max_executors
+        self.first_source = first_source
         self.executors: dict[str, SimExecutor] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.stats = Stats()
@@ -265,7 +268,7 @@ class LoadGen:
         if total > self.max_executors:
             raise ValueError(f"{total} executors would exceed the limit of {self.max_executors}")
         raise_fd_limit(total + 1024)
-        self._sources = source_addresses(total, host)
+        self._sources = source_addresses(total, host, self.first_source)
         gate = asyncio.Semaphore(concurrency) if concurrency else None
         started = 0
         for index, executor_id in enumerate(ids):
@@ -372,7 +375,7 @@ class LoadGen:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setblocking(False)
-            if len(self._sources) > 1:
+            if len(self._sources) > 1 or self._sources[0] != "127.0.0.1":
                 # Bind the address only; the port is chosen at connect time, per destination.
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
@@ -504,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="longest wait between reconnects (1: a fixed 1 s, like the Python and TypeScript SDKs)")
     parser.add_argument("--max-executors", type=int, default=DEFAULT_MAX_EXECUTORS)
     parser.add_argument("--max-seconds", type=float, default=DEFAULT_MAX_SECONDS)
+    parser.add_argument("--first-source", type=int, default=1, help="source addresses from 127.0.0.N on")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     opts = Options(
@@ -514,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_attempts,
         backoff_max=args.backoff_max,
     )
-    gen = LoadGen(opts, max_executors=args.max_executors)
+    gen = LoadGen(opts, max_executors=args.max_executors, first_source=args.first_source)
     raise_fd_limit(min(args.max_executors, 1_000_000) + 1024)
     asyncio.run(Controller(gen).serve(args.max_seconds))
     return 0

@@ -306,10 +306,10 @@ class LoadGen:
 
     def __init__(self, workdir: Path, name: str, *, payload_bytes: int = 1024, client_ping_interval: float = 20.0,
                  open_timeout: float = 30.0, max_attempts: int = 10, max_executors: int = 50_000,
-                 max_seconds: float = 7200.0, backoff_max: float = 8.0) -> None:
+                 max_seconds: float = 7200.0, backoff_max: float = 8.0, first_source: int = 1) -> None:
         self.log_path = workdir / f"{name}.log"
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "bench.loadgen", "--payload-bytes", str(payload_bytes),
+            [PYTHON, "-m", "bench.loadgen", "--first-source", str(first_source), "--payload-bytes", str(payload_bytes),
              "--client-ping-interval", str(client_ping_interval), "--open-timeout", str(open_timeout),
              "--max-attempts", str(max_attempts), "--max-executors", str(max_executors),
              "--max-seconds", str(max_seconds), "--backoff-max", str(backoff_max)],

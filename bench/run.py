@@ -27,6 +27,8 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
 11. registry (only with `--only registry`): 10,000 executors at once (`--storm-count`) → from each one's
    handshake to its first appearance in the registry view and in GET executors (p50/p99/max), and the view's
    lag behind the log over the storm (SQLite, PostgreSQL) (bench/registry.py).
+12. fleet (only with `--only fleet`): 30,000 executors at once on `RELAY_WORKERS=2` and PostgreSQL → all HEALTHY,
+   memory per executor, pings over a hold (bench/fleet.py; `--fleet-count`).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -56,7 +58,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import argus, dataplane, httpload, profiles, registry, restart, workers
+from bench import argus, dataplane, fleet, httpload, profiles, registry, restart, workers
 from bench.procs import (
     APP,
     ORG,
@@ -968,7 +970,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart,"
-                        "dataplane,argus,registry")
+                        "dataplane,argus,registry,fleet")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
@@ -980,6 +982,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="executors in the connect storm (and its profile), whatever the mode")
     parser.add_argument("--scale-target", type=int, metavar="N",
                         help="scale: connect N executors (default 20,000; 1,000 with --quick)")
+    parser.add_argument("--fleet-count", type=int, default=30_000, metavar="N",
+                        help="fleet: executors at once (default 30,000)")
     parser.add_argument("--argus-million", action="store_true",
                         help="argus: also fill 1,000,000 workflows and time the overview on both (a few minutes)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
@@ -1023,7 +1027,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     pg_url = None
     if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane", "argus",
-                                                 "registry"}:
+                                                 "registry", "fleet"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1080,6 +1084,9 @@ def main(argv: list[str] | None = None) -> int:
         record("registry_sqlite", lambda: registry.bench_registry(work, n, say))
         record("registry_postgres", on_postgres(
             lambda url: registry.bench_registry(work, n, say, store="postgres", database_url=url)))
+    if "fleet" in wanted:  # not in the default set: `--only fleet`
+        record("fleet", on_postgres(lambda url: fleet.bench_fleet(work, url, say, count=args.fleet_count,
+                                                                env=dict(cfg.storm_env))))
     if "dataplane" in wanted:  # not in the default set: `--only dataplane`
         record("dataplane", on_postgres(lambda url: dataplane.bench_dataplane(work, url, say)))
     if "argus" in wanted:  # not in the default set: `--only argus`
