@@ -85,14 +85,7 @@ INCIDENTS_RELEASE = "0.2.0"  # the release whose events incidents are (events/re
 def latest_alert(relay_log: RelayLog, org: str, app: str, rule_id: str, known: int = 0) -> Alert | None:
     """The rule's latest alert. ``known``: how many the caller has seen (the view's count), where the walk along
     the numbered alerts starts."""
-    sequence, previous = max(known, 0), None
-    if sequence:
-        previous = relay_log.get(alert_ref(org, app, rule_id, sequence))
-        if previous is None:
-            sequence = 0  # a hint ahead of the log: walk from the first
-    while (following := relay_log.get(alert_ref(org, app, rule_id, sequence + 1))) is not None:
-        previous, sequence = following, sequence + 1
-    return previous
+    return relay_log.latest_numbered(lambda sequence: alert_ref(org, app, rule_id, sequence), known)
 
 
 def fire_alert(relay_log: RelayLog, org: str, app: str, rule_id: str, slot: int, message: str,

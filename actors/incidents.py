@@ -33,14 +33,7 @@ log = logging.getLogger("relay.actors.incidents")
 def latest_incident(relay_log: RelayLog, org: str, app: str, rule_id: str, known: int = 0) -> Incident | None:
     """The rule's latest incident. ``known``: the latest number the caller has seen (the view's), where the walk
     along the numbered incidents starts."""
-    number, latest = max(known, 0), None
-    if number:
-        latest = relay_log.get(incident_ref(org, app, rule_id, number))
-        if latest is None:
-            number = 0  # a hint ahead of the log: walk from the first
-    while (following := relay_log.get(incident_ref(org, app, rule_id, number + 1))) is not None:
-        latest, number = following, number + 1
-    return latest
+    return relay_log.latest_numbered(lambda number: incident_ref(org, app, rule_id, number), known)
 
 
 def open_incident(relay_log: RelayLog, org: str, app: str, rule_id: str, message: str, metadata: dict[str, str],

@@ -132,6 +132,19 @@ class RelayLog(Application[UUID]):
     def get(self, ref: Ref[A]) -> A | None:
         return self.load(ref.id, ref.kind)
 
+    def latest_numbered(self, ref_of: Callable[[int], Ref[A]], known: int = 0) -> A | None:
+        """The last of a series of aggregates numbered 1, 2, ... (a rule's alerts, its incidents); None when there
+        is none yet. ``known``: a number the caller has seen (a view's), where the walk starts; a hint
+        ahead of the log walks from the first."""
+        number, latest = max(known, 0), None
+        if number:
+            latest = self.get(ref_of(number))
+            if latest is None:
+                number = 0
+        while (following := self.get(ref_of(number + 1))) is not None:
+            latest, number = following, number + 1
+        return latest
+
     def run_together(self, decide: Callable[[], Sequence[Aggregate]]) -> list[Aggregate]:
         """Save, in ONE transaction (all or none), the aggregates ``decide`` returns after loading and changing them
         (through `load`/`get`). Another writer appending to one of them between the load and the save (an HA

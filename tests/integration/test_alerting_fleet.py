@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -172,12 +170,7 @@ def eventually(predicate: Callable[[], Any], what: str, timeout: float = DEADLIN
 
 
 def migrated(url: str) -> str:
-    migrate = subprocess.run(
-        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", url],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert migrate.returncode == 0, migrate.stderr  # once, so executors can launch together
-    return url
+    return pg.migrate_dbos(url)  # once, so executors can launch together
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ import hashlib
 import re
 import sqlite3
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 
 from relay.actors.adapters.dataplane.schema import MIN_SCHEMA_VERSION
 from tests.integration.sdk_apps import OLD_PYTHON
+from tests.support import pg
 from tests.support.console_http import console_session
 from tests.support.ports import free_port, wait_until
 from tests.support.procs import RELAY_PYTHON, RelayProcess
@@ -147,8 +147,7 @@ PASSWORD = "Pw-never-shown-7Qz"
 def test_the_url_is_never_shown_and_a_database_coming_back_is_picked_up(pg_url: str, tmp_path: Path) -> None:
     # A real system database (dbos 3.2.0's migrations, as its executors leave it) reached with a password: the
     # test cluster trusts local connections, so the password is only there to be looked for.
-    subprocess.run([sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", pg_url],
-                   check=True, timeout=120, capture_output=True)
+    pg.migrate_dbos(pg_url)
     good = re.sub(r"^postgresql://([^@/]+)@", rf"postgresql://\1:{PASSWORD}@", pg_url)
     assert PASSWORD in good
     dead = re.sub(r":(\d+)/", f":{free_port()}/", good, count=1)  # nothing listens there

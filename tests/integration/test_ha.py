@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -233,11 +231,7 @@ def cluster(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     assert HAPROXY.exists(), "haproxy is missing: `make test` installs it (apt-get install haproxy)"
     tmp = tmp_path_factory.mktemp("ha")
     store, sysdb = pg.create_database(pg_server), pg.create_database(pg_server)
-    migrate = subprocess.run(
-        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", sysdb],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert migrate.returncode == 0, migrate.stderr
+    pg.migrate_dbos(sysdb)
     secret = secrets.token_urlsafe(32)
     admin = f"relay-ha-{secrets.token_urlsafe(24)}"
     relays: dict[str, RelayProcess] = {}

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import secrets
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ import requests
 import websocket
 
 from tests.integration.fake_executor import FakeExecutor, create_key, executors, register_app
+from tests.support import pg
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, ManagedProcess, RelayProcess
 
@@ -227,11 +226,7 @@ class FakePeer:
 @pytest.fixture
 def scene_factory(pg_url: str, tmp_path: Path) -> Iterator[Callable[..., Scene]]:
     """Build the scene (Relay started with `env` on top of RELAY_ENV); everything is stopped afterwards."""
-    migrate = subprocess.run(
-        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", pg_url],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert migrate.returncode == 0, migrate.stderr  # once, so executors can launch together
+    pg.migrate_dbos(pg_url)  # once, so executors can launch together
     scenes: list[Scene] = []
 
     def build(**env: str) -> Scene:

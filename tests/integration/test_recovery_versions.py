@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,6 +22,7 @@ import pytest
 import requests
 
 from tests.integration.fake_executor import create_key, executors, register_app
+from tests.support import pg
 from tests.support.ports import wait_until
 from tests.support.procs import ExecutorProcess, RelayProcess
 
@@ -114,11 +113,7 @@ class Scene:
 
 @pytest.fixture
 def scene(pg_url: str, tmp_path: Path) -> Iterator[Scene]:
-    migrate = subprocess.run(
-        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", pg_url],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert migrate.returncode == 0, migrate.stderr
+    pg.migrate_dbos(pg_url)
     relay = RelayProcess(tmp_path / "relay-data", env=RELAY_ENV).start()
     built = Scene(relay, pg_url, tmp_path)
     try:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -184,11 +182,7 @@ def scene(pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     assert HAPROXY.exists(), "haproxy is missing: `make test` installs it (apt-get install haproxy)"
     tmp = tmp_path_factory.mktemp("upgrade")
     store, sysdb = pg.create_database(pg_server), pg.create_database(pg_server)
-    migrate = subprocess.run(
-        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", sysdb],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
-    assert migrate.returncode == 0, migrate.stderr
+    pg.migrate_dbos(sysdb)
     admin = f"relay-upgrade-{secrets.token_urlsafe(24)}"
     secret = secrets.token_urlsafe(32)
     relays: dict[str, ReleasedRelay] = {}

@@ -23,6 +23,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -100,6 +101,17 @@ def create_database(server_url: str) -> str:
     with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return with_database(server_url, name)
+
+
+def migrate_dbos(url: str) -> str:
+    """Make ``url`` a DBOS system database with the harness's own DBOS release (dbos 3.2.0's migrations): once,
+    before executors that share it launch together. Returns the URL."""
+    migrate = subprocess.run(
+        [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", url],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert migrate.returncode == 0, migrate.stderr
+    return url
 
 
 def database_exists(server_url: str, name: str) -> bool:
