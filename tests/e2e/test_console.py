@@ -262,7 +262,8 @@ def test_application_pages(page: Page, relay: RelayProcess, shop: dict[str, Any]
     page.click("nav.tabs >> text=Alerts")
     expect(page.locator("[data-testid=no-rules]")).to_be_visible()
     expect(page.locator("[data-testid=not-available]")).to_have_count(0)
-    # A rule made through the API: the scenario's `faulty` workflow failed, so it fires (once: minIntervalSecs).
+    # A rule made through the API: the scenario's `faulty` workflow failed, so it opens an incident (issue 32: one
+    # notification while the condition holds).
     created = relay.api("POST", f"/v2/orgs/local/apps/{APP}/alerting-rules", json={
         "ruleType": "WorkflowFailure", "ruleMetadata": {"threshold": 1, "periodSecs": 86400},
         "minIntervalSecs": 3600,
@@ -270,24 +271,27 @@ def test_application_pages(page: Page, relay: RelayProcess, shop: dict[str, Any]
     assert created.status_code == 201, created.text
     rule_id = created.json()["id"]
     try:
-        wait_until(lambda: relay.api("GET", f"/relay/v1/orgs/local/apps/{APP}/alerts").json()["alerts"],
-                   timeout=WAIT_S, message="the WorkflowFailure rule never fired")
+        wait_until(lambda: relay.api("GET", f"/relay/v1/orgs/local/apps/{APP}/incidents").json()["incidents"],
+                   timeout=WAIT_S, message="the WorkflowFailure rule never opened an incident")
         page.reload()
         rule = page.locator(f"[data-testid=alerting-rules] tr[data-rule='{rule_id}']")
         expect(rule).to_contain_text("WorkflowFailure")
         expect(rule).to_contain_text("86400")
         expect(rule).to_contain_text("3600")
-        alert = page.locator(f"[data-testid=alerts] tr[data-rule='{rule_id}']")
-        expect(alert).to_have_count(1)
-        expect(alert).to_contain_text(f"of application '{APP}' failed in the last 86400 s")
+        incident = page.locator(f"[data-testid=incidents] tr[data-rule='{rule_id}']")
+        expect(incident).to_have_count(1)
+        expect(incident).to_contain_text(f"of application '{APP}' failed in the last 86400 s")
+        expect(incident).to_contain_text("open")
 
         def delivered() -> bool:  # the executor acknowledges the alert frame (or the page says why not)
             page.reload()
-            return page.locator(f"[data-testid=alerts] tr[data-rule='{rule_id}'] .badge").inner_text() != "pending"
+            return page.locator(f"[data-testid=incidents] tr[data-rule='{rule_id}'] "
+                                "[data-testid=delivery] .badge").inner_text() != "pending"
 
-        wait_until(delivered, timeout=WAIT_S, interval=0.3, message="the alert's delivery was never recorded")
-        expect(alert.locator("[data-testid=delivery] .badge")).to_have_text("delivered")  # dbos 3.2.0 acknowledges
-        expect(alert.locator("[data-testid=delivery]")).to_contain_text(shop["executor_id"])
+        wait_until(delivered, timeout=WAIT_S, interval=0.3, message="the incident's notification was never recorded")
+        expect(incident.locator("[data-testid=delivery] .badge")).to_have_text("open")
+        expect(incident.locator("[data-testid=delivery] .badge")).to_have_class("badge d-delivered")
+        expect(incident.locator("[data-testid=delivery]")).to_contain_text(shop["executor_id"])  # dbos 3.2.0 took it
         assert relay.admin_token not in page.content()
         shot(page, "45-alerts")
     finally:

@@ -13,13 +13,14 @@ from werkzeug.wrappers import Response
 
 from relay.actors.errors import ServiceError
 from relay.actors.services.alerting_rules import AlertingRules
+from relay.actors.services.incidents import Incidents
 from relay.events.alerting import RULE_TYPES, metadata_fields
 from relay.events.errors import DomainError
 from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
-from relay.web.console.incidents import SILENCES, incident_rows
+from relay.web.console.incidents import SILENCES
 from relay.web.context import runtime
 from relay.web.problems import ApiError, api_error
 from relay.wire.json_types import JSONObject
@@ -54,28 +55,60 @@ def _rule_row(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An alert with its delivery outcome: ``pending`` until recorded, then ``delivered`` (every target took
-    it), ``partial`` (some did) or ``failed`` (none did)."""
-    delivered = list(row["delivered_to"] or [])
-    failed = [{"executor": _scrub(f.get("executorId")), "reason": _scrub(f.get("reason"))}
-              for f in row["failed"] or []]
-    webhook = _sink(row["webhook"])
-    sinks = [(name, shown) for name, hook in sorted((row.get("sinks") or {}).items())
-             if (shown := _sink(hook)) is not None]
-    if row["delivered_at"] is None:
+def delivery(delivered_to: list[str] | None, failed: list[dict[str, Any]] | None, webhook: Any,
+             sinks: dict[str, Any] | None, recorded: bool) -> dict[str, Any]:
+    """Where an alert or an incident's notification went, as the page shows it: its outcome ``pending`` until
+    recorded, then ``delivered`` (every target took it), ``partial`` (some did) or ``failed`` (none did)."""
+    delivered = list(delivered_to or [])
+    refused = [{"executor": _scrub(f.get("executorId")), "reason": _scrub(f.get("reason"))} for f in failed or []]
+    hook = _sink(webhook)
+    shown_sinks = [(name, shown) for name, one in sorted((sinks or {}).items()) if (shown := _sink(one)) is not None]
+    if not recorded:
         outcome = "pending"
     else:
-        outcomes = [s["outcome"] for s in [webhook, *(shown for _, shown in sinks)] if s is not None]
+        outcomes = [s["outcome"] for s in [hook, *(shown for _, shown in shown_sinks)] if s is not None]
         oks = len(delivered) + outcomes.count("delivered")
-        kos = len(failed) + len(outcomes) - outcomes.count("delivered")
+        kos = len(refused) + len(outcomes) - outcomes.count("delivered")
         outcome = "delivered" if oks and not kos else "partial" if oks else "failed"
+    return {"delivered_to": delivered, "failed": refused, "webhook": hook, "sinks": shown_sinks, "outcome": outcome}
+
+
+INCIDENTS_SHOWN = 20
+
+
+def duration(seconds: int) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d {hours}h"
+    return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"
+
+
+def incident_rows(org: str, app: str) -> list[dict[str, Any]]:
+    """The newest incidents (open or not), as the page shows them, each with where its last notification went
+    (one read per incident shown: at most INCIDENTS_SHOWN)."""
+    alerting = runtime().views.alerting
+    rows = []
+    for row in Incidents(runtime()).list(org, app, "all", limit=INCIDENTS_SHOWN):
+        sent = (alerting.incident(org, app, row["id"]) or {}).get("notifications") or []
+        last = None
+        if sent:
+            n = sent[-1]
+            last = {"kind": n["kind"], "at": n["at"],
+                    **delivery(n["delivered_to"], n["failed"], n["webhook"], n["sinks"], recorded=True)}
+        rows.append({**row, "duration": duration(row["duration_secs"]), "last_sent": last})
+    return rows
+
+
+def _alert_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An alert (as release 0.1.0 fired them) with where it went."""
     return {
         "rule_id": row["rule_id"], "rule_type": row["rule_type"], "sequence": row["sequence"],
         "message": _scrub(row["message"]), "metadata": _shown(row["metadata"]),
         "receiving_app": row["receiving_app"], "instance": row["instance"] or "", "fired_at": row["fired_at"],
-        "delivered_at": row["delivered_at"], "delivered_to": delivered, "failed": failed, "webhook": webhook,
-        "sinks": sinks, "outcome": outcome,
+        "delivered_at": row["delivered_at"],
+        **delivery(row["delivered_to"], row["failed"], row["webhook"], row.get("sinks"),
+                   row["delivered_at"] is not None),
     }
 
 

@@ -5,7 +5,6 @@ itself is rendered by web/console/alerts.py's page (`incident_rows`)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
@@ -20,23 +19,8 @@ from relay.web.console.helpers import check_app
 from relay.web.context import runtime
 from relay.web.problems import ApiError, api_error
 
-INCIDENTS_SHOWN = 20
 # The silences the page offers (seconds, label); the API takes any length up to a year.
 SILENCES = ((3600, "1 hour"), (4 * 3600, "4 hours"), (24 * 3600, "1 day"), (7 * 24 * 3600, "1 week"))
-
-
-def duration(seconds: int) -> str:
-    hours, rest = divmod(int(seconds), 3600)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d {hours}h"
-    return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"
-
-
-def incident_rows(org: str, app: str) -> list[dict[str, Any]]:
-    """The newest incidents (open or not), as the page shows them."""
-    return [{**row, "duration": duration(row["duration_secs"])}
-            for row in Incidents(runtime()).list(org, app, "all", limit=INCIDENTS_SHOWN)]
 
 
 def _act(org: str, app: str, incident_id: str, operation: str, what: str,
