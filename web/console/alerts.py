@@ -90,7 +90,8 @@ def incident_rows(org: str, app: str) -> list[dict[str, Any]]:
     alerting = runtime().views.alerting
     rows = []
     for row in Incidents(runtime()).list(org, app, "all", limit=INCIDENTS_SHOWN):
-        sent = (alerting.incident(org, app, row["id"]) or {}).get("notifications") or []
+        found: dict[str, Any] = dict(alerting.incident(org, app, row["id"]) or {})
+        sent: list[dict[str, Any]] = found.get("notifications") or []
         last = None
         if sent:
             n = sent[-1]
