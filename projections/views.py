@@ -148,9 +148,8 @@ class ProjectionRunner:
             self._wake.wait(backoff)
             self._wake.clear()
             try:
-                # Published batch by batch: a reader waiting for a position (`wait_for`) need not wait for
-                # the end of a long catch-up (a peer's storm, a restart behind the log).
-                # It publishes where it ends too: no read of every view's position after each pass.
+                # Published batch by batch, and where it ends: a reader waiting for a position (`wait_for`)
+                # need not wait for the end of a long catch-up (a peer's storm, a restart behind the log).
                 # Back-to-back passes (a storm) trust where the views were left: reading each one's position
                 # costs a turn of the hub per view, long in a storm; a view moved meanwhile refuses its batch.
                 now = time.monotonic()
