@@ -29,6 +29,9 @@ with its unit, Relay/reference ratios from the same run, and what limits each fi
    lag behind the log over the storm (SQLite, PostgreSQL) (bench/registry.py).
 12. fleet (only with `--only fleet`): 30,000 executors at once on `RELAY_WORKERS=2` and PostgreSQL → all HEALTHY,
    memory per executor, pings over a hold (bench/fleet.py; `--fleet-count`).
+13. rolling (only with `--only rolling`): 3 instances behind haproxy on one PostgreSQL store, 3,000 executors;
+   each instance stopped (SIGTERM) and started again in turn → DEAD, recoveries, time until all are back on live
+   instances (bench/rolling.py).
 `--quick` divides every count by 20 (a few minutes in all). Every loop is bounded in count and time; all
 traffic stays on loopback. PostgreSQL: RELAY_BENCH_DATABASE_URL, else a throwaway cluster, fsync on (a database
 is created for each part and dropped after); without one the PostgreSQL parts are reported as skipped.
@@ -58,7 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import argus, dataplane, fleet, httpload, profiles, registry, restart, workers
+from bench import argus, dataplane, fleet, httpload, profiles, registry, restart, rolling, workers
 from bench.procs import (
     APP,
     ORG,
@@ -970,7 +973,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart,"
-                        "dataplane,argus,registry,fleet")
+                        "dataplane,argus,registry,fleet,rolling")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
@@ -1027,7 +1030,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     pg_url = None
     if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane", "argus",
-                                                 "registry", "fleet"}:
+                                                 "registry", "fleet", "rolling"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1087,6 +1090,8 @@ def main(argv: list[str] | None = None) -> int:
     if "fleet" in wanted:  # not in the default set: `--only fleet`
         record("fleet", on_postgres(lambda url: fleet.bench_fleet(work, url, say, count=args.fleet_count,
                                                                 env=dict(cfg.storm_env))))
+    if "rolling" in wanted:  # not in the default set: `--only rolling`
+        record("rolling", on_postgres(lambda url: rolling.bench_rolling(work, url, say)))
     if "dataplane" in wanted:  # not in the default set: `--only dataplane`
         record("dataplane", on_postgres(lambda url: dataplane.bench_dataplane(work, url, say)))
     if "argus" in wanted:  # not in the default set: `--only argus`
