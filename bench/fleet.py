@@ -40,7 +40,8 @@ def bench_fleet(work: Path, database_url: str, say: Callable[[str], None], *, co
         gens.extend(LoadGen(work, f"fleet-loadgen-{k}", open_timeout=60.0, max_attempts=30,
                             max_executors=per + 10, backoff_max=1.0, first_source=1 + 2 * k) for k in range(parts))
         say(f"fleet: {count} executors at once, RELAY_WORKERS={workers}, {parts} load generators")
-        meter = CpuMeter({"relay": relay.pid, **{f"loadgen-{k}": g.pid for k, g in enumerate(gens)}})
+        meter = CpuMeter({"relay": relay.pid, **{f"worker-{pid}": pid for pid in children(relay.pid)},
+                          **{f"loadgen-{k}": g.pid for k, g in enumerate(gens)}})
         begin = time.monotonic()
         for k, gen in enumerate(gens):
             gen.start(relay.ws_url, f"fleet{k}", min(per, count - k * per), concurrency=None)
