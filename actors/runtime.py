@@ -364,9 +364,11 @@ class OfflineStore:
         return self._views
 
     def create_tables(self) -> None:
-        """Create every table `relay serve` uses (the log's, the views', the instance table), and nothing else."""
+        """Create every table `relay serve` uses (the log's, the views', the instance table, the edge state's), and
+        nothing else: two workers creating one at once on a new database collide in PostgreSQL's catalog."""
         self.views()
         InstanceTable(self.settings.store).close()
+        EdgeState(self.settings.store).close()
 
     def close(self) -> None:
         views, self._views = self._views, None
