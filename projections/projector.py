@@ -301,8 +301,16 @@ def catch_up(
             else:  # the view moved elsewhere: carry on from where it is now
                 at[i] = scanned[i] = position
         if reached is not None:
-            published = min(scanned)
+            published = _reached(scanned, stops)
             reached(published)
-    if reached is not None and published != min(scanned, default=0):  # e.g. nothing new: the views' position
-        reached(min(scanned, default=0))
+    if reached is not None and published != _reached(scanned, stops):  # e.g. nothing new: the views' position
+        reached(_reached(scanned, stops))
     return done
+
+
+def _reached(scanned: Sequence[int], stops: Sequence[int | None]) -> int:
+    """Up to where every view has applied the log: the lowest of the views still short of their stop; when all
+    are at theirs (`replay --verify` stops each where the live one is, which may be far behind the log's end when
+    it folded nothing since), the furthest of them."""
+    moving = [at for at, stop in zip(scanned, stops, strict=True) if stop is None or at < stop]
+    return min(moving) if moving else max(scanned, default=0)
