@@ -402,7 +402,7 @@ PATH_VALUES = {"orgName": ORG, "workflowId": "no-such-workflow", "queueName": "n
                "scheduleName": "no-such-schedule", "executorId": "no-such-executor", "ruleId": "no-such-rule",
                "tokenName": "device_flow_key", "username": "no_such_user", "roleName": "No_such_role",
                "domain": "no-such.example", "name": "no-such-key", "action": "cancel", "appID": "no-such-app-id",
-               "filename": "console.css", "conductorKey": "dbos_not-a-key"}
+               "filename": "console.css", "conductorKey": "dbos_not-a-key", "incidentId": "no-such-incident"}
 
 
 def test_the_device_flow_token_works_on_every_operation(relay: RelayProcess, identity_provider: IdentityProvider,
