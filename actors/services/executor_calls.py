@@ -404,16 +404,7 @@ class ExecutorCalls:
     def call_executor(self, org: str, app: str, executor_id: str, request: Any) -> Any:
         """Send one request to the named executor (here, or on another instance) and return its response,
         whatever it says (the raw endpoint)."""
-        executors, _latest = self.snapshot(org, app)
-        executor: LiveExecutor | RemoteExecutor | None = next(
-            (e for e in executors if e.executor_id == executor_id), None)
-        if executor is None:  # HA: connected to another instance, reached through it
-            executor = self.remote_executor(org, app, executor_id)
-        if executor is None:
-            known = {row["executor_id"] for row in self.rt.views.registry.executors(org, app)}
-            if executor_id in known:
-                raise ExecutorUnavailableError(f"executor '{executor_id}' is not connected to this Relay instance")
-            raise NotFoundError(f"executor '{executor_id}' not found in application '{app}'")
+        executor = self._named(org, app, executor_id)
         try:
             response = self._send_one(org, app, executor, request)
         except ExecutorGoneError:
@@ -426,6 +417,27 @@ class ExecutorCalls:
         if is_unknown_type_error(response):
             self._mark_unsupported(org, app, executor, str(request.type))
         return response
+
+    def _named(self, org: str, app: str, executor_id: str) -> LiveExecutor | RemoteExecutor:
+        """The named executor, here or on another instance. While the registry holds it HEALTHY or DISCONNECTED
+        but no route to it is known yet (it is reconnecting, or another instance's record of it is a moment
+        ahead of this one's routing), looked for again up to RECONNECT_WAIT_S, as `call` waits."""
+        deadline = time.monotonic() + min(RECONNECT_WAIT_S, self.rt.settings.limits.request_timeout_s)
+        while True:
+            executors, _latest = self.snapshot(org, app)
+            executor: LiveExecutor | RemoteExecutor | None = next(
+                (e for e in executors if e.executor_id == executor_id), None)
+            if executor is None:  # HA: connected to another instance, reached through it
+                executor = self.remote_executor(org, app, executor_id)
+            if executor is not None:
+                return executor
+            row = next((r for r in self.rt.views.registry.executors(org, app) if r["executor_id"] == executor_id),
+                       None)
+            if row is None:
+                raise NotFoundError(f"executor '{executor_id}' not found in application '{app}'")
+            if row.get("status") not in (HEALTHY, DISCONNECTED) or time.monotonic() >= deadline:
+                raise ExecutorUnavailableError(f"executor '{executor_id}' is not connected to this Relay instance")
+            time.sleep(RECONNECT_POLL_S)
 
     def serve_forwarded(self, org: str, app: str, executor_id: str | None, request: Any) -> Any:
         """A peer instance's forwarded request, answered by the named executor connected here (or, none named,
