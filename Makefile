@@ -96,6 +96,7 @@ JAVA_APP_JAR := $(JAVA_APP)/target/relay-java-app.jar
 TS_CURRENT_APP := tests/integration/ts_current_app
 # The identity provider the identity tests run (npm oidc-provider, pinned by tests/idp/package-lock.json).
 TEST_IDP := tests/idp
+CONSOLE_AXE := tests/e2e/axe
 GO_CURRENT_APP := tests/integration/go_current_app
 GO_CURRENT_APP_BIN := $(GO_CURRENT_APP)/bin/relay-go-current-app
 
@@ -117,7 +118,7 @@ $(PREVIOUS_RELAY)/.installed: CHANGELOG.md
 test-deps: $(VENV_DBOS2)/.installed $(VENV_DBOS_CURRENT)/.installed $(VENV_MCP)/.installed \
 	$(VENV_OPENAPI_CLIENT)/.installed $(TS_APP)/node_modules/.installed \
 	$(GO_APP_BIN) $(JAVA_APP_JAR) $(TS_CURRENT_APP)/node_modules/.installed $(GO_CURRENT_APP_BIN) \
-	$(TEST_IDP)/node_modules/.installed $(PREVIOUS_RELAY)/.installed
+	$(TEST_IDP)/node_modules/.installed $(CONSOLE_AXE)/node_modules/.installed $(PREVIOUS_RELAY)/.installed
 
 
 # The test venvs, each made by `python -m venv` and given its requirements file.
@@ -149,6 +150,11 @@ $(TS_CURRENT_APP)/node_modules/.installed: $(TS_CURRENT_APP)/package.json $(TS_C
 
 $(TEST_IDP)/node_modules/.installed: $(TEST_IDP)/package.json $(TEST_IDP)/package-lock.json
 	cd $(TEST_IDP) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# axe-core, pinned, for the console's accessibility test (tests/e2e/test_console_accessibility.py).
+$(CONSOLE_AXE)/node_modules/.installed: $(CONSOLE_AXE)/package.json $(CONSOLE_AXE)/package-lock.json
+	cd $(CONSOLE_AXE) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 $(GO_CURRENT_APP_BIN): $(GO_CURRENT_APP)/main.go $(GO_CURRENT_APP)/go.mod $(GO_CURRENT_APP)/go.sum
