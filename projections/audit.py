@@ -160,6 +160,14 @@ class AuditQueries:
         )
         return [decoded(row, ("details",)) for row in rows]
 
+    def touched(self, after: int, through: int) -> list[tuple[str, str | None, str | None]]:
+        """The (kind, org, app) of the entries at positions in (after, through]: what the change feed publishes."""
+        rows = self.store.all(
+            "SELECT kind, org, app FROM {s}relay_audit WHERE position > ? AND position <= ? GROUP BY kind, org, app",
+            (after, through),
+        )
+        return [(str(row["kind"]), row["org"], row["app"]) for row in rows]
+
     def first_position(self, *, org: str, kind: str) -> int | None:
         """The position of the organization's first entry of aggregate `kind`, if any."""
         row = self.store.one(

@@ -13,6 +13,7 @@ from relay.projections.alerting import AlertingProjection, AlertingQueries, Aler
 from relay.projections.applications import ApplicationsProjection, ApplicationsQueries, ApplicationsSchema
 from relay.projections.audit import AuditProjection, AuditQueries, AuditSchema
 from relay.projections.backend import StoreConfig, ViewStore
+from relay.projections.change_feed import ChangeFeed
 from relay.projections.instances import InstancesProjection, InstancesQueries, InstancesSchema
 from relay.projections.operations import OperationsProjection, OperationsQueries, OperationsSchema
 from relay.projections.people import PeopleProjection, PeopleQueries, PeopleSchema
@@ -126,6 +127,8 @@ class ProjectionRunner:
         self.reached = views.position()
         self.last_error: str | None = None
         self._observed_at = 0.0
+        # What each committed batch touched, for the console's open pages (web/console/live.py, docs/adr/0052).
+        self.feed = ChangeFeed()
         self._thread = threading.Thread(target=self._run, name="projections", daemon=True)
         views.log.listeners.append(self.notify)
         # The log read through a connection pool of the runner's own: in a storm the handshakes' loads and saves
@@ -169,12 +172,18 @@ class ProjectionRunner:
         with self._changed:
             self.reached = reached
             self._changed.notify_all()
+        try:
+            self.feed.advance(reached, self.views.audit.touched)
+        except Exception as error:  # a page not told of a change must not stop the views
+            log.warning("the change feed could not read the audit view (%s)", type(error).__name__)
 
     def wait_for(self, position: int, timeout: float = 5.0) -> bool:
         """Block until every view has applied `position`; False on timeout."""
         deadline = time.monotonic() + timeout
         if self.reached >= position:
             return True
+        if not self._thread.is_alive():  # not started (a command without a server) or stopped: nobody applies it
+            return False
         self.notify()
         with self._changed:
             while self.reached < position:
@@ -192,6 +201,7 @@ class ProjectionRunner:
         return self.wait_for(int(self.reader.max_notification_id() or 0), timeout)
 
     def stop(self) -> None:
+        self.feed.close()
         self.views.applications.cache.enabled = False
         self._stopping.set()
         self._wake.set()

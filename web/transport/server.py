@@ -190,6 +190,7 @@ def _drain(rt: Runtime, draining: Draining, servers: list[RelayServer]) -> None:
     drain_s = rt.settings.drain_s
     log.info("relay stopping%s", f": draining for {drain_s:g} s" if drain_s else "")
     rt.stopping = draining.stopping = True
+    rt.runner.feed.close()  # the console's live streams end now: they must not hold the stop (web/console/live.py)
     if drain_s:
         gevent.sleep(drain_s)
     for server in servers:
