@@ -2,7 +2,8 @@
 
 - ``GET|PUT|DELETE .../autoscaling-policy``: the policy is application state, stored as App events
   (AutoscalingPolicySet / AutoscalingPolicyCleared) and read from the applications view. PUT checks the body
-  (events/autoscaling.py: 422 naming the field) and then the named queue against a healthy executor (`get_queue`):
+  (actors/services/autoscaling_policies.py, as the console's editor does: 422 naming the field) and then the
+  named queue against a healthy executor (`get_queue`):
   a queue that does not exist, is partitioned or has no worker_concurrency is a 422 on ``body.queue`` (the body names
   something the application cannot scale on: the request is wrong, not in conflict with Relay's state); with no
   executor to ask, 503. DELETE of an absent policy succeeds (204).
@@ -15,14 +16,11 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS, gather
-from relay.actors.policies.autoscaling import queue_problem
-from relay.actors.services.commands import run_command
-from relay.events.autoscaling import PolicyError, check_policy
+from relay.actors.services.autoscaling_policies import AutoscalingPolicies
 from relay.web.context import authorize, executor_calls, require_app, runtime
 from relay.web.http_inputs import json_body
 from relay.web.operations import operation
-from relay.web.problems import invalid, not_found
-from relay.wire.catalog_requests import GetQueueRequest
+from relay.web.problems import not_found
 from relay.wire.json_types import JSONObject
 
 bp = Blueprint("v2_autoscaling", __name__)
@@ -52,16 +50,7 @@ def get_policy(org: str, app: str) -> Response:
 def set_policy(org: str, app: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    try:
-        policy = check_policy(json_body(required=True))
-    except PolicyError as error:
-        raise invalid(error.location, error.message, error.value) from None
-    queue = executor_calls().call(org, app, GetQueueRequest(name=policy["queue"])).output
-    problem = queue_problem(policy["queue"], queue)
-    if problem is not None:
-        raise invalid("body.queue", problem, policy["queue"])
-    actor = runtime().directory.application_proxy(org, app)
-    run_command(runtime(), lambda: actor.set_autoscaling_policy(policy, who.display))
+    AutoscalingPolicies(runtime(), executor_calls()).set(org, app, json_body(required=True), who.display)
     return jsonify({"policy": stored_policy(org, app)})
 
 
@@ -70,9 +59,7 @@ def set_policy(org: str, app: str) -> Response:
 def delete_policy(org: str, app: str) -> Response:
     who = authorize(WRITE, org, app)
     require_app(org, app)
-    actor = runtime().directory.application_proxy(org, app)
-    run_command(runtime(), lambda: actor.set_autoscaling_policy(None, who.display))
-    RECOMMENDATIONS.withdraw(org, app)
+    AutoscalingPolicies(runtime(), executor_calls()).clear(org, app, who.display)
     return Response(status=204)
 
 

@@ -23,6 +23,6 @@ bp = Blueprint(
 )
 
 # The route modules register on `bp` when imported.
-from relay.web.console import alerts, auth, incidents, members, sso, views, workflows  # noqa: E402
+from relay.web.console import alerts, auth, autoscaling, incidents, live, members, sso, views, workflows  # noqa: E402
 
-__all__ = ["alerts", "auth", "bp", "incidents", "members", "sso", "views", "workflows"]
+__all__ = ["alerts", "auth", "autoscaling", "bp", "incidents", "live", "members", "sso", "views", "workflows"]

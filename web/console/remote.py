@@ -141,6 +141,19 @@ def delete(org: str, app: str, workflow_id: str) -> None:
 
 
 @_problems
+def delete_many(org: str, app: str, workflow_ids: list[str]) -> None:
+    """As POST .../workflows/bulk-delete: all or nothing."""
+    _actions().delete(org, app, api_to_wire.bulk_delete_request({"workflowIds": workflow_ids}))
+
+
+@_problems
+def fork_from_failure(org: str, app: str, workflow_ids: list[str]) -> list[str]:
+    """As POST .../workflows/bulk-fork-from-failure with fromLastFailure: the new workflows' ids."""
+    body: JSONObject = {"workflowIds": list(workflow_ids), "fromLastFailure": True}
+    return _actions().fork_from_failure(org, app, api_to_wire.bulk_fork_from_failure_request(body))
+
+
+@_problems
 def fork(org: str, app: str, workflow_id: str, start_step: int, app_version: str | None) -> str:
     body: JSONObject = {"startStep": start_step}
     if app_version:

@@ -8,14 +8,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from flask import abort, flash, jsonify, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.exceptions import Forbidden
 from werkzeug.wrappers import Response
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
 from relay.actors.errors import ServiceError
 from relay.actors.services.configuration_changes import ConfigurationChanges
-from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS, DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
+from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane
 from relay.events.errors import DomainError, InvalidValueError
@@ -26,18 +26,15 @@ from relay.projections.instances import InstanceState
 from relay.web import audit_trail
 from relay.web.console import bp, charts, overview, remote
 from relay.web.console.auth import confirm_page, confirmed, current, require
+from relay.web.console.executors import EXECUTOR_STATES, executor_history, requested_table
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
-from relay.web.console.recovery_state import recovery_wait
 from relay.web.context import refuse_beyond_scope, runtime
 from relay.web.problems import ApiError, api_error
-from relay.web.shapes.values import view_time
 from relay.wire.json_types import JSONObject
 
 # What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
 DEFAULT_KEY_PERMISSIONS = ("application.read", "application.write", "metric.read", "websocket.connect")
 RETENTION_SETTINGS = ("gcRowsThreshold", "gcTimeThresholdMs", "globalTimeoutMs")
-EXECUTOR_STATES = ("HEALTHY", "DISCONNECTED", "DEAD")
-HISTORY_SHOWN = 50  # recovered or deleted executors listed on the app page, newest first
 
 
 def _organizations() -> list[str]:
@@ -69,51 +66,6 @@ def home() -> Response:
 
 
 # -- applications ---------------------------------------------------------------------------------
-def _executor_row(row: JSONObject, wait: str = "") -> JSONObject:
-    """An executor as pages and the live table show it: no instance-internal columns; `wait` says where its
-    recovery stands (web/console/recovery_state.py)."""
-    return {
-        "executorId": row["executor_id"],
-        "status": row["status"],
-        "appVersion": row["app_version"] or "",
-        "hostname": row["hostname"] or "",
-        "language": row["language"] or "",
-        "dbosVersion": row["dbos_version"] or "",
-        "instance": row["instance"] or "",
-        "connectedAt": view_time(row["connected_at"]),
-        "disconnectedAt": view_time(row["disconnected_at"]),
-        "deadAt": view_time(row["dead_at"]),
-        "recoveryAttempts": row["recovery_attempts"],
-        "recovery": wait,
-    }
-
-
-def _executor_rows(org: str, app: str) -> tuple[list[JSONObject], list[JSONObject]]:
-    """The app's executors (live, DELETED left out) and its history: the ones that went down and were
-    recovered or deleted since, newest first, so a dead executor stays visible with its recovery."""
-    registry = runtime().views.registry
-    rows = registry.executors(org, app, include_deleted=True)
-    latest = registry.latest_recoveries(org, app, [r["executor_id"] for r in rows if r["status"] != "HEALTHY"])
-    healthy = {r["app_version"] or "" for r in rows if r["status"] == "HEALTHY"}
-    app_row = runtime().views.applications.app(org, app) or {"settings": DEFAULT_SETTINGS}
-    grace = float(app_row["settings"].get("executorTimeoutSecs") or DEFAULT_EXECUTOR_TIMEOUT_SECS)
-    now = datetime.now(UTC)
-
-    def shown(row: JSONObject) -> JSONObject:
-        wait = recovery_wait(row, latest.get(str(row["executor_id"])), healthy, grace, now)
-        return _executor_row(row, wait)
-
-    live = [shown(r) for r in rows if r["status"] != "DELETED"]
-    gone = sorted((r for r in rows if r["status"] == "DELETED"),
-                  key=lambda r: str(r["dead_at"] or r["updated_at"] or ""), reverse=True)[:HISTORY_SHOWN]
-    history = []
-    for row in gone:
-        last = latest.get(str(row["executor_id"]))
-        recovered_by = last["peer"] if last is not None and last["outcome"] == "acknowledged" else None
-        history.append({**shown(row), "deletedAt": row["updated_at"], "recoveredBy": recovered_by})
-    return live, history
-
-
 def _app_summary(org: str, row: dict[str, Any]) -> dict[str, Any]:
     registry = runtime().views.registry
     executors = registry.executors(org, row["name"])
@@ -163,7 +115,7 @@ def register_app(org: str) -> Response:
 @bp.get("/orgs/<org>/apps/<app>")
 def app_overview(org: str, app: str) -> str:
     row = check_app(org, app)
-    executors, history = _executor_rows(org, app)
+    table = requested_table(org, app)
     range_key = overview.pick_range(request.args.get("range"))
 
     def link(**filters: str) -> str:
@@ -183,11 +135,11 @@ def app_overview(org: str, app: str) -> str:
     except remote.ExecutorProblem as failed:
         problem = failed
     # Step latency: step aggregates come from executors only (the system database's client has none).
-    steps = charts.step_chart(org, app) if any(e["status"] == "HEALTHY" for e in executors) else None
+    steps = charts.step_chart(org, app) if table["counts"]["HEALTHY"] else None
     return render_template(
-        "console/app.html", org=org, app=app, summary=_app_summary(org, row), executors=executors,
-        history=history, overview=figures, recent=recent, problem=problem, steps=steps, tab="overview",
-        autoscaling=_autoscaling(org, app, row),
+        "console/app.html", org=org, app=app, summary=_app_summary(org, row), table=table,
+        history=executor_history(org, app), overview=figures, recent=recent, problem=problem, steps=steps,
+        tab="overview", autoscaling=_autoscaling(org, app, row),
     )
 
 
@@ -202,18 +154,12 @@ def _autoscaling(org: str, app: str, row: dict[str, Any]) -> dict[str, Any] | No
             "interval_s": runtime().settings.autoscale_interval_s}
 
 
-@bp.get("/orgs/<org>/apps/<app>/executors.json")
-def executors_json(org: str, app: str) -> Response:
-    """The live executors table polls this (web/static/console.js)."""
-    check_app(org, app)
-    rows, _history = _executor_rows(org, app)
-    counts = runtime().views.registry.counts_by_status(org, app)
-    return jsonify({"executors": rows, "counts": {s: counts.get(s, 0) for s in EXECUTOR_STATES}})
-
-
 # -- settings: grace period and retention -----------------------------------------------------------
 def _parse_settings(form: Any, current_settings: Mapping[str, object]) -> JSONObject:
     changes: JSONObject = {}
+    private = form.get("privateMode") == "on"  # a checkbox: absent when unticked
+    if bool(current_settings.get("privateMode")) != private:
+        changes["privateMode"] = private
     for key in ("executorTimeoutSecs", *RETENTION_SETTINGS):
         raw = (form.get(key) or "").strip()
         if raw == "":
@@ -242,7 +188,8 @@ def app_settings(org: str, app: str) -> Any:
         return render_template("console/settings.html", org=org, app=app, settings=row["settings"],
                                defaults=DEFAULT_SETTINGS, tab="settings", data_plane=plane,
                                data_plane_state=_data_plane_state(org, app, plane),
-                               data_plane_defaults=DATA_PLANE_DEFAULTS, max_grace=MAX_EXECUTOR_TIMEOUT_SECS)
+                               data_plane_defaults=DATA_PLANE_DEFAULTS, max_grace=MAX_EXECUTOR_TIMEOUT_SECS,
+                               policy=row["settings"].get(POLICY_SETTING))
     who = require("application.write", org, app)
     try:
         changes = _parse_settings(request.form, row["settings"])
@@ -265,6 +212,28 @@ def app_settings(org: str, app: str) -> Any:
         audit_trail.note("updateApp", [app], failed=problem.detail, status=problem.status)
         flash(f"Settings not saved: {problem.detail}", "error")
     return redirect(url_for("console.app_settings", org=org, app=app))
+
+
+@bp.post("/orgs/<org>/apps/<app>/delete")
+def delete_app(org: str, app: str) -> Any:
+    """As DELETE /v2/.../apps/<app>: the application is deleted and its executors are closed."""
+    check_app(org, app)
+    who = require("application.write", org, app)
+    if not confirmed():
+        return confirm_page(f"Delete the application {app}?", "Its connected executors are closed; registering it "
+                            "again brings it back.",
+                            f"Delete {app}", danger=True, back=url_for("console.app_settings", org=org, app=app),
+                            keep="Keep the application")
+    try:
+        ConfigurationChanges(runtime()).delete_app(org, app, who.display)
+    except (ServiceError, DomainError) as error:
+        problem = api_error(error)
+        audit_trail.note("deleteApp", [app], failed=problem.detail, status=problem.status)
+        flash(f"Application not deleted: {problem.detail}", "error")
+        return redirect(url_for("console.app_settings", org=org, app=app))
+    audit_trail.note("deleteApp", [app])
+    flash(f"Application '{app}' deleted.", "ok")
+    return redirect(url_for("console.apps", org=org))
 
 
 # -- data plane (issue 15): the system database by reference, its mode and limits ------------------------------------
@@ -290,6 +259,7 @@ def app_data_plane(org: str, app: str) -> Any:
                 "mode": request.form.get("mode") or "read",
                 "statementTimeoutMs": int(request.form.get("statementTimeoutMs") or 10_000),
                 "poolSize": int(request.form.get("poolSize") or 2),
+                "schema": (request.form.get("schema") or "").strip() or str(DATA_PLANE_DEFAULTS["schema"]),
             })
             ConfigurationChanges(runtime()).check_data_plane_reference(org, app, str(config["systemDatabaseUrlFrom"]))
         except (InvalidValueError, ValueError) as error:
@@ -304,7 +274,7 @@ def app_data_plane(org: str, app: str) -> Any:
             return confirm_page(f"Remove the data plane of {app}?", "With no executor connected, its pages will "
                                 "be empty again.", "Remove data plane", back=back, keep="Keep it", danger=True)
         described = (f"system database from {config['systemDatabaseUrlFrom']}, mode {config['mode']}, statement "
-                     f"timeout {config['statementTimeoutMs']} ms, pool {config['poolSize']}")
+                     f"timeout {config['statementTimeoutMs']} ms, pool {config['poolSize']}, schema {config['schema']}")
         return confirm_page(f"Set the data plane of {app}?", described, "Save data plane", back=back,
                             keep="Don't change")
     operation = "deleteDataPlane" if config is None else "putDataPlane"

@@ -25,7 +25,10 @@ STATUSES = ("PENDING", "ENQUEUED", "DELAYED", "SUCCESS", "ERROR", "CANCELLED", "
 TEXT_FILTERS = ("workflowName", "workflowIdPrefix", "queueName", "appVersion", "executorId", "forkedFrom",
                 "parentWorkflowId")
 TIME_FILTERS = ("startTime", "endTime")
-BULK_ACTIONS = ("cancel", "resume")
+# Bulk actions and the API operation each one is (fork: from each workflow's last failure).
+BULK_OPERATIONS = {"cancel": "bulkCancelWorkflows", "resume": "bulkResumeWorkflows", "delete": "bulkDeleteWorkflows",
+                   "fork": "bulkForkWorkflowsFromFailure"}
+BULK_ACTIONS = tuple(BULK_OPERATIONS)
 WORKFLOW_ACTIONS = ("cancel", "resume", "delete", "fork")
 SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
@@ -37,7 +40,8 @@ FOLLOW_S = 1.5  # a running workflow's page asks what changed this often (consol
 FOLLOW_STEPS = 100  # new steps one answer carries at most (the next answer carries the rest)
 ENDED = frozenset({"SUCCESS", "ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"})
 # The confirmation page's way out, per action: it says what staying put means.
-BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are"}
+BULK_KEEP = {"cancel": "Keep them running", "resume": "Leave them as they are", "delete": "Keep them",
+             "fork": "Don't fork"}
 WORKFLOW_KEEP = {"cancel": "Keep it running", "resume": "Leave it cancelled", "delete": "Keep it",
                  "fork": "Don't fork"}
 SCHEDULE_KEEP = {"pause": "Keep it active", "resume": "Keep it paused", "trigger": "Don't trigger",
@@ -161,14 +165,17 @@ def bulk(org: str, app: str) -> Any:
         flash("Select workflows and an action first.", "error")
         return redirect(back)
     _refuse_if_read_only(org, app, back)
+    verb = "Fork from the last failure" if action == "fork" else action.capitalize()
     if not confirmed():
-        return confirm_page(f"{action.capitalize()} {len(ids)} workflow(s)?", ", ".join(ids),
-                            f"{action.capitalize()} {len(ids)} workflow(s)", danger=action == "cancel", back=back,
-                            keep=BULK_KEEP[action])
-    _, problem = _act("bulkCancelWorkflows" if action == "cancel" else "bulkResumeWorkflows", ids,
-                      lambda: (remote.cancel if action == "cancel" else remote.resume)(org, app, ids))
+        return confirm_page(f"{verb}: {len(ids)} workflow(s)?", ", ".join(ids), f"{verb}: {len(ids)} workflow(s)",
+                            danger=action in ("cancel", "delete"), back=back, keep=BULK_KEEP[action])
+    work = {"cancel": remote.cancel, "resume": remote.resume, "delete": remote.delete_many,
+            "fork": remote.fork_from_failure}[action]
+    result, problem = _act(BULK_OPERATIONS[action], ids, lambda: work(org, app, ids))
     if problem:
         flash(f"Bulk {action} failed: {problem.detail}", "error")
+    elif action == "fork":
+        flash(f"Forked {len(result or [])} workflow(s) from their last failure: {', '.join(result or [])}.", "ok")
     else:
         flash(f"Asked the executor to {action} {len(ids)} workflow(s).", "ok")
     return redirect(back)
