@@ -56,7 +56,9 @@ def _bucket_ms(value: object) -> int | None:
 
 
 def _svg(body: list[str], label: str) -> Markup:
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+    # An image's content is presentational: a chart whose bars are links is a group, so they stay reachable.
+    role = "group" if any(part.startswith("<a ") for part in body) else "img"
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" role="{role}" '
             f'aria-label="{escape(label)}" class="svgchart">')
     return Markup(head + "".join(body) + "</svg>")  # noqa: S704 - every dynamic text is escaped above
 
