@@ -23,7 +23,7 @@ from relay.web.context import runtime
 from relay.web.problems import DomainFailure, api_error
 
 
-def _oauth_only() -> None:
+def oauth_only() -> None:
     if not runtime().settings.oidc_issuer:
         abort(404, "members and roles exist in OAuth mode only (RELAY_OIDC_ISSUER)")
 
@@ -44,13 +44,14 @@ def _page(org: str, who: Principal, secret: str | None = None, status: int = 200
     roles = {role["name"]: role for role in people.roles(org)}
     return render_template(
         "console/members.html", org=org, members=people.members(org), roles=roles, role_names=list(roles),
-        permissions=PERMISSIONS, secret=secret, me=who.user_id,
+        permissions=PERMISSIONS, secret=secret, me=who.user_id, claims=people.claims(org),
+        retention_days=people.retention_days(org),
     ), status
 
 
 @bp.get("/orgs/<org>/members")
 def members(org: str) -> tuple[str, int]:
-    _oauth_only()
+    oauth_only()
     check_org(org)
     return _page(org, require("organization.read", org))
 
@@ -69,7 +70,7 @@ def _done(operation: str, target: str, what: str, error: Exception | None, org: 
 
 @bp.post("/orgs/<org>/members/<username>/role")
 def grant_role(org: str, username: str) -> Response:
-    _oauth_only()
+    oauth_only()
     check_org(org)
     who = require("organization.write", org)
     role = (request.form.get("role") or "").strip()
@@ -82,7 +83,7 @@ def grant_role(org: str, username: str) -> Response:
 
 @bp.post("/orgs/<org>/members/<username>/remove")
 def remove_member(org: str, username: str) -> Any:
-    _oauth_only()
+    oauth_only()
     check_org(org)
     who = require("organization.write", org)
     if not confirmed():
@@ -100,7 +101,7 @@ def remove_member(org: str, username: str) -> Any:
 
 @bp.post("/orgs/<org>/join-secrets")
 def generate_secret(org: str) -> Any:
-    _oauth_only()
+    oauth_only()
     check_org(org)
     who = require("organization.write", org)
     try:
@@ -114,7 +115,7 @@ def generate_secret(org: str) -> Any:
 
 @bp.post("/orgs/<org>/roles")
 def create_role(org: str) -> Response:
-    _oauth_only()
+    oauth_only()
     check_org(org)
     who = require("organization.write", org)
     name = (request.form.get("name") or "").strip()
@@ -128,7 +129,7 @@ def create_role(org: str) -> Response:
 
 @bp.post("/orgs/<org>/roles/<role_name>/delete")
 def delete_role(org: str, role_name: str) -> Any:
-    _oauth_only()
+    oauth_only()
     check_org(org)
     who = require("organization.write", org)
     if not confirmed():

@@ -21,7 +21,7 @@ from relay.web.context import workflow_actions
 from relay.web.problems import ApiError, api_error, mapping_of
 from relay.web.shapes import api_to_wire, wire_to_api
 from relay.wire.json_types import JSONObject
-from relay.wire.workflow_requests import GetWorkflowRequest, ListStepsRequest
+from relay.wire.workflow_requests import GetWorkflowRequest, ImportWorkflowRequest, ListStepsRequest
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -138,6 +138,11 @@ def resume(org: str, app: str, workflow_ids: list[str]) -> None:
 @_problems
 def delete(org: str, app: str, workflow_id: str) -> None:
     _actions().delete(org, app, api_to_wire.delete_request(workflow_id, {}))
+
+
+@_problems
+def import_workflow(org: str, app: str, request: ImportWorkflowRequest) -> None:
+    _actions().import_workflow(org, app, request)
 
 
 @_problems
