@@ -13,6 +13,7 @@ from werkzeug.wrappers import Response
 
 from relay.actors.errors import ServiceError
 from relay.actors.services.alerting_rules import AlertingRules
+from relay.actors.services.incidents import STATES as INCIDENT_STATES
 from relay.actors.services.incidents import Incidents
 from relay.events.alerting import RULE_TYPES, metadata_fields
 from relay.events.errors import DomainError
@@ -84,12 +85,12 @@ def duration(seconds: int) -> str:
     return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m {rest % 60:02d}s"
 
 
-def incident_rows(org: str, app: str) -> list[dict[str, Any]]:
-    """The newest incidents (open or not), as the page shows them, each with where its last notification went
-    (one read per incident shown: at most INCIDENTS_SHOWN)."""
+def incident_rows(org: str, app: str, state: str = "all") -> list[dict[str, Any]]:
+    """The newest incidents in `state` (open, resolved or all), as the page shows them, each with where its last
+    notification went (one read per incident shown: at most INCIDENTS_SHOWN)."""
     alerting = runtime().views.alerting
     rows = []
-    for row in Incidents(runtime()).list(org, app, "all", limit=INCIDENTS_SHOWN):
+    for row in Incidents(runtime()).list(org, app, state, limit=INCIDENTS_SHOWN):
         found: dict[str, Any] = dict(alerting.incident(org, app, row["id"]) or {})
         sent: list[dict[str, Any]] = found.get("notifications") or []
         last = None
@@ -138,13 +139,16 @@ def alerts(org: str, app: str) -> str:
     check_app(org, app)
     view, operations = runtime().views.alerting, runtime().views.operations
     page = page_number(request.args.get("page"))
+    # The incidents' filter is in the URL (?state=open), as GET .../incidents?state= takes it: a link keeps it.
+    state = request.args.get("state") if request.args.get("state") in INCIDENT_STATES else "all"
     fired = view.alerts(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
     return render_template(
         "console/alerts.html", org=org, app=app, tab="alerts",
         rules=[_rule_row(r) for r in view.rules(org, app)],
         alerts=[_alert_row(r) for r in fired[:PAGE_SIZE]], page=page, more=len(fired) > PAGE_SIZE,
         incidents=[dict(i, message=_scrub(i["message"]), metadata=_shown(i["metadata"]))
-                   for i in incident_rows(org, app)], silences=SILENCES,
+                   for i in incident_rows(org, app, state)], silences=SILENCES, incident_state=state,
+        incident_states=INCIDENT_STATES,
         runs=[_retention_row(r) for r in operations.retention_runs(org, app, limit=RETENTION_RUNS_SHOWN)],
         webhook=runtime().settings.alert_webhook_url is not None,
         sinks=[name for name, on in (("Slack", runtime().settings.alert_slack_webhook_url),
