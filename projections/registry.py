@@ -155,6 +155,33 @@ class RegistryQueries:
             (org, app),
         )
 
+    def executors_page(
+        self, org: str, app: str, *, status: str | None, limit: int, offset: int
+    ) -> list[dict[str, Any]]:
+        """A page of the app's live executors (DELETED left out), of one `status` or any, in the order of
+        `executors`: the console pages them (10,000 executors would not fit a page)."""
+        condition = " AND status = ?" if status else " AND status <> 'DELETED'"
+        return self.store.all(
+            f"SELECT * FROM {{s}}relay_executors WHERE org = ? AND app = ?{condition} "  # noqa: S608
+            "ORDER BY connected_at, executor_id LIMIT ? OFFSET ?",
+            (org, app, *((status,) if status else ()), limit, offset),
+        )
+
+    def deleted_executors(self, org: str, app: str, limit: int) -> list[dict[str, Any]]:
+        """The app's DELETED executors, the latest gone first (by death, else by the last change)."""
+        return self.store.all(
+            "SELECT * FROM {s}relay_executors WHERE org = ? AND app = ? AND status = 'DELETED' "
+            "ORDER BY COALESCE(dead_at, updated_at) DESC LIMIT ?",
+            (org, app, limit),
+        )
+
+    def healthy_versions(self, org: str, app: str) -> set[str]:
+        rows = self.store.all(
+            "SELECT DISTINCT app_version FROM {s}relay_executors WHERE org = ? AND app = ? AND status = 'HEALTHY'",
+            (org, app),
+        )
+        return {str(row["app_version"] or "") for row in rows}
+
     def executor(self, org: str, app: str, executor_id: str) -> JSONObject | None:
         return self.store.one(
             "SELECT * FROM {s}relay_executors WHERE org = ? AND app = ? AND executor_id = ?",

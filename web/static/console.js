@@ -1,108 +1,7 @@
-// Relay console: live executors table, self-refreshing workflow list, bulk selection and the theme toggle.
+// Relay console: self-refreshing workflow list, bulk selection and the theme toggle.
 // No framework, no build step.
 (function () {
   "use strict";
-
-  function cell(text, code) {
-    var td = document.createElement("td");
-    if (code) td.className = "id";
-    if (code) {
-      var c = document.createElement("code");
-      c.textContent = text;
-      td.appendChild(c);
-    } else {
-      td.textContent = text;
-    }
-    return td;
-  }
-
-  // As the short_id macro (_macros.html): a long identifier's first characters, the whole one on hover.
-  function shortId(value) {
-    var td = document.createElement("td");
-    if (!value) return td;
-    var c = document.createElement("code");
-    c.className = "small";
-    c.title = value;
-    c.setAttribute("data-full", value);
-    c.textContent = value.length <= 14 ? value : value.slice(0, 12) + "\u2026";
-    td.appendChild(c);
-    return td;
-  }
-
-  function badge(status) {
-    var td = document.createElement("td");
-    var span = document.createElement("span");
-    span.className = "badge s-" + status;
-    span.textContent = status;
-    td.appendChild(span);
-    return td;
-  }
-
-  function when(iso) {
-    if (!iso) return "—";
-    var d = new Date(iso);
-    if (isNaN(d.getTime())) return iso;
-    // As the `ts` filter: a no-break space before "UTC", so a narrow column wraps only after the date.
-    return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "\u00a0UTC").replace(/Z$/, "\u00a0UTC");
-  }
-
-  function render(table, data) {
-    var body = table.tBodies[0];
-    var rows = document.createDocumentFragment();
-    data.executors.forEach(function (e) {
-      var tr = document.createElement("tr");
-      tr.setAttribute("data-executor", e.executorId);
-      tr.appendChild(cell(e.executorId, true));
-      tr.appendChild(badge(e.status));
-      tr.appendChild(shortId(e.appVersion || ""));
-      tr.appendChild(cell(e.hostname));
-      tr.appendChild(cell(((e.language || "") + " " + (e.dbosVersion || "")).trim()));
-      var since = cell(when(e.connectedAt));
-      var down = cell(e.status === "HEALTHY" ? "" : when(e.deadAt || e.disconnectedAt));
-      since.className = down.className = "t";
-      tr.appendChild(since);
-      tr.appendChild(down);
-      tr.appendChild(cell(e.instance));
-      var recovery = cell(e.recovery || "");
-      recovery.className = "recovery";
-      recovery.setAttribute("data-testid", "recovery");
-      tr.appendChild(recovery);
-      rows.appendChild(tr);
-    });
-    if (!data.executors.length) {
-      var tr = document.createElement("tr");
-      tr.className = "none";
-      var td = cell("No executor connected. Start one with this Relay as its conductor.");
-      td.colSpan = 9;
-      tr.appendChild(td);
-      rows.appendChild(tr);
-    }
-    body.replaceChildren(rows);
-    Object.keys(data.counts).forEach(function (state) {
-      var el = document.querySelector('[data-count="' + state + '"]');
-      if (el) el.textContent = String(data.counts[state]);
-    });
-  }
-
-  function live(table) {
-    var note = document.getElementById("live-note");
-    function tick() {
-      fetch(table.getAttribute("data-live"), { credentials: "same-origin", headers: { Accept: "application/json" } })
-        .then(function (r) {
-          if (r.redirected || !r.ok) throw new Error("HTTP " + r.status);
-          return r.json();
-        })
-        .then(function (data) {
-          render(table, data);
-          if (note) note.textContent = "live · updated " + new Date().toLocaleTimeString();
-          table.setAttribute("data-updated", String(Date.now()));
-        })
-        .catch(function () {
-          if (note) note.textContent = "live updates paused (reload the page)";
-        });
-    }
-    setInterval(tick, 2000);
-  }
 
   // Delegated to the form: rows swapped in by the refresh need no listeners of their own.
   function boxes() {
@@ -125,29 +24,44 @@
     });
   }
 
-  // The workflow list re-reads its own page (same URL, same filters) and swaps the table body in, keeping
-  // the ticked boxes; a button pauses it (remembered per browser).
+  // The workflow list re-reads its own page (same URL, same filters) and swaps the table body in, keeping the
+  // ticked boxes. How often is a person's choice (the rate select: off or seconds), in the URL (?refresh=) and
+  // remembered per browser; the button pauses and resumes. A hidden tab asks nothing, and catches up when shown.
   function refreshing(table) {
     var button = document.getElementById("refresh-toggle");
+    var select = document.getElementById("refresh-rate");
     var note = document.getElementById("refresh-note");
+    var rates = [2, 3, 5, 15, 60];
+    var pausedKey = "relay.workflows.paused";
+    var rateKey = "relay.workflows.rate";
     var every = parseInt(table.getAttribute("data-refresh"), 10) || 3000;
-    var key = "relay.workflows.paused";
-    var paused = window.localStorage.getItem(key) === "1";
+    var stored = parseInt(window.localStorage.getItem(rateKey), 10);
+    if (rates.indexOf(stored) >= 0) every = stored * 1000;
+    var paused = window.localStorage.getItem(pausedKey) === "1";
+    var asked = new URLSearchParams(window.location.search).get("refresh");  // a deep link wins
+    if (asked === "off") paused = true;
+    else if (rates.indexOf(parseInt(asked, 10)) >= 0) { every = parseInt(asked, 10) * 1000; paused = false; }
+    var timer = null;
+    var skipped = 0;
+    var hiddenSkips = 0;
     function show() {
       if (button) {
         button.textContent = paused ? "Resume auto-refresh" : "Pause auto-refresh";
         button.setAttribute("aria-pressed", paused ? "true" : "false");
       }
+      if (select) select.value = paused ? "off" : String(every / 1000);
       table.setAttribute("data-paused", paused ? "true" : "false");
+      table.setAttribute("data-every", String(every));
       if (note) note.textContent = paused ? "auto-refresh paused" : "refreshes every " + every / 1000 + " s";
     }
-    var skipped = 0;
-    function tick() {
-      if (paused) {
-        table.setAttribute("data-skipped", String(++skipped));  // refreshes not done while paused
-        return;
-      }
-      if (document.hidden) return;  // a background tab asks the executors nothing
+    function remember() {
+      window.localStorage.setItem(pausedKey, paused ? "1" : "0");
+      window.localStorage.setItem(rateKey, String(every / 1000));
+      var url = new URL(window.location.href);
+      url.searchParams.set("refresh", paused ? "off" : String(every / 1000));
+      window.history.replaceState(null, "", url.toString());
+    }
+    function fetchPage() {
       fetch(window.location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
         .then(function (r) {
           if (r.redirected || !r.ok) throw new Error("HTTP " + r.status);
@@ -170,13 +84,42 @@
           if (note) note.textContent = "auto-refresh failed (reload the page)";
         });
     }
+    function tick() {
+      if (paused) {
+        table.setAttribute("data-skipped", String(++skipped));  // refreshes not done while paused
+        return;
+      }
+      if (document.hidden) {  // a background tab asks the executors nothing
+        table.setAttribute("data-hidden-skipped", String(++hiddenSkips));
+        return;
+      }
+      fetchPage();
+    }
+    function schedule() {
+      if (timer) window.clearInterval(timer);
+      timer = window.setInterval(tick, every);
+    }
     if (button) button.addEventListener("click", function () {
       paused = !paused;
-      window.localStorage.setItem(key, paused ? "1" : "0");
+      remember();
       show();
     });
+    if (select) select.addEventListener("change", function () {
+      if (select.value === "off") {
+        paused = true;
+      } else {
+        paused = false;
+        every = parseInt(select.value, 10) * 1000;
+      }
+      remember();
+      show();
+      schedule();
+    });
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden && !paused) { fetchPage(); schedule(); }  // shown again: catch up now
+    });
     show();
-    setInterval(tick, every);
+    schedule();
   }
 
   // A running workflow's page follows it (issue 36): every data-follow ms it asks what changed since its last
@@ -265,8 +208,6 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     theme();
-    var table = document.querySelector("table[data-live]");
-    if (table) live(table);
     var list = document.querySelector("table[data-refresh]");
     if (list) refreshing(list);
     var followed = document.querySelector("[data-follow-url]");
