@@ -38,11 +38,13 @@ def shot(page: Page, name: str) -> Path:
 
 
 def start_executor(relay: RelayProcess, app: str, key: str, cwd: Path, *, prefix: str = PREFIX,
-                   name: str = "executor") -> tuple[ExecutorProcess, dict[str, Any]]:
-    """console_app.py connected to `relay` for `app`; returns the process and its READY line."""
+                   name: str = "executor", env: dict[str, str] | None = None) -> tuple[ExecutorProcess, dict[str, Any]]:
+    """console_app.py connected to `relay` for `app`; returns the process and its READY line. `env` adds to its
+    environment (APP_VERSION, SYSTEM_DATABASE_URL: see console_app.py)."""
     proc = ExecutorProcess(
         Path(__file__).with_name("console_app.py"), cwd=cwd, name=name,
-        env={"APP_NAME": app, "CONDUCTOR_URL": relay.ws_url, "CONDUCTOR_KEY": key, "SCENARIO_PREFIX": prefix},
+        env={"APP_NAME": app, "CONDUCTOR_URL": relay.ws_url, "CONDUCTOR_KEY": key, "SCENARIO_PREFIX": prefix,
+             **(env or {})},
     ).start()
     try:
         proc.wait_for_log("READY ", timeout=EXECUTOR_READY_S)

@@ -23,6 +23,20 @@ bp = Blueprint(
 )
 
 # The route modules register on `bp` when imported.
-from relay.web.console import alerts, auth, autoscaling, incidents, live, members, sso, views, workflows  # noqa: E402
+from relay.web.console import (  # noqa: E402
+    alerts,
+    attention,
+    auth,
+    autoscaling,
+    incidents,
+    live,
+    members,
+    organization,
+    sso,
+    views,
+    workflow_import,
+    workflows,
+)
 
-__all__ = ["alerts", "auth", "autoscaling", "bp", "incidents", "live", "members", "sso", "views", "workflows"]
+__all__ = ["alerts", "attention", "auth", "autoscaling", "bp", "incidents", "live", "members", "organization", "sso",
+           "views", "workflow_import", "workflows"]

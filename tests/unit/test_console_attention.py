@@ -1,0 +1,145 @@
+"""Needs attention's rules (web/console/attention_rules.py, pure) from answers and registry rows of their own, and its
+asking (web/console/attention.py `gather`): every question at once, a slow one cut at the deadline, a failed one
+kept as its error, the others answered."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import gevent
+import pytest
+
+from relay.web.console import attention_rules as rules
+from relay.web.console.attention import NotInTime, gather
+
+NOW = datetime(2026, 12, 6, 12, 30, tzinfo=UTC)
+
+
+def ago(**delta: float) -> str:
+    return rules.iso(NOW - timedelta(**delta))
+
+
+def waiting(queue: str | None, version: str | None, status: str, count: int, oldest: str) -> dict[str, Any]:
+    return {"group": {"queueName": queue, "appVersion": version, "status": status}, "count": count,
+            "minCreatedAt": oldest}
+
+
+def executor(executor_id: str, status: str, version: str = "v1", **extra: Any) -> dict[str, Any]:
+    return {"executor_id": executor_id, "status": status, "app_version": version, "hostname": "host",
+            "dead_at": "2026-12-06T12:00:00+00:00" if status == "DEAD" else None,
+            "disconnected_at": "2026-12-06T11:59:00+00:00" if status != "HEALTHY" else None,
+            "updated_at": "2026-12-06T12:00:00+00:00", "recovered": False, "recovery_peer": None,
+            "recovery_attempts": 0, **extra}
+
+
+def test_questions_are_aggregates_and_one_small_search_of_the_last_hour() -> None:
+    asked = rules.questions(NOW)
+    assert asked["failed_count"]["status"] == ["ERROR"] and asked["failed_count"]["selectCount"]
+    assert asked["failed_newest"]["limit"] == rules.FAILED_SHOWN
+    assert asked["failed_newest"]["loadInput"] is False and asked["failed_newest"]["loadOutput"] is False
+    assert asked["failed_count"]["startTime"] == asked["failed_newest"]["startTime"] == "2026-12-06T11:30:00Z"
+    assert asked["waiting"]["status"] == ["PENDING", "ENQUEUED"] and asked["waiting"]["selectMinCreatedAt"]
+
+
+def test_failures_count_all_and_list_the_newest_few() -> None:
+    newest = [{"workflowId": f"w{i}"} for i in range(3)]
+    found = rules.failed("shop", [{"group": {"status": "ERROR"}, "count": 42}], newest)
+    assert found is not None and (found.count, [w["workflowId"] for w in found.newest]) == (42, ["w0", "w1", "w2"])
+    assert rules.failed("shop", [], []) is None
+    # Counted a moment before the newest one ended: the count is never below what is listed.
+    late = rules.failed("shop", [], newest)
+    assert late is not None and late.count == 3
+
+
+def test_a_queue_is_stuck_when_its_oldest_enqueued_workflow_waited_past_the_threshold() -> None:
+    rows = [
+        waiting("orders", "v1", "ENQUEUED", 2, ago(minutes=10)),
+        waiting("orders", "v2", "ENQUEUED", 1, ago(minutes=30)),  # another version's: the same queue
+        waiting("orders", "v1", "PENDING", 5, ago(hours=5)),  # running work is not waiting
+        waiting("mail", "v1", "ENQUEUED", 7, ago(minutes=2)),  # not long enough
+        waiting(None, "v1", "PENDING", 3, ago(hours=9)),  # not on a queue
+    ]
+    stuck = rules.stuck_queues("shop", rows, NOW, 300)
+    assert [(q.queue, q.enqueued, q.oldest, q.waited_s) for q in stuck] == [("orders", 3, ago(minutes=30), 1800)]
+    assert [q.queue for q in rules.stuck_queues("shop", rows, NOW, 60)] == ["orders", "mail"]
+    assert rules.stuck_queues("shop", rows, NOW, 3600) == []
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(None, 300), ("", 300), ("5", 5), ("0", 1), ("x", 300),
+                                               ("99999999", rules.MAX_STUCK_AFTER_S)])
+def test_the_stuck_threshold_a_person_sets(raw: str | None, expected: int) -> None:
+    assert rules.stuck_after(raw) == expected
+
+
+def test_a_version_is_stranded_with_waiting_work_and_no_healthy_executor_of_it() -> None:
+    rows = [
+        waiting("orders", "v1", "ENQUEUED", 2, ago(minutes=1)),
+        waiting(None, "v1", "PENDING", 1, ago(minutes=1)),
+        waiting("orders", "v2", "ENQUEUED", 4, ago(minutes=1)),
+        waiting(None, "v2", "PENDING", 1, ago(minutes=1)),
+        waiting(None, "v0", "PENDING", 6, ago(minutes=1)),
+        waiting(None, None, "PENDING", 9, ago(minutes=1)),  # no version: nothing to say of it
+    ]
+    registry = [executor("a", "HEALTHY", "v1"), executor("b", "DEAD", "v2"), executor("c", "DISCONNECTED", "v1")]
+    stranded = rules.stranded_versions("shop", rows, registry)
+    assert [(s.version, s.pending, s.enqueued, bool(s.last_seen)) for s in stranded] == [
+        ("v0", 6, 0, False), ("v2", 1, 4, True)]
+    # Once an executor of v2 is HEALTHY, v2 is not stranded.
+    healed = rules.stranded_versions("shop", rows, [*registry, executor("d", "HEALTHY", "v2")])
+    assert [s.version for s in healed] == ["v0"]
+
+
+def test_dead_executors_not_recovered_with_why() -> None:
+    registry = [
+        executor("alive", "HEALTHY", "v1"),
+        executor("waiting", "DISCONNECTED", "v1"),  # in its grace period: not dead yet
+        executor("lost", "DEAD", "v2"),
+        executor("done", "DEAD", "v1", recovered=True),
+        executor("acked", "DEAD", "v1"),
+        executor("tried", "DEAD", "v1"),
+    ]
+    latest = {"acked": {"outcome": "acknowledged", "peer": "alive", "attempt": 1},
+              "tried": {"outcome": "failed", "peer": "alive", "attempt": 2, "reason": "executor busy"}}
+    dead = rules.dead_executors("shop", registry, latest, 10, NOW)
+    assert [(d.executor_id, d.why) for d in dead] == [
+        ("lost", "no executor of version v2 connected"),
+        ("tried", "waiting for the next recovery round; last attempt failed: executor busy")]
+    assert dead[0].dead_at == "2026-12-06T12:00:00.000Z"
+    nobody = rules.dead_executors("shop", [executor("lost", "DEAD", "v2")], {}, 10, NOW)
+    assert nobody[0].why == "no executor connected"
+
+
+@pytest.mark.parametrize(("state", "down"), [
+    (None, False), ({"status": "ready", "detail": "schema 5"}, False), ({"status": "unchecked", "detail": ""}, False),
+    ({"status": "unreachable", "detail": "the system database cannot be reached"}, True),
+    ({"status": "refused", "detail": "another application's"}, True), ({"status": "unresolved", "detail": ""}, True),
+])
+def test_a_data_plane_needs_attention_unless_ready_or_not_opened_yet(state: dict[str, Any] | None,
+                                                                      down: bool) -> None:
+    found = rules.data_plane_down("shop", state)
+    assert (found is not None) == down
+    if found is not None and state is not None:
+        assert (found.status, found.detail) == (state["status"], state["detail"])
+
+
+def test_gather_asks_at_once_cuts_the_slow_and_keeps_errors() -> None:
+    started: list[str] = []
+
+    def answer(name: str, wait_s: float) -> str:
+        started.append(name)
+        gevent.sleep(wait_s)
+        return name
+
+    def broken() -> str:
+        raise RuntimeError("no")
+
+    began = gevent.get_hub().loop.now()
+    results = gather({"a": lambda: answer("a", 0.05), "b": lambda: answer("b", 0.05),
+                      "slow": lambda: answer("slow", 5), "broken": broken}, 0.3)
+    elapsed = gevent.get_hub().loop.now() - began
+    assert results["a"] == "a" and results["b"] == "b"
+    assert isinstance(results["slow"], NotInTime) and "0.3 s" in str(results["slow"])
+    assert isinstance(results["broken"], RuntimeError)
+    assert sorted(started) == ["a", "b", "slow"]
+    assert elapsed < 1.0  # side by side, cut at the deadline: not 0.05 + 0.05 + 5 s

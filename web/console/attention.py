@@ -1,0 +1,186 @@
+"""Needs attention (issue 33, point 3): one page per organization, across the applications the principal may read:
+failed workflows of the last hour, queues with stuck work, DEAD executors not yet recovered and why, stranded
+versions, open incidents and data planes that cannot be used, each linking to where it can be fixed.
+
+Relay's own views answer the executors, incidents and data-plane settings. The workflows are asked of each
+application's executors or data plane, through the same use cases as the workflows list (actors/services), with
+small limits and aggregates only, every question of every application at once (gevent), and a short deadline:
+an application that does not answer in time, or cannot be asked, is listed as such and the page still answers.
+What counts as needing attention is web/console/attention_rules.py (pure)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Mapping
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, TypeVar
+
+import gevent
+from flask import abort, render_template, request
+
+from relay.actors.adapters.dataplane.client import DataPlane
+from relay.actors.adapters.off_hub import off_hub
+from relay.actors.errors import ServiceError
+from relay.actors.services.executor_calls import ExecutorCalls
+from relay.actors.services.incidents import Incidents
+from relay.actors.services.workflows import WorkflowActions
+from relay.events.application import DEFAULT_EXECUTOR_TIMEOUT_SECS
+from relay.events.errors import DomainError
+from relay.projections.registry import HEALTHY
+from relay.web.console import bp
+from relay.web.console.attention_rules import (
+    STUCK_AFTER_S,
+    Attention,
+    data_plane_down,
+    dead_executors,
+    failed,
+    failed_since,
+    questions,
+    stranded_versions,
+    stuck_after,
+    stuck_queues,
+)
+from relay.web.console.auth import current
+from relay.web.console.helpers import check_org
+from relay.web.context import runtime
+from relay.web.problems import ApiError, api_error
+from relay.web.shapes import api_to_wire, wire_to_api
+from relay.wire.json_types import JSONObject
+
+ASK_DEADLINE_S = 1.0  # every application is asked at once; one that has not answered by then is said to be slow
+INCIDENTS_PER_APP = 20
+
+log = logging.getLogger("relay.console")
+K = TypeVar("K", bound=Hashable)
+
+
+class NotInTime(Exception):
+    """A question still unanswered at the deadline (its greenlet is killed)."""
+
+
+def gather(jobs: Mapping[K, Callable[[], Any]], deadline_s: float) -> dict[K, Any]:
+    """Run every job in its own greenlet, all at once, and wait at most `deadline_s`: each job's result, or the
+    exception it raised, or NotInTime for one that had not finished."""
+    running = {key: gevent.spawn(job) for key, job in jobs.items()}
+    gevent.joinall(list(running.values()), timeout=deadline_s)
+    results: dict[K, Any] = {}
+    for key, greenlet in running.items():
+        if not greenlet.ready():
+            greenlet.kill(block=False)
+            results[key] = NotInTime(f"did not answer within {deadline_s:g} s")
+        elif greenlet.successful():
+            results[key] = greenlet.value
+        else:
+            results[key] = greenlet.exception
+    return results
+
+
+def _why(error: BaseException) -> str:
+    """A failed question in the page's words: the API's detail for a domain error, never a trace."""
+    if isinstance(error, NotInTime):
+        return str(error)
+    if isinstance(error, ServiceError | DomainError | ApiError):
+        return api_error(error).detail
+    log.error("needs attention: an unexpected failure", exc_info=error)
+    return "failed (Relay's log says why)"
+
+
+def _aggregates(actions: WorkflowActions, org: str, app: str, body: JSONObject) -> list[JSONObject]:
+    records = actions.records(org, app, api_to_wire.workflow_aggregates_request(body))
+    return [wire_to_api.workflow_aggregate(r) for r in records]
+
+
+def _search(actions: WorkflowActions, org: str, app: str, body: JSONObject) -> list[JSONObject]:
+    records = actions.records(org, app, api_to_wire.search_workflows_request(body))
+    return [wire_to_api.of_app(wire_to_api.workflow(r), app) for r in records]
+
+
+def _from_views(org: str, row: Mapping[str, Any], executors: list[JSONObject], now: datetime,
+                found: Attention) -> None:
+    """What Relay's own views say of one application: its DEAD executors not recovered, its open incidents."""
+    rt = runtime()
+    app = str(row["name"])
+    down = [str(e["executor_id"]) for e in executors if e["status"] == "DEAD"]
+    if down:
+        latest = rt.views.registry.latest_recoveries(org, app, down)
+        grace = float(row["settings"].get("executorTimeoutSecs") or DEFAULT_EXECUTOR_TIMEOUT_SECS)
+        found.dead += dead_executors(app, executors, latest, grace, now)
+    found.incidents += [{**i, "app": app} for i in Incidents(rt).list(org, app, "open", limit=INCIDENTS_PER_APP)]
+
+
+def _plane_state(plane: DataPlane) -> JSONObject:
+    return off_hub(lambda: plane.state().to_json())  # it may open the database: off gevent's hub
+
+
+def _fold(found: Attention, app: str, answers: Mapping[str, Any], calls: ExecutorCalls,
+          executors: list[JSONObject], now: datetime, stuck_after_s: int) -> None:
+    """One application's answers into the sections; a question that failed makes it a problem."""
+    errors = [a for a in answers.values() if isinstance(a, BaseException)]
+    if errors:
+        found.problems.append((app, f"could not ask its workflows: {_why(errors[0])}"))
+    if calls.served_from:
+        found.sources[app] = calls.served_from
+    count, newest, waiting = answers["failed_count"], answers["failed_newest"], answers["waiting"]
+    if not isinstance(count, BaseException) and not isinstance(newest, BaseException):
+        failures = failed(app, count, newest)
+        if failures is not None:
+            found.failed.append(failures)
+    if not isinstance(waiting, BaseException):
+        found.stuck += stuck_queues(app, waiting, now, stuck_after_s)
+        found.stranded += stranded_versions(app, waiting, executors)
+
+
+def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: int) -> Attention:
+    """Every section for `apps` (rows of the applications view) at `now`."""
+    rt = runtime()
+    found = Attention()
+    jobs: dict[tuple[str, str], Callable[[], Any]] = {}
+    asked: dict[str, tuple[ExecutorCalls, list[JSONObject]]] = {}
+    for row in apps:
+        app = str(row["name"])
+        executors = rt.views.registry.executors(org, app)
+        _from_views(org, row, executors, now, found)
+        plane = rt.data_planes.get(org, app, row["settings"].get("dataPlane"))
+        if plane is not None:
+            jobs[(app, "plane")] = partial(_plane_state, plane)
+        elif not any(e["status"] in (HEALTHY, "DISCONNECTED") for e in executors):
+            found.problems.append((app, "not asked: no executor connected and no data plane configured"))
+            continue
+        calls = ExecutorCalls(rt)  # one per application: which path answered is said per application
+        actions = WorkflowActions(calls)
+        asked[app] = (calls, executors)
+        for name, body in questions(now).items():
+            jobs[(app, name)] = partial(_search if name == "failed_newest" else _aggregates, actions, org, app, body)
+    answers = gather(jobs, ASK_DEADLINE_S)
+
+    for app, (calls, executors) in asked.items():
+        mine = {name: answer for (of, name), answer in answers.items() if of == app and name != "plane"}
+        _fold(found, app, mine, calls, executors, now, stuck_after_s)
+    for (app, name), answer in answers.items():
+        if name != "plane":
+            continue
+        if isinstance(answer, BaseException):
+            found.problems.append((app, f"its data plane's state: {_why(answer)}"))
+        elif (down := data_plane_down(app, answer)) is not None:
+            found.data_planes.append(down)
+    found.failed.sort(key=lambda f: (-f.count, f.app))
+    found.stuck.sort(key=lambda q: (-q.waited_s, q.app, q.queue))
+    found.incidents.sort(key=lambda i: str(i["opened_at"]), reverse=True)
+    found.problems.sort()
+    return found
+
+
+@bp.get("/orgs/<org>/attention")
+def attention(org: str) -> str:
+    check_org(org)
+    who = current()
+    if not who.allows("application.read", org):
+        abort(403, "your key lacks 'application.read' in this organization")
+    apps = [r for r in runtime().views.applications.apps(org) if who.allows("application.read", org, r["name"])]
+    now = datetime.now(UTC)
+    after_s = stuck_after(request.args.get("stuckAfterSecs"))
+    found = collect(org, apps, now, after_s)
+    return render_template("console/attention.html", org=org, found=found, apps=len(apps), now=now,
+                           since=failed_since(now), stuck_after_s=after_s, default_stuck_after_s=STUCK_AFTER_S,
+                           deadline_s=ASK_DEADLINE_S, served_from_many=True)
