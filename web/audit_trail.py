@@ -57,8 +57,10 @@ class Note:
 def note(operation: str, targets: Sequence[str], *, failed: str | None = None, status: int | None = None,
          app: str | None = None) -> None:
     """Name the console action this request performed (`failed`: why it did not succeed; `status`: the HTTP
-    status the API would have answered, when known; `app`: when the path does not name it)."""
-    g.audit_note = Note(operation, tuple(targets), status or (422 if failed else 200), failed, app)
+    status the API would have answered, when known; `app`: when the path does not name it). A request that
+    performed two operations (the console's rule edit: create the new rule, delete the old) notes each."""
+    g.setdefault("audit_notes", []).append(
+        Note(operation, tuple(targets), status or (422 if failed else 200), failed, app))
 
 
 def is_read_frame(message_type: object) -> bool:
@@ -109,23 +111,28 @@ def _detail(response: Response) -> str | None:
 
 
 def _record(response: Response) -> Response:
-    console = "audit_note" in g
-    pending = g.pop("audit_note", None) if console else _api_note()
+    console = "audit_notes" in g
+    notes = g.pop("audit_notes") if console else [_api_note()]
     who = g.get("console_principal") if console else g.get("principal")
-    if pending is None or who is None:
-        return response
+    for pending in notes:
+        if pending is not None and who is not None:
+            _record_one(pending, who.display, console, response)
+    return response
+
+
+def _record_one(pending: Note, by: str, console: bool, response: Response) -> None:
     args = request.view_args or {}
     # A view whose path names no organization may say which one the action belongs to (registerUser: the
     # organization the person landed in).
     org, app = str(args.get("org", g.get("audit_org", ""))), pending.app or args.get("app")
     if not ORG_NAME.fullmatch(org) or (app is not None and not APP_NAME.fullmatch(str(app))):
-        return response  # refused before anything ran: a name the API cannot even hold
+        return  # refused before anything ran: a name the API cannot even hold
     status = pending.status if pending.status is not None else response.status_code
     fields = {
         "org": org, "app": app, "operation": pending.operation, "via": "console" if console else "api",
         "targets": list(pending.targets), "status": status,
         "detail": pending.detail if pending.detail is not None else _detail(response),
-        "by": who.display, "source": request.remote_addr or "",
+        "by": by, "source": request.remote_addr or "",
     }
     try:
         instance = runtime().instance
@@ -134,7 +141,6 @@ def _record(response: Response) -> Response:
         instance.proxy().record_operation(uuid4(), **fields).get(timeout=RECORD_TIMEOUT_S)
     except Exception:  # the action ran; a lost audit entry is logged loudly, the answer still goes out
         log.exception("could not record the audit entry of %s on %s/%s", pending.operation, org, app or "-")
-    return response
 
 
 def install(app: Flask) -> None:

@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from flask import flash, redirect, render_template, request, url_for
+from flask import abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
 from relay.actors.errors import ServiceError
@@ -17,6 +17,7 @@ from relay.actors.services.incidents import STATES as INCIDENT_STATES
 from relay.actors.services.incidents import Incidents
 from relay.events.alerting import RULE_TYPES, metadata_fields
 from relay.events.errors import DomainError
+from relay.projections.identity import Principal
 from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
@@ -225,3 +226,69 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response | str:
         audit_trail.note("deleteAlertingRule", [rule_id])
         flash(f"Rule {rule_id} deleted.", "ok")
     return redirect(back)
+
+
+# -- editing a rule: Relay's API has no rule update, so an edit replaces the rule ---------------------------------
+def _rule_or_404(org: str, app: str, rule_id: str) -> dict[str, Any]:
+    row = runtime().views.alerting.rule(org, app, rule_id)
+    if row is None:
+        abort(404, f"no alerting rule '{rule_id}' in '{org}/{app}'")
+    return dict(row)
+
+
+@bp.get("/orgs/<org>/apps/<app>/alerting-rules/<rule_id>/edit")
+def edit_rule(org: str, app: str, rule_id: str) -> str:
+    """The rule's form, filled in (replace_rule saves it)."""
+    check_app(org, app)
+    row = _rule_or_404(org, app, rule_id)
+    return render_template(
+        "console/alert_rule.html", org=org, app=app, tab="alerts", rule=row,
+        fields=metadata_fields(str(row["rule_type"])), metadata=row["metadata"] or {},
+        app_names=[a["name"] for a in runtime().views.applications.apps(org)],
+    )
+
+
+@bp.post("/orgs/<org>/apps/<app>/alerting-rules/<rule_id>/edit")
+def replace_rule(org: str, app: str, rule_id: str) -> Response | str:
+    """The edited rule saved (after a confirmation) as the API would do it: created (createAlertingRule), then
+    the old one deleted (deleteAlertingRule), each through the service and audited. The old rule's incidents and
+    alerts stay listed under its id."""
+    check_app(org, app)
+    row = _rule_or_404(org, app, rule_id)
+    who = require("application.write", org, app)
+    rules = AlertingRules(runtime())
+    try:
+        body = rules.check_body(org, _rule_body({**request.form.to_dict(), "ruleType": row["rule_type"]}))
+    except (ValueError, ServiceError, DomainError, ApiError) as error:
+        flash(f"Rule not changed: {error if isinstance(error, ValueError) else api_error(error).detail}", "error")
+        return redirect(url_for("console.edit_rule", org=org, app=app, rule_id=rule_id))
+    if not confirmed():
+        conditions = ", ".join(f"{k} {v}" for k, v in sorted(body["ruleMetadata"].items())) or "the type's defaults"
+        return confirm_page(
+            f"Replace alerting rule {rule_id}?",
+            f"Relay's rules are not updated in place: a {row['rule_type']} rule with {conditions} is created (with "
+            f"a new id) and rule {rule_id} is deleted; its incidents and alerts stay listed.",
+            "Replace rule", back=url_for("console.alerts", org=org, app=app), keep="Keep the rule as it is")
+    _replace(org, app, rule_id, body, who)
+    return redirect(url_for("console.alerts", org=org, app=app))
+
+
+def _replace(org: str, app: str, rule_id: str, body: JSONObject, who: Principal) -> None:
+    rules = AlertingRules(runtime())
+    try:
+        created = rules.create(org, app, body, who)
+    except (ServiceError, DomainError, ApiError) as error:
+        problem = api_error(error)
+        audit_trail.note("createAlertingRule", [], failed=problem.detail, status=problem.status)
+        flash(f"Rule not changed: {problem.detail}", "error")
+        return
+    audit_trail.note("createAlertingRule", [str(created["rule_id"])])
+    try:
+        rules.delete(org, app, rule_id, who.display)
+    except (ServiceError, DomainError, ApiError) as error:
+        problem = api_error(error)
+        audit_trail.note("deleteAlertingRule", [rule_id], failed=problem.detail, status=problem.status)
+        flash(f"Rule {created['rule_id']} created, but rule {rule_id} was not deleted: {problem.detail}", "error")
+        return
+    audit_trail.note("deleteAlertingRule", [rule_id])
+    flash(f"Rule {rule_id} replaced by rule {created['rule_id']}.", "ok")
