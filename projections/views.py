@@ -129,6 +129,7 @@ class ProjectionRunner:
         self._observed_at = 0.0
         # What each committed batch touched, for the console's open pages (web/console/live.py, docs/adr/0052).
         self.feed = ChangeFeed()
+        self.feed.position = self.reached
         self._thread = threading.Thread(target=self._run, name="projections", daemon=True)
         views.log.listeners.append(self.notify)
         # The log read through a connection pool of the runner's own: in a storm the handshakes' loads and saves

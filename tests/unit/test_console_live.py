@@ -1,0 +1,130 @@
+"""The console's change feed (projections/change_feed.py) and its stream (web/console/live.py): topics from the
+audit view of what the runner committed, offered to the subscriptions whose patterns match; the stream checks the
+page's permissions, names areas only, is bounded per instance and ends when the instance stops."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from flask.testing import FlaskClient
+
+from relay.actors.runtime import Runtime
+from relay.events.application import App
+from relay.events.refs import app_ref
+from relay.projections.change_feed import (
+    EVERYTHING,
+    MAX_GAP,
+    ChangeFeed,
+    FeedClosedError,
+    FeedFullError,
+    matches,
+    topics_of,
+)
+from tests.unit.store_cases import at
+from tests.unit.test_console_alerts import ADMIN, OTHER_KEY, login, served
+
+__all__ = ["served"]  # the fixture, shared with the alerts page's tests
+
+
+def test_topics_name_areas_of_an_org_and_app_only() -> None:
+    topics = topics_of([("Executor", "acme", "shop"), ("RelayInstance", None, None), ("Organization", "acme", None)])
+    assert topics == {("audit", "acme", "shop"), ("executors", "acme", "shop"), ("recoveries", "acme", "shop"),
+                      ("audit", "", ""), ("instances", "", ""), ("executors", "", ""), ("audit", "acme", "")}
+    assert matches(("executors", "acme", "shop"), ("executors", "acme", "shop"))
+    assert not matches(("executors", "acme", "shop"), ("executors", "acme", "other"))
+    assert not matches(("executors", "acme", "shop"), ("recoveries", "acme", "shop"))
+    assert matches(("audit", "acme", None), ("audit", "acme", "other"))
+    assert not matches(("audit", "acme", None), ("audit", "evil", "shop"))
+    assert matches(("incidents", "acme", "shop"), EVERYTHING)
+
+
+def test_the_feed_reads_the_audit_view_only_for_subscribers() -> None:
+    asked: list[tuple[int, int]] = []
+
+    def touched(after: int, through: int) -> list[tuple[str, str | None, str | None]]:
+        asked.append((after, through))
+        return [("Executor", "acme", "shop"), ("Incident", "acme", "other")]
+
+    feed = ChangeFeed()
+    feed.position = 10
+    feed.advance(20, touched)  # nobody listens: nothing read, the position moves on
+    assert asked == [] and feed.position == 20
+    shop = feed.subscribe([("executors", "acme", "shop"), ("incidents", "acme", "shop")])
+    feed.advance(20, touched)  # nothing new
+    assert asked == [] and shop.wait(0) == set()
+    feed.advance(25, touched)
+    assert asked == [(20, 25)] and shop.wait(0) == {"executors"}  # not the other app's incident
+    feed.advance(25 + MAX_GAP + 1, touched)  # far behind: everything changed, nothing read
+    assert asked == [(20, 25)] and shop.wait(0) == {"executors", "incidents"}
+
+
+def test_the_feed_is_bounded_and_ends_every_stream_when_closed() -> None:
+    feed = ChangeFeed(max_streams=2)
+    first, second = feed.subscribe([("app", "acme", None)]), feed.subscribe([("app", "acme", None)])
+    with pytest.raises(FeedFullError):
+        feed.subscribe([("app", "acme", None)])
+    feed.unsubscribe(second)
+    feed.subscribe([("app", "acme", None)])
+    feed.close()
+    assert first.wait(5) is None  # at once, not after the timeout
+    with pytest.raises(FeedClosedError):
+        feed.subscribe([("app", "acme", None)])
+
+
+def _events(client: FlaskClient, url: str) -> tuple[int, Iterator[bytes]]:
+    response = client.get(url, buffered=False)
+    return response.status_code, iter(response.response)
+
+
+def test_the_stream_checks_the_pages_permissions(served: tuple[Runtime, FlaskClient]) -> None:
+    _, client = served
+    status, chunks = _events(client, "/orgs/acme/live?areas=executors,incidents&app=shop")
+    assert status == 200
+    first = next(chunks).decode()
+    assert first.startswith("retry: 1000\n") and '"areas":["executors","incidents"]' in first
+    other = client.application.test_client()
+    login(other, OTHER_KEY)  # application.read of 'empty' only
+    assert other.get("/orgs/acme/live?areas=executors&app=shop").status_code == 403
+    assert other.get("/orgs/acme/live?areas=audit").status_code == 403  # no organization.read
+    assert other.get("/orgs/acme/live?areas=instances").status_code == 403
+    assert other.get("/orgs/acme/live?areas=executors&app=empty", buffered=False).status_code == 200
+    assert client.get("/orgs/acme/live?areas=executors").status_code == 400  # which app?
+    assert client.get("/orgs/acme/live?areas=secrets&app=shop").status_code == 400
+    assert client.get("/orgs/acme/live").status_code == 400
+    assert client.application.test_client().get("/orgs/acme/live?areas=audit").status_code in (302, 303)
+
+
+def test_a_stream_says_which_areas_changed_and_nothing_else(served: tuple[Runtime, FlaskClient]) -> None:
+    rt, client = served
+    status, chunks = _events(client, "/orgs/acme/live?areas=executors,recoveries&app=shop")
+    assert status == 200 and b"ready" in next(chunks)
+    rt.runner.feed.publish({("executors", "acme", "empty"), ("audit", "acme", "shop")})  # not its topics
+    rt.runner.feed.publish({("recoveries", "acme", "shop")})
+    change = next(chunks).decode()
+    assert change == 'event: change\ndata: {"areas":["recoveries"]}\n\n'
+    assert ADMIN not in change and OTHER_KEY not in change
+    rt.runner.feed.close()  # the instance stops: the stream ends
+    assert next(chunks, None) is None
+    assert rt.runner.feed.streams == 0
+
+
+def test_beyond_the_bound_a_stream_is_refused_with_503(served: tuple[Runtime, FlaskClient]) -> None:
+    rt, client = served
+    rt.runner.feed.max_streams = 1
+    status, chunks = _events(client, "/orgs/acme/live?areas=app&app=shop")
+    assert status == 200 and b"ready" in next(chunks)
+    refused = client.get("/orgs/acme/live?areas=app&app=shop")
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "30"
+    assert "live streams already" in refused.get_data(as_text=True)
+
+
+def test_the_runner_publishes_what_its_batches_committed(served: tuple[Runtime, FlaskClient]) -> None:
+    rt, _ = served
+    rt.views.catch_up(reached=rt.runner._publish)
+    subscription = rt.runner.feed.subscribe([("app", "acme", "late"), ("audit", "acme", None)])
+    rt.log.ensure(app_ref("acme", "late"), lambda: App.register("acme", "late", at(5)))
+    rt.views.catch_up(reached=rt.runner._publish)  # as the runner's pass does
+    assert subscription.wait(0) == {"app", "audit"}
+    assert json.dumps(sorted(subscription.wait(0) or ())) == "[]"  # told once
