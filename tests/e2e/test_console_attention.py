@@ -1,8 +1,9 @@
 """Needs attention (issue 33, point 3) in a real browser, over a real `relay serve` and real dbos 3.2.0 executors:
 `limbo` has two executors on one PostgreSQL system database, v1 (kept) and v2 (killed: DEAD, with no executor of
 its version to recover it, so v2's waiting workflows are stranded), a WorkflowFailure rule with its open incident;
-`shop` (the session's executor) failed and queued workflows too. Each section shows them and links to where they
-can be dealt with; the sections with nothing say so. Screenshots at 1400 px, light and dark.
+`shop` (the session's executor) failed and queued workflows too; `quiet` has no executor, so it is not asked.
+Each section shows them and links to where they can be dealt with; the sections with nothing say so.
+Screenshots at 1400 px, light and dark.
 
 Runs against the same `relay serve` and `shop` executor as the other console tests (tests/e2e/conftest.py).
 """
@@ -23,12 +24,14 @@ from tests.support.procs import RelayProcess
 pytestmark = pytest.mark.integration
 
 LIMBO = "limbo"
+QUIET = "quiet"
 ATTENTION = "/orgs/local/attention"
 
 
 def test_needs_attention_across_applications(page: Page, relay: RelayProcess, shop: dict[str, Any],
                                              pg_url: str, tmp_path: Path) -> None:
     key = register_app(relay, LIMBO)
+    register_app(relay, QUIET)  # no executor, no data plane: nothing to ask
     assert relay.api("PATCH", f"/v2/orgs/local/apps/{LIMBO}", json={"executorTimeoutSecs": 1}).status_code in (200, 204)
     kept, _ = start_executor(relay, LIMBO, key, tmp_path / "v1", prefix="limbo1", name="limbo-v1",
                              env={"APP_VERSION": "v1", "SYSTEM_DATABASE_URL": pg_url})
@@ -81,6 +84,9 @@ def test_needs_attention_across_applications(page: Page, relay: RelayProcess, sh
         assert incident.locator("a", has_text="WorkflowFailure").get_attribute("href") == \
             f"/orgs/local/apps/{LIMBO}/alerts"
         expect(page.locator("[data-testid=attention-data-planes] [data-testid=nothing]")).to_be_visible()
+        expect(page.locator(f"[data-testid=attention-problems] li[data-app={QUIET}]")).to_contain_text(
+            "not asked: no executor connected and no data plane configured")
+        expect(page.locator(f"[data-testid=attention-problems] li[data-app={LIMBO}]")).to_have_count(0)
         assert relay.admin_token not in page.content() and pg_url not in page.content()
         shot(page, "300-needs-attention")
         page.emulate_media(color_scheme="dark")

@@ -81,18 +81,16 @@ def test_a_version_is_stranded_with_waiting_work_and_no_healthy_executor_of_it()
         waiting(None, "v0", "PENDING", 6, ago(minutes=1)),
         waiting(None, None, "PENDING", 9, ago(minutes=1)),  # no version: nothing to say of it
     ]
-    registry = [executor("a", "HEALTHY", "v1"), executor("b", "DEAD", "v2"), executor("c", "DISCONNECTED", "v1")]
-    stranded = rules.stranded_versions("shop", rows, registry)
-    assert [(s.version, s.pending, s.enqueued, bool(s.last_seen)) for s in stranded] == [
-        ("v0", 6, 0, False), ("v2", 1, 4, True)]
+    down = [executor("b", "DEAD", "v2"), executor("c", "DISCONNECTED", "v1")]
+    stranded = rules.stranded_versions("shop", rows, {"v1"}, down)
+    assert [(s.version, s.pending, s.enqueued, s.last_seen) for s in stranded] == [
+        ("v0", 6, 0, ""), ("v2", 1, 4, "2026-12-06T11:59:00Z")]
     # Once an executor of v2 is HEALTHY, v2 is not stranded.
-    healed = rules.stranded_versions("shop", rows, [*registry, executor("d", "HEALTHY", "v2")])
-    assert [s.version for s in healed] == ["v0"]
+    assert [s.version for s in rules.stranded_versions("shop", rows, {"v1", "v2"}, down)] == ["v0"]
 
 
 def test_dead_executors_not_recovered_with_why() -> None:
     registry = [
-        executor("alive", "HEALTHY", "v1"),
         executor("waiting", "DISCONNECTED", "v1"),  # in its grace period: not dead yet
         executor("lost", "DEAD", "v2"),
         executor("done", "DEAD", "v1", recovered=True),
@@ -101,12 +99,12 @@ def test_dead_executors_not_recovered_with_why() -> None:
     ]
     latest = {"acked": {"outcome": "acknowledged", "peer": "alive", "attempt": 1},
               "tried": {"outcome": "failed", "peer": "alive", "attempt": 2, "reason": "executor busy"}}
-    dead = rules.dead_executors("shop", registry, latest, 10, NOW)
+    dead = rules.dead_executors("shop", registry, latest, {"v1"}, 10, NOW)
     assert [(d.executor_id, d.why) for d in dead] == [
         ("lost", "no executor of version v2 connected"),
         ("tried", "waiting for the next recovery round; last attempt failed: executor busy")]
     assert dead[0].dead_at == "2026-12-06T12:00:00.000Z"
-    nobody = rules.dead_executors("shop", [executor("lost", "DEAD", "v2")], {}, 10, NOW)
+    nobody = rules.dead_executors("shop", [executor("lost", "DEAD", "v2")], {}, set(), 10, NOW)
     assert nobody[0].why == "no executor connected"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ from relay.events.errors import DomainError
 from relay.projections.registry import HEALTHY
 from relay.web.console import bp
 from relay.web.console.attention_rules import (
+    DEAD_SHOWN,
     STUCK_AFTER_S,
     Attention,
     data_plane_down,
@@ -96,25 +98,43 @@ def _search(actions: WorkflowActions, org: str, app: str, body: JSONObject) -> l
     return [wire_to_api.of_app(wire_to_api.workflow(r), app) for r in records]
 
 
-def _from_views(org: str, row: Mapping[str, Any], executors: list[JSONObject], now: datetime,
-                found: Attention) -> None:
+@dataclass
+class Registry:
+    """What the registry view says of one application, read in a few small queries (never every executor:
+    an application may have thousands)."""
+
+    live: bool  # an executor HEALTHY or DISCONNECTED: its executors can be asked
+    healthy: set[str]  # the versions HEALTHY executors run
+    down: list[JSONObject]  # DEAD (up to DEAD_SHOWN) and DISCONNECTED (as many) executors
+
+
+def _from_views(org: str, row: Mapping[str, Any], now: datetime, found: Attention) -> Registry:
     """What Relay's own views say of one application: its DEAD executors not recovered, its open incidents."""
     rt = runtime()
+    registry = rt.views.registry
     app = str(row["name"])
-    down = [str(e["executor_id"]) for e in executors if e["status"] == "DEAD"]
-    if down:
-        latest = rt.views.registry.latest_recoveries(org, app, down)
+    counts = registry.counts_by_status(org, app)
+    healthy = registry.healthy_versions(org, app) if counts.get(HEALTHY) else set()
+    dead = registry.executors_page(org, app, status="DEAD", limit=DEAD_SHOWN, offset=0) if counts.get("DEAD") else []
+    if dead:
+        latest = rt.views.registry.latest_recoveries(org, app, [str(e["executor_id"]) for e in dead])
         grace = float(row["settings"].get("executorTimeoutSecs") or DEFAULT_EXECUTOR_TIMEOUT_SECS)
-        found.dead += dead_executors(app, executors, latest, grace, now)
+        found.dead += dead_executors(app, dead, latest, healthy, grace, now)
+        if counts["DEAD"] > len(dead):
+            found.dead_unlisted[app] = counts["DEAD"] - len(dead)
+    disconnected = counts.get("DISCONNECTED", 0)
+    down = dead + (registry.executors_page(org, app, status="DISCONNECTED", limit=DEAD_SHOWN, offset=0)
+                   if disconnected else [])
     found.incidents += [{**i, "app": app} for i in Incidents(rt).list(org, app, "open", limit=INCIDENTS_PER_APP)]
+    return Registry(live=bool(counts.get(HEALTHY) or disconnected), healthy=healthy, down=down)
 
 
 def _plane_state(plane: DataPlane) -> JSONObject:
     return off_hub(lambda: plane.state().to_json())  # it may open the database: off gevent's hub
 
 
-def _fold(found: Attention, app: str, answers: Mapping[str, Any], calls: ExecutorCalls,
-          executors: list[JSONObject], now: datetime, stuck_after_s: int) -> None:
+def _fold(found: Attention, app: str, answers: Mapping[str, Any], calls: ExecutorCalls, registry: Registry,
+          now: datetime, stuck_after_s: int) -> None:
     """One application's answers into the sections; a question that failed makes it a problem."""
     errors = [a for a in answers.values() if isinstance(a, BaseException)]
     if errors:
@@ -128,7 +148,7 @@ def _fold(found: Attention, app: str, answers: Mapping[str, Any], calls: Executo
             found.failed.append(failures)
     if not isinstance(waiting, BaseException):
         found.stuck += stuck_queues(app, waiting, now, stuck_after_s)
-        found.stranded += stranded_versions(app, waiting, executors)
+        found.stranded += stranded_versions(app, waiting, registry.healthy, registry.down)
 
 
 def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: int) -> Attention:
@@ -136,27 +156,26 @@ def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: 
     rt = runtime()
     found = Attention()
     jobs: dict[tuple[str, str], Callable[[], Any]] = {}
-    asked: dict[str, tuple[ExecutorCalls, list[JSONObject]]] = {}
+    asked: dict[str, tuple[ExecutorCalls, Registry]] = {}
     for row in apps:
         app = str(row["name"])
-        executors = rt.views.registry.executors(org, app)
-        _from_views(org, row, executors, now, found)
+        registry = _from_views(org, row, now, found)
         plane = rt.data_planes.get(org, app, row["settings"].get("dataPlane"))
         if plane is not None:
             jobs[(app, "plane")] = partial(_plane_state, plane)
-        elif not any(e["status"] in (HEALTHY, "DISCONNECTED") for e in executors):
+        elif not registry.live:
             found.problems.append((app, "not asked: no executor connected and no data plane configured"))
             continue
         calls = ExecutorCalls(rt)  # one per application: which path answered is said per application
         actions = WorkflowActions(calls)
-        asked[app] = (calls, executors)
+        asked[app] = (calls, registry)
         for name, body in questions(now).items():
             jobs[(app, name)] = partial(_search if name == "failed_newest" else _aggregates, actions, org, app, body)
     answers = gather(jobs, ASK_DEADLINE_S)
 
-    for app, (calls, executors) in asked.items():
+    for app, (calls, registry) in asked.items():
         mine = {name: answer for (of, name), answer in answers.items() if of == app and name != "plane"}
-        _fold(found, app, mine, calls, executors, now, stuck_after_s)
+        _fold(found, app, mine, calls, registry, now, stuck_after_s)
     for (app, name), answer in answers.items():
         if name != "plane":
             continue

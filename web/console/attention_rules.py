@@ -20,6 +20,7 @@ FAILED_SHOWN = 5  # the newest failed workflows listed per application (the coun
 STUCK_AFTER_S = 300  # a queue whose oldest ENQUEUED workflow waited longer than this has stuck work
 MAX_STUCK_AFTER_S = 7 * 24 * 3600
 WAITING = ("PENDING", "ENQUEUED")
+DEAD_SHOWN = 50  # DEAD executors read per application (at fleet size an application may have thousands)
 # The data plane states that need no one: open, or not opened yet (it opens on first use).
 DATA_PLANE_FINE = frozenset({"ready", "unchecked"})
 
@@ -100,6 +101,7 @@ class Attention:
     stuck: list[StuckQueue] = field(default_factory=list)
     stranded: list[Stranded] = field(default_factory=list)
     dead: list[DeadExecutor] = field(default_factory=list)
+    dead_unlisted: dict[str, int] = field(default_factory=dict)  # app → DEAD executors past DEAD_SHOWN
     incidents: list[JSONObject] = field(default_factory=list)
     data_planes: list[DataPlaneDown] = field(default_factory=list)
     problems: list[tuple[str, str]] = field(default_factory=list)
@@ -152,17 +154,18 @@ def stuck_queues(app: str, waiting: Sequence[Mapping[str, Any]], now: datetime, 
     return sorted(stuck, key=lambda q: (-q.waited_s, q.queue))
 
 
-def stranded_versions(app: str, waiting: Sequence[Mapping[str, Any]],
-                      executors: Sequence[Mapping[str, Any]]) -> list[Stranded]:
-    """Versions with PENDING or ENQUEUED workflows that no HEALTHY executor (of the registry's `executors`)
-    runs: nothing will run or recover that work until an executor of the version connects (DBOS dequeues and
-    recovers a workflow only on its own version)."""
-    connected, last_seen = connected_versions(executors)
+def stranded_versions(app: str, waiting: Sequence[Mapping[str, Any]], healthy: Collection[str],
+                      down: Sequence[Mapping[str, Any]]) -> list[Stranded]:
+    """Versions with PENDING or ENQUEUED workflows that no HEALTHY executor runs (`healthy`: the registry's
+    versions of them): nothing will run or recover that work until an executor of the version connects (DBOS
+    dequeues and recovers a workflow only on its own version). `down` (the registry's DISCONNECTED and DEAD
+    executors) says when an executor of a version was last connected."""
+    _, last_seen = connected_versions(down)
     counts: dict[str, dict[str, int]] = {}
     for row in waiting:
         group = _group(row)
         version = group.get("appVersion")
-        if not version or str(version) in connected:
+        if not version or str(version) in healthy:
             continue
         by_status = counts.setdefault(str(version), {"PENDING": 0, "ENQUEUED": 0})
         status = str(group.get("status"))
@@ -175,21 +178,21 @@ def stranded_versions(app: str, waiting: Sequence[Mapping[str, Any]],
     ]
 
 
-def dead_executors(app: str, executors: Sequence[JSONObject], latest: Mapping[str, JSONObject],
+def dead_executors(app: str, dead: Sequence[JSONObject], latest: Mapping[str, JSONObject], healthy: Collection[str],
                    grace_secs: float, now: datetime) -> list[DeadExecutor]:
-    """DEAD executors whose workflows no one has recovered yet, each with why (recovery_state.recovery_wait)."""
-    healthy: Collection[str] = {str(e["app_version"] or "") for e in executors if e["status"] == "HEALTHY"}
-    dead = []
-    for row in executors:
+    """The DEAD executors of `dead` (registry rows) whose workflows no one has recovered yet, each with why
+    (recovery_state.recovery_wait; `healthy`: the versions HEALTHY executors run)."""
+    found = []
+    for row in dead:
         if row["status"] != "DEAD":
             continue
         last = latest.get(str(row["executor_id"]))
         if row["recovered"] or (last is not None and last["outcome"] == "acknowledged"):
             continue
-        dead.append(DeadExecutor(app, str(row["executor_id"]), str(row["app_version"] or ""),
-                                 str(row["hostname"] or ""), view_time(row["dead_at"]) or "",
-                                 recovery_wait(row, last, healthy, grace_secs, now)))
-    return dead
+        found.append(DeadExecutor(app, str(row["executor_id"]), str(row["app_version"] or ""),
+                                  str(row["hostname"] or ""), view_time(row["dead_at"]) or "",
+                                  recovery_wait(row, last, healthy, grace_secs, now)))
+    return found
 
 
 def data_plane_down(app: str, state: Mapping[str, Any] | None) -> DataPlaneDown | None:
