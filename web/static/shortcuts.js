@@ -10,6 +10,7 @@
 
   var ROW_CLASS = "kbd-current";
   var current = null; // the highlighted row
+  var currentIndex = -1; // its place: a list that refreshed itself replaced the row, not the place
   var pendingG = 0; // when "g" was pressed (ms), for the two-key moves
   var G_WINDOW_MS = 1500;
 
@@ -40,9 +41,10 @@
     });
   }
 
-  function highlight(row) {
+  function highlight(row, index) {
     if (current) current.classList.remove(ROW_CLASS);
     current = row;
+    currentIndex = index;
     row.classList.add(ROW_CLASS);
     var link = row.querySelector("a[href]");
     if (link) link.focus({ preventScroll: true });
@@ -53,8 +55,9 @@
     var list = rows();
     if (!list.length) return;
     var at = list.indexOf(current);
+    if (at < 0 && currentIndex >= 0) at = Math.min(currentIndex, list.length - 1);
     var next = at < 0 ? (step > 0 ? 0 : list.length - 1) : Math.min(list.length - 1, Math.max(0, at + step));
-    highlight(list[next]);
+    highlight(list[next], next);
   }
 
   function openCurrent() {
