@@ -22,7 +22,6 @@ from relay.events.errors import DomainError, InvalidValueError
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import Principal, hash_key, new_api_key
-from relay.projections.instances import InstanceState
 from relay.web import audit_trail
 from relay.web.console import bp, charts, overview, remote
 from relay.web.console.auth import confirm_page, confirmed, current, require
@@ -396,10 +395,7 @@ def audit(org: str) -> str:
 
 
 # -- cluster: instances and leases ----------------------------------------------------------------
-def _instances(org: str | None) -> list[InstanceState]:
-    """Each instance's state and the executors it holds (of `org` only unless None): the instances view, as
-    its events left it (the page shows no heartbeat ages)."""
-    return runtime().views.instances.describe((), 0.0, org=org)
+LEASES_PER_PAGE = 100
 
 
 @bp.get("/orgs/<org>/cluster")
@@ -408,6 +404,19 @@ def cluster(org: str) -> str:
     who = require("organization.read", org)
     if who.app_scoped:  # as GET /relay/v1/instances (issue 34)
         abort(403, "a key limited to some applications cannot see Relay's instances")
-    return render_template("console/cluster.html", org=org, instances=_instances(None if who.admin else org),
-                           this_instance=runtime().settings.instance_id)
+    shown_org = None if who.admin else org
+    queries = runtime().views.instances
+    counts = queries.lease_counts(shown_org)
+    # One page of leases per instance (`instance` and `page` page through one of them): the page's cost and size
+    # do not grow with the fleet.
+    paged, page = request.args.get("instance"), max(1, request.args.get("page", 1, type=int) or 1)
+    instances = []
+    for state in queries.describe((), 0.0, org=shown_org, with_leases=False):
+        held = sum(counts.get(state.instance, {}).values())
+        at = page if state.instance == paged else 1
+        leases = queries.lease_page(state.instance, LEASES_PER_PAGE, (at - 1) * LEASES_PER_PAGE, org=shown_org)
+        instances.append({"state": state, "counts": counts.get(state.instance, {}), "held": held, "page": at,
+                          "pages": max(1, -(-held // LEASES_PER_PAGE)), "leases": leases})
+    return render_template("console/cluster.html", org=org, instances=instances,
+                           this_instance=runtime().settings.instance_id, per_page=LEASES_PER_PAGE)
 
