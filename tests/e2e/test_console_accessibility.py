@@ -30,6 +30,9 @@ MAX_PAGES = 40
 # Never followed: leaving the session, or a flow that leaves the console (SSO with an identity provider).
 SKIPPED_ENDPOINTS = {"console.static", "console.logout", "console.sso_login", "console.oauth_callback"}
 THEMES = ["light", "dark"]
+# Pages shot in each theme (test-output/console/a11y-*.png), to look at what contrast changes did.
+SCREENSHOT_ROUTES = {"console.app_overview", "console.workflows", "console.workflow", "console.app_settings",
+                     "console.attention"}
 WF = f"/orgs/local/apps/{APP}"
 # The pages whose every interactive element must be reachable with Tab.
 KEYBOARD_PAGES = [WF, f"{WF}/workflows", f"{WF}/workflows/{PREFIX}-batch", f"{WF}/settings", "/orgs/local/keys"]
@@ -97,7 +100,7 @@ def same_origin_links(page: Page) -> list[str]:
     return [h for h in hrefs if h and not h.startswith(("#", "mailto:", "javascript:"))]
 
 
-def crawl(page: Page, relay: RelayProcess, routes: Map, start: str) -> tuple[dict[str, str], list[str]]:
+def crawl(page: Page, relay: RelayProcess, routes: Map, start: str, theme: str) -> tuple[dict[str, str], list[str]]:
     """Breadth-first from `start`: audit one URL per route; return {route: url} and the violations found."""
     base = relay.base_url
     seen: dict[str, str] = {}
@@ -113,6 +116,8 @@ def crawl(page: Page, relay: RelayProcess, routes: Map, start: str) -> tuple[dic
         if response is None or "text/html" not in response.headers.get("content-type", ""):
             continue
         queue.extend(same_origin_links(page))
+        if route in SCREENSHOT_ROUTES:
+            shot(page, f"a11y-{route.removeprefix('console.')}-{theme}")
         problems += violations(page, f"{route} {url}")
     return seen, problems
 
@@ -127,7 +132,7 @@ def test_every_console_page_has_no_serious_axe_violation(
     problems = violations(page, "login")
     login(page, relay, relay.admin_token)
     first = urlsplit(page.url)
-    crawled, found = crawl(page, relay, route_map, first.path + (f"?{first.query}" if first.query else ""))
+    crawled, found = crawl(page, relay, route_map, first.path + (f"?{first.query}" if first.query else ""), theme)
     problems += found
     print(f"audited ({theme}):", *crawled.values(), sep="\n  ")
     for needed in ("console.workflows", "console.workflow", "console.app_settings", "console.keys", "console.audit"):
@@ -146,8 +151,13 @@ def test_every_console_page_has_no_serious_axe_violation(
     expect(page.locator(".error-page")).to_contain_text("404")
     problems += violations(page, "404 page")
 
+    # Dialogs (the keyboard shortcuts' help), each audited open.
     page.goto(relay.base_url + WF)
-    shot(page, f"a11y-overview-{theme}")
+    for dialog in page.eval_on_selector_all("dialog[id]", "ds => ds.map(d => d.id)"):
+        page.evaluate("id => document.getElementById(id).showModal()", dialog)
+        problems += violations(page, f"dialog #{dialog}")
+        shot(page, f"a11y-dialog-{dialog}-{theme}")
+        page.keyboard.press("Escape")
     assert not problems, f"{len(problems)} serious/critical axe violation(s) ({theme}):\n" + "\n".join(problems)
 
 
