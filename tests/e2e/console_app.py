@@ -15,7 +15,12 @@ Before printing ``READY {...}`` it runs a scenario whose workflows the console s
 - ``long``: ``restock``, 21 ``reserve`` steps (a long step list), SUCCESS;
 - on the ``orders`` queue (one at a time per worker): a second waiting ``approval`` (PENDING) and an
   ``order`` behind it (ENQUEUED);
+- ``mended``: a ``quote`` step that fails, the same step again that succeeds (a retry), then a child
+  ``order`` workflow (``<id>-child``) whose result it waits for, SUCCESS;
 - a ``nightly`` schedule that fires at 03:00 UTC (never during a test).
+
+After ``READY`` it starts ``thousand`` (1,000 ``tick`` steps, SUCCESS; ~9 s on SQLite, so in the background: the
+graph's test waits for it).
 """
 
 from __future__ import annotations
@@ -94,6 +99,39 @@ def restock(order_id: str) -> int:
     return LONG_STEPS
 
 
+THOUSAND_STEPS = 1000
+
+
+@DBOS.workflow()
+def thousand(label: str) -> int:
+    for index in range(THOUSAND_STEPS):
+        tick(index)
+    return THOUSAND_STEPS
+
+
+@DBOS.step()
+def tick(index: int) -> int:
+    return index
+
+
+@DBOS.workflow()
+def mended(order_id: str) -> str:
+    for attempt in (1, 2):  # the app retries a failed step itself: two step records of the same name
+        with contextlib.suppress(RuntimeError):
+            quote(order_id, attempt)
+            break
+    with SetWorkflowID(f"{order_id}-child"):
+        handle = DBOS.start_workflow(order, f"{order_id}-child")
+    return handle.get_result()
+
+
+@DBOS.step()
+def quote(order_id: str, attempt: int) -> str:
+    if attempt == 1:
+        raise RuntimeError(f"rate service timed out for {order_id}")
+    return f"quoted {order_id} on attempt {attempt}"
+
+
 @DBOS.workflow()
 def nightly(scheduled: datetime, context: Any) -> None:
     tidy(scheduled.isoformat())
@@ -106,7 +144,7 @@ def tidy(when: str) -> str:
 
 def run_scenario(prefix: str) -> dict[str, str]:
     ids = {name: f"{prefix}-{name}" for name in ("order", "approval", "faulty", "batch", "stale",
-                                                 "long", "queued-wait", "queued-order")}
+                                                 "long", "queued-wait", "queued-order", "mended", "thousand")}
     with SetWorkflowID(ids["order"]):
         order(ids["order"])
     with SetWorkflowID(ids["approval"]):
@@ -121,6 +159,8 @@ def run_scenario(prefix: str) -> dict[str, str]:
     DBOS.cancel_workflow(ids["stale"])
     with SetWorkflowID(ids["long"]):
         restock(ids["long"])
+    with SetWorkflowID(ids["mended"]):
+        mended(ids["mended"])
     queue = DBOS.retrieve_queue(QUEUE)
     with SetWorkflowID(ids["queued-wait"]):
         queue.enqueue(approval, ids["queued-wait"])
@@ -149,6 +189,8 @@ def main() -> None:
     workflows = run_scenario(prefix)
     print("READY " + json.dumps({"executor_id": DBOS.executor_id, "app_version": DBOS.application_version,
                                  "workflows": workflows}), flush=True)
+    with SetWorkflowID(workflows["thousand"]):
+        DBOS.start_workflow(thousand, workflows["thousand"])
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

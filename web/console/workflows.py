@@ -13,8 +13,9 @@ from werkzeug.wrappers import Response
 from relay.events.data_plane import READ_WRITE
 from relay.web import audit_trail
 from relay.web.console import bp, remote
+from relay.web.console import graph_parts as _graph_parts  # noqa: F401 - registers the graph's fetched parts
 from relay.web.console.auth import confirm_page, confirmed, require, safe_path
-from relay.web.console.graph import workflow_graph
+from relay.web.console.graph import MAX_STEPS, workflow_graph
 from relay.web.console.helpers import PAGE_SIZE, check_app, format_time, millis_between, page_number
 from relay.web.context import runtime
 from relay.wire.json_types import JSONObject
@@ -34,7 +35,8 @@ SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
 MAX_BULK = 200
 MAX_SEARCH_CHARS = 200  # a substring search's text (`q`)
 FORKS_SHOWN = 25
-STEPS_SHOWN = 10  # a workflow page lists this many steps; the rest (and a long graph) behind "show all"
+STEPS_SHOWN = 10  # a page of the step table shows this many steps; the rest of the page behind "show all"
+STEPS_PAGE = 100  # the step table pages (?stepsPage=N): the graph draws every step, its inspector fetches one
 REFRESH_S = 3  # the workflow list re-reads its page this often (console.js), unless paused
 FOLLOW_S = 1.5  # a running workflow's page asks what changed this often (console.js), while visible
 FOLLOW_STEPS = 100  # new steps one answer carries at most (the next answer carries the rest)
@@ -193,7 +195,8 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
     sections: dict[str, Any] = {}
     problems: dict[str, remote.ExecutorProblem] = {}
     calls: dict[str, Callable[[], object]] = {
-        "steps": lambda: remote.list_steps(org, app, workflow_id),
+        # Every step (the graph draws them all), outputs included: without them the executor leaves errors out too.
+        "steps": lambda: remote.steps_after(org, app, workflow_id, 0, MAX_STEPS),
         "children": lambda: _search(org, app, {"parentWorkflowId": [workflow_id]}, limit=100, offset=0),
         # Its forks: the search's forkedFrom filter (what GET .../workflows?forkedFrom= runs).
         "forks": lambda: _search(org, app, {"forkedFrom": [workflow_id]}, limit=FORKS_SHOWN + 1, offset=0),
@@ -214,9 +217,12 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
         {str(c["workflowId"]): str(c.get("status") or "") for c in sections["children"]},
     )
     forks = sections.pop("forks")
+    pages = max(1, -(-len(timeline) // STEPS_PAGE))
+    steps_page = min(page_number(request.args.get("stepsPage")), pages)
     return render_template(
         "console/workflow.html", org=org, app=app, tab="workflows", wf=found, workflow_id=workflow_id,
         problem=None, timeline=timeline, steps_shown=STEPS_SHOWN, graph=graph, problems=problems, versions=versions,
+        steps_page=steps_page, steps_pages=pages, steps_per_page=STEPS_PAGE,
         forks=forks[:FORKS_SHOWN], more_forks=len(forks) > FORKS_SHOWN, follow_s=FOLLOW_S,
         ended=str(found.get("status")) in ENDED, **sections,
     )
