@@ -37,7 +37,7 @@ CONSOLE = {
     "acknowledgeRelayIncident": "console.acknowledge_incident",
     "silenceRelayIncident": "console.silence_incident",
     "unsilenceRelayIncident": "console.unsilence_incident",
-    # workflows, schedules, versions (web/console/workflows.py, workflow_import.py)
+    # Workflows, schedules and versions: web/console/workflows.py and workflow_import.py.
     "cancelWorkflow": "console.workflow_action",
     "resumeWorkflow": "console.workflow_action",
     "forkWorkflow": "console.workflow_action",

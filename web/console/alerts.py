@@ -141,7 +141,8 @@ def alerts(org: str, app: str) -> str:
     view, operations = runtime().views.alerting, runtime().views.operations
     page = page_number(request.args.get("page"))
     # The incidents' filter is in the URL (?state=open), as GET .../incidents?state= takes it: a link keeps it.
-    state = request.args.get("state") if request.args.get("state") in INCIDENT_STATES else "all"
+    asked = request.args.get("state") or "all"
+    state = asked if asked in INCIDENT_STATES else "all"
     fired = view.alerts(org, app, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
     return render_template(
         "console/alerts.html", org=org, app=app, tab="alerts",
