@@ -100,8 +100,8 @@ def _step_row(index: int, step: Mapping[str, Any], y: int, *, on_path: bool, att
     parts = [
         f'<g class="{cls}" transform="translate(0,{y})" data-i="{index}"{numbered}>',
         (f'<g class="node {"err" if state == "error" else "step"}" data-testid="graph-step" role="button" '
-        f'tabindex="-1" transform="translate({MARGIN},0)" '
-        f'aria-label="Step {escape(title)}: {escape(sub.strip() or "not started")}{marks}">'
+        f'tabindex="-1" transform="translate({MARGIN},0)">'
+        f'<title>Step {escape(title)}: {escape(sub.strip() or "not started")}{marks}</title>'
         f'<rect width="{NODE_W}" height="{NODE_H}" rx="6"/>{_texts(NODE_W, title, sub)}{badge}</g>'),
     ]
     child = step.get("childWorkflowId")
@@ -161,7 +161,7 @@ def workflow_graph(wf: Mapping[str, object], steps: Sequence[Mapping[str, Any]],
     sub = f"{wf.get('status') or ''} · {wf.get('workflowId') or ''}"
     root = (f'<g class="row" transform="translate(0,{MARGIN})" data-i="root">'
             f'<g class="node root" data-testid="graph-root" role="button" tabindex="0" '
-            f'transform="translate({MARGIN},0)" aria-label="Workflow {escape(title)}: {escape(sub)}">'
+            f'transform="translate({MARGIN},0)"><title>Workflow {escape(title)}: {escape(sub)}</title>'
             f'<rect width="{NODE_W}" height="{NODE_H}" rx="6"/>{_texts(NODE_W, title, sub)}</g></g>')
     defs = ('<defs><marker id="arrow" viewBox="0 0 8 8" refX="7" refY="4" markerWidth="7" markerHeight="7" '
             'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="currentColor"/></marker></defs>')
