@@ -14,6 +14,7 @@
     var again = false;  // a change arrived while a refresh was in flight: one more refresh afterwards
     var waiting = false;  // a change arrived while the tab was hidden
     var opened = false;  // the stream has been open before: a reconnect may have missed changes
+    var changes = 0;
 
     function say(name, text) {
       state.setAttribute("data-state", name);
@@ -87,7 +88,11 @@
         if (opened) refresh();  // changes made while the stream was down
         opened = true;
       });
-      source.addEventListener("change", refresh);
+      source.addEventListener("change", function () {
+        changes += 1;
+        state.setAttribute("data-changes", String(changes));  // what a test compares its re-reads with
+        refresh();
+      });
       source.onerror = function () {
         if (source.readyState === EventSource.CLOSED) {  // refused (503, 403...): the browser will not retry
           say("offline", "offline · retrying");
