@@ -58,18 +58,18 @@ K = TypeVar("K", bound=Hashable)
 
 
 class NotInTime(Exception):
-    """A question still unanswered at the deadline (its greenlet is killed)."""
+    """A question still unanswered at the deadline."""
 
 
 def gather(jobs: Mapping[K, Callable[[], Any]], deadline_s: float) -> dict[K, Any]:
     """Run every job in its own greenlet, all at once, and wait at most `deadline_s`: each job's result, or the
-    exception it raised, or NotInTime for one that had not finished."""
+    exception it raised, or NotInTime for one that had not finished. A late job is left to end by its own
+    request timeout, which also drops its pending request at the executor (killing it would leave that behind)."""
     running = {key: gevent.spawn(job) for key, job in jobs.items()}
     gevent.joinall(list(running.values()), timeout=deadline_s)
     results: dict[K, Any] = {}
     for key, greenlet in running.items():
         if not greenlet.ready():
-            greenlet.kill(block=False)
             results[key] = NotInTime(f"did not answer within {deadline_s:g} s")
         elif greenlet.successful():
             results[key] = greenlet.value
