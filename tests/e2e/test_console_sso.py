@@ -167,6 +167,24 @@ def test_admin_signs_in_registers_and_invites(
     shot(page, "sso-040-members")
     page.goto(f"{sso_relay.base_url}/orgs/{ORG}/members")  # shown once: not again
     assert page.locator("#new-secret").count() == 0
+
+    # The organization's own settings (issue 33: what requestDomainClaim, releaseDomainClaim and updateOrg change),
+    # each confirmed. The domain is none of the provider's: nobody registering here joins by it.
+    page.fill("#claim-domain", "parity.example")
+    page.get_by_role("button", name="Claim domain…").click()
+    page.click("[data-testid=confirm-button]")
+    expect(page.locator(".flash.ok")).to_contain_text("Domain parity.example claimed.")
+    claims = sso_relay.api("GET", f"/v2/orgs/{ORG}/domain-claims").json()["claims"]
+    assert [c["domain"] for c in claims] == ["parity.example"], claims
+    page.locator("tr[data-domain='parity.example']").get_by_role("button", name="Release…").click()
+    page.click("[data-testid=confirm-button]")
+    expect(page.locator(".flash.ok")).to_contain_text("Claim on parity.example released.")
+    assert sso_relay.api("GET", f"/v2/orgs/{ORG}/domain-claims").json()["claims"] == []
+    page.fill("#retention-days", "30")
+    page.get_by_role("button", name="Save retention…").click()
+    page.click("[data-testid=confirm-button]")
+    expect(page.locator(".flash.ok")).to_contain_text("Audit log retention set to 30 days.")
+    assert sso_relay.api("GET", f"/v2/orgs/{ORG}").json()["auditLogRetentionDays"] == 30
     page.close()
 
 
