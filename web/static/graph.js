@@ -10,7 +10,7 @@
 
   var ROW_H = +svg.getAttribute("data-row-h"), NODE_H = +svg.getAttribute("data-node-h");
   var GAP = +svg.getAttribute("data-gap"), NEST_X = +svg.getAttribute("data-nest-x");
-  var MAX_VIEW_H = 560, MIN_SCALE = 0.02, MAX_SCALE = 4, MARGIN = 10;
+  var MAX_VIEW_H = 400, MIN_SCALE = 0.02, MAX_SCALE = 4, MARGIN = 10;
   var figure = wrap.querySelector("figure.graph");
   var tools = wrap.querySelector(".graph-tools");
   var inspector = wrap.querySelector(".inspector");
@@ -260,6 +260,7 @@
   // -- start: a fixed-height view at 1:1 (without this script the figure scrolls the whole SVG) -----------
   figure.classList.add("live");
   tools.hidden = false;
+  wrap.querySelector(".graph-help").hidden = false;
   svg.setAttribute("tabindex", "0");
   svg.setAttribute("aria-roledescription", "zoomable graph");
   svg.removeAttribute("width");
