@@ -386,12 +386,17 @@ def _assert_connected_once(events: list[tuple[int, str, str, int]], app: str, ro
     return sum(1 for n in range(STORM_SIZE) if connected[str(executor_id("local", app, f"storm-{round_}-{n}"))])
 
 
+# A restart after a SIGKILL waits two heartbeat intervals (and a margin) to see the killed process's heartbeat row
+# stand still (actors/identity_claim.py): 2 s with 0.5 s beats, not 5 s with the default 2 s.
+QUICK_HEARTBEAT = {"RELAY_HEARTBEAT_INTERVAL_S": "0.5"}
+
+
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_sigkill_during_appends_leaves_log_and_views_consistent(store: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("pg_url") if store == "postgres" else None
     acknowledged: list[str] = []
     apps = [f"sigkill-app-{n}" for n in range(3)]  # one per round: a round's dead are not the next one's business
-    with RelayProcess(database_url=url) as relay:
+    with RelayProcess(database_url=url, env=QUICK_HEARTBEAT) as relay:
         for app in apps:
             register_app(relay, app)
             assert relay.api("PATCH", f"/v2/orgs/local/apps/{app}", json={"executorTimeoutSecs": 2}).status_code == 204
@@ -522,8 +527,13 @@ class LimitedRelay(RelayProcess):
         return [sys.executable, "-c", launcher]
 
 
+# No heartbeat while the store is full: a beat waits up to 10 s for the views (which cannot write then), and the
+# audit entry of every write queued behind the beats in the instance actor until its 15 s timeout (20 s a write).
+QUIET_HEARTBEAT = {"RELAY_HEARTBEAT_INTERVAL_S": "600", "RELAY_INSTANCE_TIMEOUT_S": "1200"}
+
+
 def test_sqlite_full_is_a_clear_error_and_corrupts_nothing() -> None:
-    with LimitedRelay() as relay:
+    with LimitedRelay(env=QUIET_HEARTBEAT) as relay:
         register_app(relay, "full-app")
         relay.stop()
         sizes = [p.stat().st_size for p in relay.data_dir.iterdir() if p.is_file()]
