@@ -216,6 +216,20 @@ def test_errors_are_shown_decoded_and_a_crafted_pickle_runs_nothing(world: World
     assert not marker.exists(), "a pickle in the system database ran code in Relay"
 
 
+def test_needs_attention_asks_the_data_plane(world: World, session: requests.Session) -> None:
+    """Issue 33, point 3 (docs/adr/0054): with no executor, the system database answers Needs attention."""
+    page = world.page(session, f"/orgs/{ORG}/attention?stuckAfterSecs=1")
+    assert 'data-served-from="many"' in page and f"{APP} (its system database)" in page
+    assert f'data-workflow="{world.ids["checkout"]}"' in page  # the one failure, newest first
+    stuck = re.search(rf'<tr data-app="{APP}" data-queue="urgent_queue">(.*?)</tr>', page, re.DOTALL)
+    assert stuck is not None and '<td class="num">2</td>' in stuck.group(1)  # its two ENQUEUED workflows
+    # No executor of v1 ever connected: the version's waiting work is stranded.
+    assert f'<tr data-app="{APP}" data-version="v1">' in page and "never, on this Relay" in page
+    assert "Nothing: every configured data plane is ready." in page
+    assert 'data-testid="attention-problems"' not in page
+    assert world.database not in page
+
+
 def test_a_running_workflow_page_follows_it(world: World, browser: Browser) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     context.set_default_timeout(WAIT_S * 1000)
