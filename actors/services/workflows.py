@@ -56,7 +56,7 @@ SEARCH_SCAN_PAGE = 500
 @dataclasses.dataclass(frozen=True)
 class TextSearch:
     """A substring search's page, and how far it looked: `scanned` None when the whole system database was
-    searched, else how many of the newest workflows the executors were asked for."""
+    searched, else how many of the newest workflows were (asked of the executors, or read in the database)."""
 
     records: list[Record]
     scanned: int | None
@@ -103,9 +103,9 @@ class WorkflowActions:
         plane = self.calls.data_plane(org, app)
         if plane is not None:
             try:
-                found = dataplane_answers.search_text(plane, text, request)
+                found, scanned = dataplane_answers.search_text(plane, text, request)
                 self.calls.served_from = "database"
-                return TextSearch(found, None)
+                return TextSearch(found, scanned)
             except (DataPlaneRefusedError, DataPlaneUnavailableError):
                 pass
         wanted = int(request.body.offset or 0) + int(request.body.limit or 100)

@@ -62,9 +62,10 @@ def answered(ask: Aggregates, range_key: str) -> dict[str, list[dict[str, Any]]]
 def test_every_figure_counts_what_its_link_lists() -> None:
     ask = Aggregates(workflows())
     shown = overview.figures(answered(ask, "24h"), link, NOW, "24h", bar_link=link)
-    assert shown.total == 40
+    assert shown.total == 40 and shown.total_href == link(startTime="2026-12-05T12:30:00Z")
     assert {f.status: f.count for f in shown.totals} == {"SUCCESS": 8, "ERROR": 8, "PENDING": 8, "ENQUEUED": 8,
                                                          "CANCELLED": 8}
+    assert shown.totals[0].href == link(status=shown.totals[0].status, startTime="2026-12-05T12:30:00Z")
     assert shown.in_flight.count == 8 and shown.in_flight.href == link(status="PENDING")
     assert shown.queued.count == 8 and shown.queued.href == link(status="ENQUEUED")
     # ERROR at i = 1, 6, 11, ...: created 20, 120, 220, ... minutes ago
@@ -75,8 +76,18 @@ def test_every_figure_counts_what_its_link_lists() -> None:
     assert shown.queues == [{"name": "orders", "queued": 4, "running": 4,
                              "queued_href": link(queueName="orders", status="ENQUEUED"),
                              "running_href": link(queueName="orders", status="PENDING")}]
-    # five questions, none of them a list of workflows
-    assert len(ask.asked) == 5 and all("limit" not in body for body in ask.asked)
+    # four questions, none of them a list of workflows, each bounded by an index: a time range or a status
+    # that a partial index holds (issue 33, point 6: no count of every workflow ever)
+    assert len(ask.asked) == 4 and all("limit" not in body for body in ask.asked)
+    assert all("startTime" in body or set(body["status"]) <= {"ENQUEUED", "PENDING"} for body in ask.asked)
+
+
+def test_the_totals_are_the_ranges_and_in_flight_counts_every_one() -> None:
+    old = [{"status": s, "created": NOW - timedelta(days=3), "queue": None} for s in ("SUCCESS", "PENDING")]
+    shown = overview.figures(answered(Aggregates(workflows() + old), "24h"), link, NOW, "24h")
+    assert shown.total == 40 and shown.total_label == "workflows in 24h"
+    assert shown.in_flight.count == 9  # the 3-day-old PENDING one too
+    assert overview.figures(answered(Aggregates(workflows() + old), "7d"), link, NOW, "7d").total == 42
 
 
 def test_the_throughput_counts_ended_workflows_and_links_each_bar() -> None:

@@ -154,11 +154,11 @@ def _every_status(client: SystemDatabaseClient, filters: JSONObject) -> Iterator
             return
 
 
-def search_text(plane: DataPlane, text: str, request: ListWorkflowsRequest) -> list[JSONObject]:
+def search_text(plane: DataPlane, text: str, request: ListWorkflowsRequest) -> tuple[list[JSONObject], int | None]:
     """The workflows whose ID or name contains `text`, newest first, with the request's other filters and page:
-    one read-only SELECT of ids (actors/adapters/dataplane/sql.py), their records through the client. None of
-    this changes the database, so read mode allows it. DataPlaneRefusedError on a schema the query is not tested
-    on (the caller then searches another way)."""
+    read-only SELECTs of ids (actors/adapters/dataplane/sql.py), their records through the client; and how many
+    of the newest were searched (None: all). None of this changes the database, so read mode allows it.
+    DataPlaneRefusedError on a schema the query is not tested on (the caller then searches another way)."""
     if not dataplane_sql.supports(plane.state().schema_version):
         raise DataPlaneRefusedError(f"the system database of application '{plane.app}' is at a schema version the "
                                     "substring search is not tested on")
@@ -167,13 +167,14 @@ def search_text(plane: DataPlane, text: str, request: ListWorkflowsRequest) -> l
     filters = {k: v for k, v in _body_filters(body).items()
                if v is not None and k not in ("limit", "offset", "sort_desc", "load_input", "load_output")}
 
-    def run() -> list[JSONObject]:
-        ids = dataplane_sql.search_workflow_ids(client, text, filters, int(body.limit or 100), int(body.offset or 0))
+    def run() -> tuple[list[JSONObject], int | None]:
+        ids, scanned = dataplane_sql.search_workflow_ids(client, text, filters, int(body.limit or 100),
+                                                         int(body.offset or 0))
         if not ids:
-            return []
+            return [], scanned
         found = {s.workflow_id: s for s in client.list_workflows(workflow_ids=ids, load_input=False,
                                                                  load_output=False)}
-        return [records.workflow(found[i], as_text) for i in ids if i in found]
+        return [records.workflow(found[i], as_text) for i in ids if i in found], scanned
 
     return _off_hub(plane, request, run)
 
