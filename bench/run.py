@@ -61,7 +61,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import argus, dataplane, fleet, httpload, profiles, registry, restart, rolling, workers
+from bench import argus, console, dataplane, fleet, httpload, profiles, registry, restart, rolling, workers
 from bench.procs import (
     APP,
     ORG,
@@ -935,6 +935,8 @@ def details(cfg: Config, r: dict[str, Any], add: Callable[[str], None], heading:
         workers.details(r["workers"], add)
     if _err(r, "dataplane") is None:
         dataplane.details(r["dataplane"], add)
+    if _err(r, "console") is None:
+        console.details(r["console"], add)
     if _err(r, "argus") is None:
         argus.details(r["argus"], add)
     if (p := r.get("profile")) is not None:
@@ -973,7 +975,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every count divided by 20 (a few minutes)")
     parser.add_argument("--only", help="comma-separated: scale,overhead,storm,replay,recovery,profile,workers,restart,"
-                        "dataplane,argus,registry,fleet,rolling")
+                        "dataplane,argus,registry,fleet,rolling,console")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL parts")
     parser.add_argument("--storm-backoff-max", type=float, metavar="S",
                         help="connect storm: an executor's longest wait before retrying (default 1: the Python and "
@@ -987,6 +989,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="scale: connect N executors (default 20,000; 1,000 with --quick)")
     parser.add_argument("--fleet-count", type=int, default=30_000, metavar="N",
                         help="fleet: executors at once (default 30,000)")
+    parser.add_argument("--console-executors", type=int, default=10_000, metavar="N",
+                        help="console: executors connected (default 10,000)")
+    parser.add_argument("--console-workflows", type=int, default=1_000_000, metavar="N",
+                        help="console: workflows in the data plane (default 1,000,000)")
     parser.add_argument("--argus-million", action="store_true",
                         help="argus: also fill 1,000,000 workflows and time the overview on both (a few minutes)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write the report")
@@ -1030,7 +1036,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     pg_url = None
     if not args.no_postgres and wanted & {"storm", "replay", "restart", "workers", "dataplane", "argus",
-                                                 "registry", "fleet", "rolling"}:
+                                                 "registry", "fleet", "rolling", "console"}:
         try:
             pg_url = server_url()
         except Exception as error:
@@ -1092,6 +1098,10 @@ def main(argv: list[str] | None = None) -> int:
                                                                 env=dict(cfg.storm_env))))
     if "rolling" in wanted:  # not in the default set: `--only rolling`
         record("rolling", on_postgres(lambda url: rolling.bench_rolling(work, url, say)))
+    if "console" in wanted:  # not in the default set: `--only console`
+        record("console", lambda: {"error": "skipped: no PostgreSQL (see the run log)"} if pg_url is None
+               else console.bench_console(work, pg_url, say, executors=args.console_executors,
+                                          workflows=args.console_workflows))
     if "dataplane" in wanted:  # not in the default set: `--only dataplane`
         record("dataplane", on_postgres(lambda url: dataplane.bench_dataplane(work, url, say)))
     if "argus" in wanted:  # not in the default set: `--only argus`
