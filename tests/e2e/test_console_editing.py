@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.e2e.console_support import APP, WAIT_S, login, shot
+from tests.e2e.console_support import APP, PREFIX, WAIT_S, login, shot
 from tests.support.procs import RelayProcess
 
 pytestmark = pytest.mark.integration
@@ -118,3 +118,53 @@ def test_an_alerting_rule_is_edited_by_replacing_it(page: Page, relay: RelayProc
         for rule in (old, new):
             if rule:
                 relay.api("DELETE", f"{RULES}/{rule}")
+
+
+def test_app_deleted_private_mode_bulk_fork_delete_and_import(page: Page, relay: RelayProcess) -> None:
+    """The rest of what the console newly does, once each, through the API's eyes."""
+    assert relay.api("PUT", "/v2/orgs/local/apps/doomed").status_code == 204
+    page.goto(relay.base_url + "/orgs/local/apps/doomed/settings")
+    page.get_by_role("button", name="Delete doomed…").click()
+    confirm(page, "Delete the application doomed?")
+    expect(page.locator(".flash.ok")).to_contain_text("Application 'doomed' deleted.")
+    assert relay.api("GET", "/v2/orgs/local/apps/doomed").status_code == 404
+
+    page.goto(relay.base_url + SETTINGS)
+    page.check("#privateMode")
+    page.get_by_role("button", name="Save…").click()
+    confirm(page, "privateMode → True")
+    try:
+        expect(page.locator(".flash.ok")).to_contain_text("Settings saved.")
+        assert relay.api("GET", f"/v2/orgs/local/apps/{APP}").json()["privateMode"] is True
+    finally:
+        relay.api("PATCH", f"/v2/orgs/local/apps/{APP}", json={"privateMode": False})
+
+    # The scenario's failed workflow forked from its failure, the fork deleted, then imported back from its export.
+    workflows = f"{relay.base_url}/orgs/local/apps/{APP}/workflows"
+    page.goto(f"{workflows}?status=ERROR")
+    page.check(f"input[name=ids][value='{PREFIX}-faulty']")
+    page.get_by_role("button", name="Fork selected from failure…").click()
+    confirm(page, f"{PREFIX}-faulty")
+    done = page.locator(".flash.ok")
+    expect(done).to_contain_text("Forked 1 workflow(s) from their last failure: ")
+    fork = done.inner_text().rsplit(": ", 1)[1].rstrip(".")
+    one = f"/v2/orgs/local/apps/{APP}/workflows/{fork}"
+    try:
+        export = relay.api("GET", f"{one}/export").json()["serializedWorkflow"]
+        page.goto(f"{workflows}?workflowIdPrefix={fork}")
+        page.check(f"input[name=ids][value='{fork}']")
+        page.get_by_role("button", name="Delete selected…").click()
+        confirm(page, fork)
+        expect(page.locator(".flash.ok")).to_contain_text("Asked the executor to delete 1 workflow(s).")
+        assert relay.api("GET", one).status_code == 404
+        page.locator("[data-testid=import-workflow] summary").click()
+        page.fill("#serializedWorkflow", export)
+        page.get_by_role("button", name="Import…").click()
+        confirm(page, "Import a workflow into")
+        expect(page.locator(".flash.ok")).to_contain_text("Workflow imported.")
+        assert relay.api("GET", one).status_code == 200
+        for operation in ("deleteApp", "updateApp", "bulkForkWorkflowsFromFailure", "bulkDeleteWorkflows",
+                          "importWorkflow"):
+            assert console_operations(relay, operation), operation
+    finally:
+        relay.api("DELETE", one)  # the shop's workflows as the other tests know them
