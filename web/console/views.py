@@ -67,15 +67,14 @@ def home() -> Response:
 # -- applications ---------------------------------------------------------------------------------
 def _app_summary(org: str, row: dict[str, Any]) -> dict[str, Any]:
     registry = runtime().views.registry
-    executors = registry.executors(org, row["name"])
     counts = registry.counts_by_status(org, row["name"])
     return {
         "name": row["name"],
         "settings": row["settings"],
         "created_at": row["created_at"],
         "counts": {state: counts.get(state, 0) for state in EXECUTOR_STATES},
-        "versions": sorted({e["app_version"] for e in executors if e["app_version"] and e["status"] == "HEALTHY"}),
-        "languages": sorted({f"{e['language']} {e['dbos_version']}" for e in executors if e["language"]}),
+        "versions": registry.running_versions(org, row["name"]),
+        "languages": registry.languages(org, row["name"]),
     }
 
 
