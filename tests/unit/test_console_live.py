@@ -128,3 +128,18 @@ def test_the_runner_publishes_what_its_batches_committed(served: tuple[Runtime, 
     rt.views.catch_up(reached=rt.runner._publish)  # as the runner's pass does
     assert subscription.wait(0) == {"app", "audit"}
     assert json.dumps(sorted(subscription.wait(0) or ())) == "[]"  # told once
+
+
+@pytest.mark.parametrize(("path", "areas"), [
+    ("/orgs/acme/apps/shop", "executors,recoveries,app"),
+    ("/orgs/acme/apps/shop/recoveries", "recoveries"),
+    ("/orgs/acme/apps/shop/alerts", "incidents,alerts"),
+    ("/orgs/acme/audit", "audit"),
+    ("/orgs/acme/cluster", "instances"),
+])
+def test_every_live_page_follows_its_areas(served: tuple[Runtime, FlaskClient], path: str, areas: str) -> None:
+    _, client = served
+    html = client.get(path).get_data(as_text=True)
+    assert f'data-live-url="/orgs/acme/live?areas={areas}' in html
+    assert "data-live-region=" in html and 'aria-live="polite"' in html and "live.js" in html
+    assert "executors.json" not in html  # nothing polls it any more
