@@ -1,5 +1,5 @@
-"""The applications page's line about an application (issue 33, point 6): the versions its HEALTHY executors run
-and its executors' languages, read as SELECT DISTINCT rather than every executor's row."""
+"""What console pages ask the registry about an application (issue 33, point 6): the versions its HEALTHY executors
+run, its executors' languages, whether any is HEALTHY, each one query rather than a read of every executor's row."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def test_versions_of_healthy_executors_and_languages_of_live_ones(tmp_path: Path
                                        "dbos_version": "1.0"})
     queries = RegistryQueries(store)
     try:
-        assert queries.running_versions("acme", "shop") == ["v1", "v2"]
+        assert queries.running_versions("acme", "shop") == {"v1": 3, "v2": 3}
+        assert queries.any_healthy("acme", "shop") and not queries.any_healthy("acme", "nothing")
         assert queries.languages("acme", "shop") == ["python 3.2.0", "typescript 3.1.0"]
     finally:
         store.close()

@@ -73,7 +73,7 @@ def _app_summary(org: str, row: dict[str, Any]) -> dict[str, Any]:
         "settings": row["settings"],
         "created_at": row["created_at"],
         "counts": {state: counts.get(state, 0) for state in EXECUTOR_STATES},
-        "versions": registry.running_versions(org, row["name"]),
+        "versions": list(registry.running_versions(org, row["name"])),
         "languages": registry.languages(org, row["name"]),
     }
 

@@ -56,7 +56,7 @@ def read_only(org: str, app: str) -> str | None:
     no executor of it HEALTHY (on any instance) its data plane answers, and in read mode it refuses every change
     (issue 36, point 5). Pages leave their write actions out and say this instead."""
     views = runtime().views
-    if any(e["status"] == "HEALTHY" for e in views.registry.executors(org, app)):
+    if views.registry.any_healthy(org, app):
         return None
     config = views.applications.app_setting(org, app, "dataPlane")
     if isinstance(config, dict) and config.get("mode") != READ_WRITE:
@@ -209,8 +209,7 @@ def workflow(org: str, app: str, workflow_id: str) -> Any:
         sections[name] = value or []
         if failed:
             problems[name] = failed
-    versions = sorted({e["app_version"] for e in runtime().views.registry.executors(org, app)
-                       if e["app_version"] and e["status"] == "HEALTHY"})
+    versions = list(runtime().views.registry.running_versions(org, app))
     timeline = _timeline(found, sections["steps"])
     graph = workflow_graph(
         found, timeline, lambda child: url_for("console.workflow", org=org, app=app, workflow_id=child),
@@ -415,10 +414,7 @@ def schedule_action(org: str, app: str, action: str) -> Response | str:
 def versions(org: str, app: str) -> str:
     check_app(org, app)
     rows, problem = _attempt(lambda: remote.list_versions(org, app))
-    running: dict[str, int] = {}
-    for executor in runtime().views.registry.executors(org, app):
-        if executor["status"] == "HEALTHY" and executor["app_version"]:
-            running[executor["app_version"]] = running.get(executor["app_version"], 0) + 1
+    running = runtime().views.registry.running_versions(org, app)
     return render_template("console/versions.html", org=org, app=app, tab="versions", rows=rows or [],
                            running=running, problem=problem)
 
