@@ -1,17 +1,20 @@
 """Needs attention's rules (web/console/attention_rules.py, pure) from answers and registry rows of their own, and its
-asking (web/console/attention.py `gather`): every question at once, a slow one cut at the deadline, a failed one
-kept as its error, the others answered."""
+asking (web/console/attention.py): every question at once (`gather`), a slow one cut at the deadline, a failed one
+kept as its error; `collect` over fakes of the views and the executors lists what answered and says which
+applications could not be asked, and why."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import gevent
 import pytest
 
+from relay.actors.errors import TimedOutError
+from relay.web.console import attention
 from relay.web.console import attention_rules as rules
-from relay.web.console.attention import NotInTime, gather
 
 NOW = datetime(2026, 12, 6, 12, 30, tzinfo=UTC)
 
@@ -133,11 +136,90 @@ def test_gather_asks_at_once_cuts_the_slow_and_keeps_errors() -> None:
         raise RuntimeError("no")
 
     began = gevent.get_hub().loop.now()
-    results = gather({"a": lambda: answer("a", 0.05), "b": lambda: answer("b", 0.05),
+    results = attention.gather({"a": lambda: answer("a", 0.05), "b": lambda: answer("b", 0.05),
                       "slow": lambda: answer("slow", 5), "broken": broken}, 0.3)
     elapsed = gevent.get_hub().loop.now() - began
     assert results["a"] == "a" and results["b"] == "b"
-    assert isinstance(results["slow"], NotInTime) and "0.3 s" in str(results["slow"])
+    assert isinstance(results["slow"], attention.NotInTime) and "0.3 s" in str(results["slow"])
     assert isinstance(results["broken"], RuntimeError)
     assert sorted(started) == ["a", "b", "slow"]
     assert elapsed < 1.0  # side by side, cut at the deadline: not 0.05 + 0.05 + 5 s
+
+
+# -- the page's collection over fakes of the views and the executors -----------------------------------------------
+class FakeRegistry:
+    def __init__(self, executors: dict[str, list[dict[str, Any]]]) -> None:
+        self.by_app = executors
+
+    def counts_by_status(self, org: str, app: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for e in self.by_app.get(app, []):
+            counts[e["status"]] = counts.get(e["status"], 0) + 1
+        return counts
+
+    def healthy_versions(self, org: str, app: str) -> set[str]:
+        return {e["app_version"] for e in self.by_app.get(app, []) if e["status"] == "HEALTHY"}
+
+    def executors_page(self, org: str, app: str, *, status: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        return [e for e in self.by_app.get(app, []) if e["status"] == status][offset:offset + limit]
+
+    def latest_recoveries(self, org: str, app: str, ids: list[str]) -> dict[str, Any]:
+        return {}
+
+
+class FakeAlerting:
+    def incidents(self, org: str, app: str, state: str, limit: int, offset: int) -> list[dict[str, Any]]:
+        assert state == "open"
+        return [{"id": "i1", "rule_id": "r", "number": 1, "rule_type": "WorkflowFailure", "message": "boom",
+                 "opened_at": "2026-12-06T12:00:00+00:00", "resolved_at": None, "silenced_until": None,
+                 "acknowledged_at": None}] if app == "fast" else []
+
+
+class FakeActions:
+    """An application's executors: `fast` answers, `slow` answers too late, `broken` times out at once."""
+
+    def __init__(self, calls: Any) -> None:
+        self.calls = calls
+
+    def records(self, org: str, app: str, request: Any) -> list[dict[str, Any]]:
+        if app == "slow":
+            gevent.sleep(3)
+        if app == "broken":
+            raise TimedOutError("executor e1 did not answer within 10 s")
+        self.calls.served_from = "executor"
+        body = request.body
+        if request.type.value == "list_workflows":
+            return [{"WorkflowUUID": "f1", "Status": "ERROR", "WorkflowName": "pay", "CreatedAt": "1765000000000"}]
+        if body.group_by_queue_name:
+            return [{"group": {"queue_name": "orders", "application_version": "v9", "status": "ENQUEUED"},
+                     "count": 3, "min_created_at": int((NOW - timedelta(hours=2)).timestamp() * 1000)}]
+        return [{"group": {"status": "ERROR"}, "count": 4}]
+
+
+def test_collect_shows_what_answered_and_says_which_could_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = FakeRegistry({
+        "fast": [executor("a", "HEALTHY", "v1"), executor("gone", "DEAD", "v9")],
+        "slow": [executor("b", "HEALTHY", "v1")],
+        "broken": [executor("c", "DISCONNECTED", "v1")],
+        "idle": [],
+    })
+    rt = SimpleNamespace(views=SimpleNamespace(registry=registry, alerting=FakeAlerting()),
+                         ctx=SimpleNamespace(clock=lambda: NOW), data_planes=SimpleNamespace(get=lambda *a: None))
+    monkeypatch.setattr(attention, "runtime", lambda: rt)
+    monkeypatch.setattr(attention, "WorkflowActions", FakeActions)
+    monkeypatch.setattr(attention, "ASK_DEADLINE_S", 0.3)
+    apps = [{"name": name, "settings": {}} for name in ("broken", "fast", "idle", "slow")]
+
+    found = attention.collect("acme", apps, NOW, 300)
+    assert [(f.app, f.count, [w["workflowId"] for w in f.newest]) for f in found.failed] == [("fast", 4, ["f1"])]
+    assert [(q.app, q.queue, q.enqueued, q.waited_s) for q in found.stuck] == [("fast", "orders", 3, 7200)]
+    assert [(s.app, s.version, s.enqueued) for s in found.stranded] == [("fast", "v9", 3)]
+    assert [(d.app, d.executor_id, d.why) for d in found.dead] == [
+        ("fast", "gone", "no executor of version v9 connected")]
+    assert [(i["app"], i["state"]) for i in found.incidents] == [("fast", "open")]
+    assert found.problems == [
+        ("broken", "could not ask its workflows: executor e1 did not answer within 10 s"),
+        ("idle", "not asked: no executor connected and no data plane configured"),
+        ("slow", "could not ask its workflows: did not answer within 0.3 s"),
+    ]
+    assert found.sources == {"fast": "executor"}
