@@ -311,8 +311,10 @@ def test_without_a_peer_the_executor_stays_dead_until_one_connects(scene_factory
 @pytest.mark.parametrize("state", ["HEALTHY", "DISCONNECTED", "DEAD", "DISPATCHED"])
 def test_recovery_survives_a_relay_restart(scene_factory: Callable[..., Scene], state: str) -> None:
     """Relay is SIGKILLed with A in `state`; the restarted Relay still declares A dead and recovers it."""
-    # DISCONNECTED needs a grace period that outlasts the restart; DISPATCHED a dispatch that stays pending.
-    scene = scene_factory(RELAY_RECOVERY_TIMEOUT_S="120")
+    # DISCONNECTED needs a grace period that outlasts the restart; DISPATCHED a dispatch that stays pending. The
+    # restart after the kill waits two heartbeat intervals (and a margin) for the killed process's heartbeat to stand
+    # still (actors/identity_claim.py): 2 s with 0.5 s beats, not 5 s with the default 2 s.
+    scene = scene_factory(RELAY_RECOVERY_TIMEOUT_S="120", RELAY_HEARTBEAT_INTERVAL_S="0.5")
     grace = 8 if state == "DISCONNECTED" else GRACE_S
     response = scene.relay.api("PATCH", f"/v2/orgs/{ORG}/apps/{scene.app}", json={"executorTimeoutSecs": grace})
     assert response.status_code == 204, response.text
@@ -351,7 +353,7 @@ def test_recovery_survives_a_relay_restart(scene_factory: Callable[..., Scene], 
         assert events["Executor.Disconnected"]["details"]["reason"] == "not reconnected after relay restart"
     if state == "DISCONNECTED":
         # Its grace period ran from its disconnection, less the downtime (nobody could reconnect then): what
-        # was left of it when Relay was killed (known to its last heartbeat, every 2 s) runs from the restart.
+        # was left of it when Relay was killed (known to its last heartbeat, every 0.5 s) runs from the restart.
         disconnected_at = datetime.fromisoformat(events["Executor.Disconnected"]["at"])
         dead_at = datetime.fromisoformat(events["Executor.DeclaredDead"]["at"])
         restarted_at = max(datetime.fromisoformat(e["at"]) for e in scene.instance_restarts())
