@@ -163,6 +163,14 @@ def test_every_console_page_has_no_serious_axe_violation(
         problems += violations(page, f"dialog #{dialog}")
         shot(page, f"a11y-dialog-{dialog}-{theme}")
         page.keyboard.press("Escape")
+
+    # Focus shows in this theme: the skip link, then the main content's first link, each with an outline.
+    page.goto(relay.base_url + WF)
+    for key in ("Tab", "Enter", "Tab"):
+        page.keyboard.press(key)
+    focused = page.evaluate(_FOCUSED)
+    assert focused and focused["outline"] and page.evaluate("() => !!document.activeElement.closest('main')"), focused
+    shot(page, f"a11y-focus-{theme}")
     assert not problems, f"{len(problems)} serious/critical axe violation(s) ({theme}):\n" + "\n".join(problems)
 
 
