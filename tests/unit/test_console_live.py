@@ -12,7 +12,8 @@ from flask.testing import FlaskClient
 
 from relay.actors.runtime import Runtime
 from relay.events.application import App
-from relay.events.refs import app_ref
+from relay.events.executor import Executor
+from relay.events.refs import app_ref, executor_ref
 from relay.projections.change_feed import (
     EVERYTHING,
     MAX_GAP,
@@ -22,7 +23,7 @@ from relay.projections.change_feed import (
     matches,
     topics_of,
 )
-from tests.unit.store_cases import at
+from tests.unit.store_cases import INFO_1, at
 from tests.unit.test_console_alerts import ADMIN, OTHER_KEY, login, served
 
 __all__ = ["served"]  # the fixture, shared with the alerts page's tests
@@ -143,3 +144,28 @@ def test_every_live_page_follows_its_areas(served: tuple[Runtime, FlaskClient], 
     assert f'data-live-url="/orgs/acme/live?areas={areas}' in html
     assert "data-live-region=" in html and 'aria-live="polite"' in html and "live.js" in html
     assert "executors.json" not in html  # nothing polls it any more
+
+
+def test_the_executors_table_pages_and_filters_by_state_in_the_url(served: tuple[Runtime, FlaskClient]) -> None:
+    rt, client = served
+    for n in range(120):
+        rt.log.run(executor_ref("acme", "shop", f"ex-{n:03}"),
+                   lambda found, n=n: Executor.connect_again(found, "acme", "shop", f"ex-{n:03}", INFO_1, "relay-a",
+                                                             at(10 + n)))
+    for n in (7, 99):
+        rt.log.change(executor_ref("acme", "shop", f"ex-{n:03}"), lambda e: e.disconnect("socket closed", at(200)))
+    rt.views.catch_up()
+    base = "/orgs/acme/apps/shop/executors"
+    first = client.get(base).get_data(as_text=True)
+    assert first.count('<tr data-executor="') == 50 and 'data-executor="ex-000"' in first
+    assert 'data-count="HEALTHY">118<' in first and 'data-count="DISCONNECTED">2<' in first  # counts of all
+    assert "executorsPage=2" in first and 'rel="prev"' not in first
+    last = client.get(f"{base}?executorsPage=3").get_data(as_text=True)
+    assert last.count('<tr data-executor="') == 20 and 'data-executor="ex-119"' in last and 'rel="next"' not in last
+    down = client.get(f"{base}?executors=DISCONNECTED").get_data(as_text=True)
+    assert down.count('<tr data-executor="') == 2 and 'data-executor="ex-099"' in down
+    assert 'data-live-src="/orgs/acme/apps/shop/executors?executors=DISCONNECTED"' in down  # re-read as shown
+    assert 'aria-current="true" class="active" data-filter="DISCONNECTED"' in down
+    assert 'href="/orgs/acme/apps/shop?executors=DISCONNECTED"' in down  # a deep link to the app page, filtered
+    data = client.get("/orgs/acme/apps/shop/executors.json?executorsPage=2").get_json()
+    assert len(data["executors"]) == 50 and data["more"] is True and data["counts"]["HEALTHY"] == 118
