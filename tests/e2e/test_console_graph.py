@@ -133,14 +133,19 @@ def test_a_thousand_steps_render_under_a_second_and_the_table_pages(page: Page, 
     wid = f"{PREFIX}-thousand"
     wait_until(lambda: relay.api("GET", f"{API}/workflows/{wid}").json().get("status") == "SUCCESS",
                timeout=120, message=f"{wid} did not finish")
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Performance.enable")
     svg = _open(page, relay, "thousand")
-    # graph.js's marks: render = its start (the page parsed) to the first painted frame (style, layout, paint of
-    # the 1,000 nodes, and the script); load adds the parsing of the page, which a loaded machine slows most.
+    # The asserted figure is the page's main-thread CPU time up to graph.js's "ready" mark (after the first painted
+    # frame): parsing, style, layout, paint and scripts, the whole page. CPU time, not wall time: on a loaded 2-core
+    # machine the wall figures (graph.js's marks, printed) triple while this one stays put.
+    cpu_ms = next(m["value"] for m in cdp.send("Performance.getMetrics")["metrics"] if m["name"] == "ThreadTime") * 1000
     wrap = page.locator("[data-graph]")
     render_ms, load_ms = (int(str(wrap.get_attribute(f"data-{k}-ms"))) for k in ("render", "load"))
     html = page.evaluate("document.documentElement.outerHTML.length")
-    print(f"1,000-step graph: render {render_ms} ms, load {load_ms} ms (from the response's end); page {html} chars")
-    assert render_ms < MAX_RENDER_MS
+    print(f"1,000-step graph: main-thread CPU {cpu_ms:.0f} ms; wall: render {render_ms} ms (graph.js start to first "
+          f"paint), load {load_ms} ms (from the response's end); page {html} chars")
+    assert 0 < cpu_ms < MAX_RENDER_MS
     expect(svg.locator("[data-testid=graph-step]")).to_have_count(1000)
     assert html < MAX_PAGE_BYTES
     steps = page.locator("[data-testid=steps] ol.timeline > li")
@@ -152,5 +157,7 @@ def test_a_thousand_steps_render_under_a_second_and_the_table_pages(page: Page, 
     expect(steps).to_have_count(100)
     expect(steps.first).to_have_attribute("data-step", "101")
     expect(page.locator("[data-testid=steps-pager]").first).to_contain_text("Steps 101\u2013200 of 1000")
+    # The chain wraps into columns: Fit shows all 1,000 nodes at a scale where they are still boxes.
     page.click("[data-zoom=fit]")
+    assert float(str(svg.get_attribute("data-scale"))) > 0.1
     shot(page, "graph-thousand-fit")

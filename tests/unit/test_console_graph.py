@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from relay.web.console.graph import ROW_H, child_chain, critical_path, retries, workflow_graph
+from relay.web.console.graph import NODE_W, ROW_H, child_chain, column_rows, critical_path, retries, workflow_graph
 
 
 def test_a_sequential_workflow_is_all_critical_path() -> None:
@@ -54,8 +54,12 @@ def test_every_step_is_drawn_with_its_marks_and_rows_a_row_apart() -> None:
     svg = str(workflow_graph({"workflowName": "w", "status": "SUCCESS", "workflowId": "w1"}, steps, lambda w: w))
     assert svg.count('data-testid="graph-step"') == 1000
     assert svg.count('class="row crit') == 1000 and svg.count('class="row crit retry"') == 1  # step 4 retries 3
-    ys = [int(y) for y in re.findall(r'class="row[^"]*" transform="translate\(0,(\d+)\)"', svg)]
-    assert ys == [10 + i * ROW_H for i in range(1001)]  # the workflow, then its steps
+    # The workflow, then its steps, down a column of column_rows(1001) rows, then on to the next column.
+    per_column = column_rows(1001)
+    assert per_column == 38 and column_rows(22) == 22  # the 21-step workflow is one column
+    at = [(int(x), int(y)) for x, y in re.findall(r'class="row[^"]*" transform="translate\((\d+),(\d+)\)"', svg)]
+    assert at == [(r // per_column * (NODE_W + 40), 10 + r % per_column * ROW_H) for r in range(1001)]
+    assert svg.count('class="edge wrap"') == -(-1001 // per_column) - 1  # one turn between two columns
     assert len(svg) < 400_000  # a 1,000-step page stays far under a megabyte
     assert svg.count('tabindex="0"') == 1  # one tab stop: the workflow's node (graph.js moves it)
 

@@ -12,6 +12,7 @@ records. Pure: from the records (and the children's statuses when known) to SVG;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,9 @@ NEST_X = CHILD_X + 14  # an expanded child's chain (its nodes at NEST_X + MARGIN
 MARGIN = 10
 CHAIN_X = MARGIN + 24  # the vertical line joining a chain's nodes (drawn behind them)
 MAX_STEPS = 10_000  # the most steps the page asks an executor for (the API's largest page)
+MIN_COLUMN_ROWS = 30  # a chain this long or shorter is one column
+COLUMN_GAP = 40
+NESTED_ROWS = MAX_STEPS + 1  # a nested child's chain stays one column
 
 Interval = tuple[float | None, float | None]  # a step's start and end, in ms since the epoch (None: unknown)
 
@@ -86,8 +90,10 @@ def _texts(w: int, title: str, sub: str) -> str:
             f'<text class="sub" x="10" y="31">{escape(_clip(sub, w // 7))}</text>')
 
 
-def _step_row(index: int, step: Mapping[str, Any], y: int, *, on_path: bool, attempt: int | None,
-              statuses: Mapping[str, str], link: Callable[[str], str], placed: dict[str, int]) -> str:
+def _step_row(index: int, step: Mapping[str, Any], at: tuple[int, int], *, on_path: bool, attempt: int | None,
+              statuses: Mapping[str, str], link: Callable[[str], str],
+              placed: dict[str, tuple[int, int, int]]) -> str:
+    x, y = at
     state = _state(step)
     duration = step.get("durationMs")
     timing = f"{duration:.0f} ms" if isinstance(duration, int | float) else ""
@@ -98,7 +104,7 @@ def _step_row(index: int, step: Mapping[str, Any], y: int, *, on_path: bool, att
     cls = "row" + (" crit" if on_path else "") + (" retry" if attempt else "")
     numbered = f' data-attempt="{attempt}"' if attempt else ""
     parts = [
-        f'<g class="{cls}" transform="translate(0,{y})" data-i="{index}"{numbered}>',
+        f'<g class="{cls}" transform="translate({x},{y})" data-i="{index}"{numbered}>',
         (f'<g class="node {"err" if state == "error" else "step"}" data-testid="graph-step" role="button" '
         f'tabindex="-1" transform="translate({MARGIN},0)">'
         f'<title>Step {escape(title)}: {escape(sub.strip() or "not started")}{marks}</title>'
@@ -109,11 +115,11 @@ def _step_row(index: int, step: Mapping[str, Any], y: int, *, on_path: bool, att
         child = str(child)
         middle = NODE_H // 2
         if child in placed:  # e.g. waiting for its result: an arrow back to the child's node (graph.js keeps it)
-            back = placed[child]
+            back, back_x, back_y = placed[child]
             parts.append(f'<line class="edge child" data-to="{back}" x1="{MARGIN + NODE_W}" y1="{middle}" '
-                         f'x2="{CHILD_X - 2}" y2="{(back - index) * ROW_H + middle}" marker-end="url(#arrow)"/>')
+                         f'x2="{back_x - x + CHILD_X - 2}" y2="{back_y - y + middle}" marker-end="url(#arrow)"/>')
         else:
-            placed[child] = index
+            placed[child] = (index, x, y)
             status = f" · {statuses[child]}" if child in statuses else ""
             parts.append(
                 f'<line class="edge child" x1="{MARGIN + NODE_W}" y1="{middle}" x2="{CHILD_X - 2}" y2="{middle}" '
@@ -129,24 +135,49 @@ def _step_row(index: int, step: Mapping[str, Any], y: int, *, on_path: bool, att
     return "".join(parts)
 
 
+def column_rows(count: int) -> int:
+    """Rows per column of a chain of `count` rows. A long workflow's chain wraps into columns (top to bottom, then
+    the next column) about 3.5 times as wide as tall, the view's shape, so Fit shows nodes, not a hairline."""
+    return count if count <= MIN_COLUMN_ROWS else max(MIN_COLUMN_ROWS, math.ceil(1.2 * math.sqrt(count)))
+
+
+def _place(row: int, per_column: int, column_w: int, top: int) -> tuple[int, int]:
+    return row // per_column * column_w, top + row % per_column * ROW_H
+
+
 def _chain(steps: Sequence[Mapping[str, Any]], link: Callable[[str], str], statuses: Mapping[str, str],
-           first_row: int, top: int) -> tuple[str, int]:
-    """The rows of `steps` (the first at row `first_row`) and the chain's bottom y."""
+           first_row: int, top: int, per_column: int, column_w: int) -> str:
+    """The rows of `steps` (the first at row `first_row`), `per_column` rows to a column."""
     path = critical_path([(epoch_ms(s.get("startedAt")), epoch_ms(s.get("completedAt"))) for s in steps])
     attempts = retries(steps)
-    placed: dict[str, int] = {}
-    rows = [
-        _step_row(index, step, top + (first_row + index) * ROW_H, on_path=index in path,
+    placed: dict[str, tuple[int, int, int]] = {}
+    return "".join(
+        _step_row(index, step, _place(first_row + index, per_column, column_w, top), on_path=index in path,
                   attempt=attempts.get(index), statuses=statuses, link=link, placed=placed)
         for index, step in enumerate(steps)
-    ]
-    bottom = top + (first_row + len(steps)) * ROW_H - GAP
-    return "".join(rows), bottom
+    )
 
 
-def _line(top: int, bottom: int) -> str:
-    """The chain's line, from `top` to its last node (graph.js moves its end when rows move)."""
-    return f'<line class="edge chain" x1="{CHAIN_X}" y1="{top}" x2="{CHAIN_X}" y2="{max(top, bottom - NODE_H)}"/>'
+def _lines(rows: int, per_column: int, column_w: int, top: int, first_top: int) -> str:
+    """Each column's line (behind its nodes, from `first_top` in the first column), and the turn from a column's
+    last node to the next column's first; graph.js redraws both when rows move."""
+    out = []
+    columns = max(1, -(-rows // per_column))
+    for column in range(columns):
+        x = column * column_w + CHAIN_X
+        last = min(rows, (column + 1) * per_column) - 1 - column * per_column  # its last row, in the column
+        y1 = first_top if column == 0 else top
+        out.append(f'<line class="edge chain" data-col="{column}" x1="{x}" y1="{y1}" x2="{x}" '
+                   f'y2="{max(y1, top + last * ROW_H)}"/>')
+        if column + 1 < columns:
+            turn = _turn(x, top + last * ROW_H + NODE_H, x + column_w, top)
+            out.append(f'<path class="edge wrap" data-col="{column}" d="{turn}"/>')
+    return "".join(out)
+
+
+def _turn(x: int, bottom: int, next_x: int, top: int) -> str:
+    gutter = next_x - CHAIN_X - 14
+    return f"M{x},{bottom}v{GAP // 2}H{gutter}V{top - GAP // 2}H{next_x}V{top}"
 
 
 def workflow_graph(wf: Mapping[str, object], steps: Sequence[Mapping[str, Any]], link: Callable[[str], str],
@@ -154,9 +185,12 @@ def workflow_graph(wf: Mapping[str, object], steps: Sequence[Mapping[str, Any]],
     """The SVG of `wf` and its `steps` (timeline rows: their `durationMs` is shown when present); `link`
     gives a workflow's console URL, `child_status` a child's status when the page knows it."""
     statuses = child_status or {}
-    rows, bottom = _chain(steps, link, statuses, first_row=1, top=MARGIN)
-    height = bottom + MARGIN
-    width = MARGIN * 2 + CHILD_X + CHILD_W
+    per_column = column_rows(1 + len(steps))
+    column_w = (CHILD_X + CHILD_W if any(s.get("childWorkflowId") for s in steps) else NODE_W) + COLUMN_GAP
+    rows = _chain(steps, link, statuses, 1, MARGIN, per_column, column_w)
+    columns = -(-(1 + len(steps)) // per_column)
+    height = MARGIN * 2 + min(1 + len(steps), per_column) * ROW_H - GAP
+    width = MARGIN + columns * column_w - COLUMN_GAP + 2 * MARGIN
     title = str(wf.get("workflowName") or "workflow")
     sub = f"{wf.get('status') or ''} · {wf.get('workflowId') or ''}"
     root = (f'<g class="row" transform="translate(0,{MARGIN})" data-i="root">'
@@ -168,10 +202,12 @@ def workflow_graph(wf: Mapping[str, object], steps: Sequence[Mapping[str, Any]],
     svg = (
         f'<svg class="wfgraph" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="group" aria-label="Graph of {len(steps)} steps and child workflows" '
-        f'data-testid="graph-svg" data-row-h="{ROW_H}" data-node-h="{NODE_H}" data-gap="{GAP}" data-nest-x="{NEST_X}">'
+        f'data-testid="graph-svg" data-row-h="{ROW_H}" data-node-h="{NODE_H}" data-gap="{GAP}" data-nest-x="{NEST_X}" '
+        f'data-chain-x="{CHAIN_X}" data-child-x="{CHILD_X}" data-col-gap="{COLUMN_GAP}">'
         f'<desc>{len(steps)} steps</desc>{defs}'
-        f'<g class="chain" data-wf="{escape(str(wf.get("workflowId") or ""))}" data-top="{MARGIN}">'
-        f'{_line(MARGIN + NODE_H, bottom)}{root}{rows}</g></svg>'
+        f'<g class="chain" data-wf="{escape(str(wf.get("workflowId") or ""))}" data-top="{MARGIN}" '
+        f'data-per-col="{per_column}" data-col-w="{column_w}">'
+        f'{_lines(1 + len(steps), per_column, column_w, MARGIN, MARGIN + NODE_H)}{root}{rows}</g></svg>'
     )
     return Markup(svg)  # noqa: S704 - every executor text is escaped in _step_row and _texts
 
@@ -179,7 +215,7 @@ def workflow_graph(wf: Mapping[str, object], steps: Sequence[Mapping[str, Any]],
 def child_chain(workflow_id: str, steps: Sequence[Mapping[str, Any]], link: Callable[[str], str],
                 child_status: Mapping[str, str] | None = None) -> tuple[Markup, int]:
     """A child workflow's steps as a chain to nest under its node (graph.js), and the chain's height."""
-    rows, bottom = _chain(steps, link, child_status or {}, first_row=0, top=0)
-    chain = (f'<g class="chain" data-wf="{escape(workflow_id)}" data-top="0">'
-             f'{_line(-GAP, bottom) if steps else ""}{rows}</g>')
-    return Markup(chain), max(bottom, 0)  # noqa: S704 - escaped as in workflow_graph
+    rows = _chain(steps, link, child_status or {}, 0, 0, NESTED_ROWS, 0)
+    chain = (f'<g class="chain" data-wf="{escape(workflow_id)}" data-top="0" data-per-col="{NESTED_ROWS}" '
+             f'data-col-w="0">{_lines(len(steps), NESTED_ROWS, 0, 0, -GAP) if steps else ""}{rows}</g>')
+    return Markup(chain), max(len(steps) * ROW_H - GAP, 0)  # noqa: S704 - escaped as in workflow_graph

@@ -10,6 +10,8 @@
 
   var ROW_H = +svg.getAttribute("data-row-h"), NODE_H = +svg.getAttribute("data-node-h");
   var GAP = +svg.getAttribute("data-gap"), NEST_X = +svg.getAttribute("data-nest-x");
+  var CHAIN_X = +svg.getAttribute("data-chain-x"), CHILD_X = +svg.getAttribute("data-child-x");
+  var COL_GAP = +svg.getAttribute("data-col-gap");
   var MAX_VIEW_H = 400, MIN_SCALE = 0.02, MAX_SCALE = 4, MARGIN = 10;
   var figure = wrap.querySelector("figure.graph");
   var tools = wrap.querySelector(".graph-tools");
@@ -69,26 +71,53 @@
   // -- rows: an expanded child needs room; the rows below it move down --------------------------------
   function rowsOf(chain) { return chain.querySelectorAll(":scope > .row"); }
   function relayout(chain) {
-    var y = +chain.getAttribute("data-top"), at = {}, rows = rowsOf(chain), last = y;
-    for (var i = 0; i < rows.length; i++) {
-      var row = rows[i], nest = row.querySelector(":scope > .nest");
-      row.setAttribute("transform", "translate(0," + y + ")");
-      at[row.getAttribute("data-i")] = y;
-      last = y;
+    var top = +chain.getAttribute("data-top"), per = +chain.getAttribute("data-per-col");
+    var colW = +chain.getAttribute("data-col-w"), rows = rowsOf(chain), at = {}, columns = [];
+    var x = 0, y = top, widest = 0, column = null;
+    for (var k = 0; k < rows.length; k++) {
+      var row = rows[k], nest = row.querySelector(":scope > .nest");
+      if (k % per === 0) { // a new column, right of the last one (wider when that one holds an expanded child)
+        if (column) x += Math.max(colW, widest);
+        column = { x: x, last: top, bottom: top };
+        columns.push(column);
+        y = top; widest = 0;
+      }
+      if (nest) {
+        var box = nest.getBBox();
+        widest = Math.max(widest, NEST_X + box.x + box.width + COL_GAP);
+      }
+      row.setAttribute("transform", "translate(" + x + "," + y + ")");
+      at[row.getAttribute("data-i")] = [x, y];
+      column.last = y;
       y += ROW_H + (nest ? +nest.getAttribute("data-h") + GAP : 0);
+      column.bottom = y - GAP;
     }
     chain.querySelectorAll(":scope > .row > line.edge.child[data-to]").forEach(function (edge) {
       var from = at[edge.parentNode.getAttribute("data-i")], to = at[edge.getAttribute("data-to")];
-      edge.setAttribute("y2", String(to - from + NODE_H / 2));
+      edge.setAttribute("x2", String(to[0] - from[0] + CHILD_X - 2));
+      edge.setAttribute("y2", String(to[1] - from[1] + NODE_H / 2));
     });
-    var line = chain.querySelector(":scope > line.edge.chain");
-    if (line) line.setAttribute("y2", String(Math.max(+line.getAttribute("y1"), last)));
-    var holder = chain.parentNode;
+    columns.forEach(function (c, i) {
+      var line = chain.querySelector(":scope > line.edge.chain[data-col='" + i + "']");
+      var cx = c.x + CHAIN_X;
+      if (line) {
+        line.setAttribute("x1", String(cx)); line.setAttribute("x2", String(cx));
+        line.setAttribute("y2", String(Math.max(+line.getAttribute("y1"), c.last)));
+      }
+      var turn = chain.querySelector(":scope > path.edge.wrap[data-col='" + i + "']");
+      if (turn && columns[i + 1]) { // as graph.py's _turn
+        var next = columns[i + 1].x + CHAIN_X, gutter = next - CHAIN_X - 14;
+        turn.setAttribute("d", "M" + cx + "," + c.bottom + "v" + GAP / 2 + "H" + gutter + "V" + (top - GAP / 2) +
+          "H" + next + "V" + top);
+      }
+    });
+    var holder = chain.parentNode, bottom = 0;
+    columns.forEach(function (c) { bottom = Math.max(bottom, c.bottom); });
     if (holder.classList && holder.classList.contains("nest")) {
-      holder.setAttribute("data-h", String(Math.max(y - GAP, 0)));
+      holder.setAttribute("data-h", String(Math.max(bottom, 0)));
       relayout(holder.closest(".chain"));
     } else {
-      fitHeight(y - GAP + MARGIN);
+      fitHeight(bottom + MARGIN);
     }
   }
   function fitHeight(contentH) { // the view grows (up to MAX_VIEW_H) with what an expanded child adds
