@@ -231,7 +231,11 @@ def test_without_an_executor_the_policy_stays_and_the_recommendation_is_a_503(wo
     relay = world.relay
     put_policy(relay, {"queue": "scale-q"}, 200)
     eventually(lambda: gauges(relay).get(("relay_autoscale_queue_depth", "v2", "scale-q")) == 5.0, "the gauge")
+    # Gone, not away for a moment: with a grace period of 1 s it is DEAD at once, so no read waits (5 s each) for
+    # it to reconnect, as a read does for an executor still DISCONNECTED (actors/services/executor_calls.py).
+    v2(relay, "PATCH", BASE, 204, json={"executorTimeoutSecs": 1})
     world.executor.stop(timeout=3)
+    eventually(lambda: [e["status"] for e in relay.api("GET", f"{BASE}/executors").json()] == ["DEAD"], "it DEAD")
     eventually(lambda: relay.api("GET", AUTOSCALE).status_code == 503, "GET autoscale 503 once the executor left")
     assert "no executor" in v2(relay, "GET", AUTOSCALE, 503)["detail"]
     assert v2(relay, "GET", POLICY, 200) == {"policy": {"queue": "scale-q"}}
