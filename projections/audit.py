@@ -29,6 +29,7 @@ def _subject_of(kind: str, e: Any) -> tuple[str | None, str | None, str | None] 
         "Executor": lambda: e.executor,
         "AlertingRule": lambda: e.rule_id,
         "Alert": lambda: f"{e.rule_id}#{e.sequence}",
+        "Incident": lambda: f"{e.rule_id}#{e.number}",  # its org and app: the change feed's incidents topic
         "RetentionRun": lambda: str(e.slot),
         "Operation": lambda: e.targets[0] if e.targets else e.operation,
         "OrganizationAccess": lambda: e.org,  # its members, roles, secrets and claims: the organization's entries

@@ -1,6 +1,7 @@
 """Needs attention (issue 33, point 3) in a real browser, over a real `relay serve` and real dbos 3.2.0 executors:
 `limbo` has two executors on one PostgreSQL system database, v1 (kept) and v2 (killed: DEAD, with no executor of
-its version to recover it, so v2's waiting workflows are stranded), a WorkflowFailure rule with its open incident;
+its version to recover it, so v2's waiting workflows are stranded), a WorkflowFailure rule whose incident opens
+while the page is open (and appears on it: the change stream);
 `shop` (the session's executor) failed and queued workflows too; `quiet` has no executor, so it is not asked.
 Each section shows them and links to where they can be dealt with; the sections with nothing say so.
 Screenshots at 1400 px, light and dark.
@@ -40,15 +41,9 @@ def test_needs_attention_across_applications(page: Page, relay: RelayProcess, sh
         lost, ready = start_executor(relay, LIMBO, key, tmp_path / "v2", prefix="limbo2", name="limbo-v2",
                                      env={"APP_VERSION": "v2", "SYSTEM_DATABASE_URL": pg_url})
         lost.kill()
-        created = relay.api("POST", f"/v2/orgs/local/apps/{LIMBO}/alerting-rules", json={
-            "ruleType": "WorkflowFailure", "ruleMetadata": {"threshold": 1, "periodSecs": 3600}})
-        assert created.status_code == 201, created.text
-        rule_id = created.json()["id"]
         wait_until(lambda: any(e["executorId"] == ready["executor_id"] and e["status"] == "DEAD"
                                for e in relay.api("GET", f"/v2/orgs/local/apps/{LIMBO}/executors").json()),
                    timeout=WAIT_S, message="the killed v2 executor never became DEAD")
-        wait_until(lambda: relay.api("GET", f"/relay/v1/orgs/local/apps/{LIMBO}/incidents").json()["incidents"],
-                   timeout=WAIT_S, message="the WorkflowFailure rule never opened an incident")
 
         page.set_viewport_size({"width": 1400, "height": 900})
         page.goto(relay.base_url + "/orgs/local/apps")
@@ -60,6 +55,18 @@ def test_needs_attention_across_applications(page: Page, relay: RelayProcess, sh
         page.click("[data-testid=stuck-form] button")
         expect(page).to_have_url(re.compile(r"stuckAfterSecs=1$"))
         expect(page.locator("[data-served-from=many]")).to_be_visible()
+
+        # An incident opened while the page is open appears on it: pushed, not reloaded.
+        expect(page.locator("[data-testid=live-state]")).to_have_attribute("data-state", "live")
+        page.evaluate("window.loadedOnce = true")
+        incident = page.locator(f"[data-testid=attention-incidents] tr[data-app={LIMBO}]")
+        expect(incident).to_have_count(0)
+        created = relay.api("POST", f"/v2/orgs/local/apps/{LIMBO}/alerting-rules", json={
+            "ruleType": "WorkflowFailure", "ruleMetadata": {"threshold": 1, "periodSecs": 3600}})
+        assert created.status_code == 201, created.text
+        rule_id = created.json()["id"]
+        expect(incident).to_contain_text("WorkflowFailure")
+        assert page.evaluate("window.loadedOnce") is True
 
         failed = page.locator("[data-testid=attention-failed]")
         expect(failed.locator(f"tr[data-app={LIMBO}] a[data-workflow=limbo1-faulty]")).to_be_visible()
@@ -79,8 +86,6 @@ def test_needs_attention_across_applications(page: Page, relay: RelayProcess, sh
         expect(stranded).to_contain_text(LIMBO)
         expect(page.locator("[data-testid=attention-stranded] tr[data-version=v1]")).to_have_count(0)
 
-        incident = page.locator(f"[data-testid=attention-incidents] tr[data-app={LIMBO}]")
-        expect(incident).to_contain_text("WorkflowFailure")
         assert incident.locator("a", has_text="WorkflowFailure").get_attribute("href") == \
             f"/orgs/local/apps/{LIMBO}/alerts"
         expect(page.locator("[data-testid=attention-data-planes] [data-testid=nothing]")).to_be_visible()

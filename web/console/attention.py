@@ -151,8 +151,9 @@ def _fold(found: Attention, app: str, answers: Mapping[str, Any], calls: Executo
         found.stranded += stranded_versions(app, waiting, registry.healthy, registry.down)
 
 
-def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: int) -> Attention:
-    """Every section for `apps` (rows of the applications view) at `now`."""
+def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: int, *, ask: bool = True) -> Attention:
+    """Every section for `apps` (rows of the applications view) at `now`; without `ask`, only what Relay's own
+    views say (no executor or data plane asked)."""
     rt = runtime()
     found = Attention()
     jobs: dict[tuple[str, str], Callable[[], Any]] = {}
@@ -160,6 +161,8 @@ def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: 
     for row in apps:
         app = str(row["name"])
         registry = _from_views(org, row, now, found)
+        if not ask:
+            continue
         plane = rt.data_planes.get(org, app, row["settings"].get("dataPlane"))
         if plane is not None:
             jobs[(app, "plane")] = partial(_plane_state, plane)
@@ -190,16 +193,32 @@ def collect(org: str, apps: list[dict[str, Any]], now: datetime, stuck_after_s: 
     return found
 
 
-@bp.get("/orgs/<org>/attention")
-def attention(org: str) -> str:
+def _readable(org: str) -> list[dict[str, Any]]:
     check_org(org)
     who = current()
     if not who.allows("application.read", org):
         abort(403, "your key lacks 'application.read' in this organization")
-    apps = [r for r in runtime().views.applications.apps(org) if who.allows("application.read", org, r["name"])]
+    return [r for r in runtime().views.applications.apps(org) if who.allows("application.read", org, r["name"])]
+
+
+@bp.get("/orgs/<org>/attention")
+def attention(org: str) -> str:
+    apps = _readable(org)
     now = datetime.now(UTC)
     after_s = stuck_after(request.args.get("stuckAfterSecs"))
     found = collect(org, apps, now, after_s)
     return render_template("console/attention.html", org=org, found=found, apps=len(apps), now=now,
                            since=failed_since(now), stuck_after_s=after_s, default_stuck_after_s=STUCK_AFTER_S,
                            deadline_s=ASK_DEADLINE_S, served_from_many=True)
+
+
+@bp.get("/orgs/<org>/attention/own")
+def attention_own(org: str) -> str:
+    """The page with only what Relay's own views say (dead executors, open incidents), no executor asked: what
+    the open page swaps in when the change stream says executors, recoveries or incidents changed."""
+    apps = _readable(org)
+    now = datetime.now(UTC)
+    found = collect(org, apps, now, STUCK_AFTER_S, ask=False)
+    return render_template("console/attention.html", org=org, found=found, apps=len(apps), now=now,
+                           since=failed_since(now), stuck_after_s=STUCK_AFTER_S,
+                           default_stuck_after_s=STUCK_AFTER_S, deadline_s=ASK_DEADLINE_S, own_only=True)

@@ -24,7 +24,9 @@ from relay.web.context import runtime
 HEARTBEAT_S = 15.0  # a comment line this often: proxies keep the stream, and a gone client is noticed
 RETRY_MS = 1000  # how soon the browser's EventSource reconnects after the stream ends
 APP_AREAS = ("executors", "recoveries", "alerts", "incidents", "app")  # what an application's pages show
-ORG_AREAS = ("audit", "instances")
+ORG_AREAS = ("audit", "instances", "attention")
+# Needs attention (web/console/attention.py): what Relay owns of the applications it shows, across them.
+ATTENTION_AREAS = ("executors", "recoveries", "incidents")
 
 
 def _patterns(org: str, app: str | None, areas: list[str]) -> list[Pattern]:
@@ -51,8 +53,19 @@ def _patterns(org: str, app: str | None, areas: list[str]) -> list[Pattern]:
                 abort(403, "a key limited to some applications cannot see Relay's instances")
             patterns += [("instances", None, None), ("executors", None if who.admin else org, None)]
         else:
-            abort(400, f"unknown area '{area}' (one of {', '.join(APP_AREAS + ORG_AREAS)})")
+            patterns += _attention_patterns(org, area)
     return patterns
+
+
+def _attention_patterns(org: str, area: str) -> list[Pattern]:
+    """As the Needs attention page: application.read in the organization; an app-scoped key its apps only."""
+    if area != "attention":
+        abort(400, f"unknown area '{area}' (one of {', '.join(APP_AREAS + ORG_AREAS)})")
+    who = current()
+    if not who.allows("application.read", org):
+        abort(403, "your key lacks 'application.read' in this organization")
+    apps: list[str | None] = list(who.apps) if who.app_scoped else [None]
+    return [(one, org, a) for a in apps for one in ATTENTION_AREAS]
 
 
 def _event(name: str, data: object) -> bytes:
