@@ -8,7 +8,6 @@ as soon as some page links to them. The audit opens every <details> (menus, coll
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -18,17 +17,13 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.routing import Map, RequestRedirect
 
+from tests.e2e.axe_audit import AXE_JS, violations
 from tests.e2e.console_support import APP, PREFIX, WAIT_S, login, shot
 from tests.support.flask_routes import url_rules
-from tests.support.procs import REPO_ROOT, RelayProcess
+from tests.support.procs import RelayProcess
 
 pytestmark = pytest.mark.integration
 
-AXE_JS = REPO_ROOT / "tests" / "e2e" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
-AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-BLOCKING = {"serious", "critical"}
-# The rules whose outcome depends on colours: the only ones run again in the dark theme (the markup is the same).
-COLOUR_RULES = ["color-contrast", "link-in-text-block"]
 MAX_PAGES = 40
 # Never followed: leaving the session, or a flow that leaves the console (SSO with an identity provider).
 SKIPPED_ENDPOINTS = {"console.static", "console.logout", "console.sso_login", "console.oauth_callback"}
@@ -39,14 +34,6 @@ SCREENSHOT_ROUTES = {"console.app_overview", "console.workflows", "console.workf
 WF = f"/orgs/local/apps/{APP}"
 # The pages whose every interactive element must be reachable with Tab.
 KEYBOARD_PAGES = [WF, f"{WF}/workflows", f"{WF}/workflows/{PREFIX}-batch", f"{WF}/settings", "/orgs/local/keys"]
-
-# Opens every <details> (menus, collapsed JSON) so their content is audited too; then runs axe.
-_RUN_AXE = """async (only) => {
-  document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });
-  const result = await axe.run(document, {runOnly: only, resultTypes: ['violations']});
-  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-                                      targets: v.nodes.slice(0, 6).map(n => n.target.join(' '))}));
-}"""
 
 
 @pytest.fixture(scope="module")
@@ -69,24 +56,6 @@ def themed(request: pytest.FixtureRequest, browser: Browser) -> Iterator[tuple[s
         yield theme, ctx
     finally:
         ctx.close()
-
-
-@functools.cache
-def _axe_source() -> str:
-    return AXE_JS.read_text(encoding="utf-8")
-
-
-def violations(page: Page, where: str) -> list[str]:
-    """The serious and critical axe violations on the page as it is now, one line each; in the dark theme only
-    those of the colour rules."""
-    if not page.evaluate("() => typeof axe !== 'undefined'"):
-        # Evaluated, not added as a <script>: the console's Content-Security-Policy refuses inline scripts.
-        page.evaluate(f"() => {{ {_axe_source()} }}")
-    dark = page.evaluate("() => matchMedia('(prefers-color-scheme: dark)').matches")
-    only = {"type": "rule", "values": COLOUR_RULES} if dark else {"type": "tag", "values": AXE_TAGS}
-    found: list[dict[str, Any]] = page.evaluate(_RUN_AXE, only)
-    return [f"{where}: {v['id']} ({v['impact']}): {v['help']} — {'; '.join(v['targets'])}"
-            for v in found if v["impact"] in BLOCKING]
 
 
 def route_of(routes: Map, base: str, href: str) -> str | None:

@@ -19,6 +19,7 @@ import pytest
 import requests
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
+from tests.e2e.axe_audit import assert_accessible
 from tests.e2e.console_support import APP, PREFIX, WAIT_S, register_app, shot
 from tests.support.console_http import csrf_token
 from tests.support.idp import IdentityProvider
@@ -120,6 +121,7 @@ def test_login_page_offers_sso_and_no_token_form(sso_relay: RelayProcess, people
     assert page.locator("[data-testid=token-login]").count() == 0
     assert page.locator("#token").count() == 0
     shot(page, "sso-010-login")
+    assert_accessible(page, "SSO login page")
     page.close()
 
 
@@ -136,6 +138,7 @@ def test_admin_signs_in_registers_and_invites(
     expect(page).to_have_url(re.compile(r"/register$"))
     assert page.locator("#username").input_value() == ADMIN  # suggested from the e-mail
     shot(page, "sso-020-register")
+    assert_accessible(page, "register page")
     register(page, ADMIN)
     PEOPLE["callback"] = callbacks[-1]
     # The token form is not just hidden: a token posted to it (with a valid CSRF token) is refused, the admin's too.
@@ -147,6 +150,7 @@ def test_admin_signs_in_registers_and_invites(
     assert menu == {"who": f"{ADMIN} ({identity_provider.email_of(ADMIN)})", "org": ORG,
                     "role": "Organization Admin"}, menu
     shot(page, "sso-030-user-menu")
+    assert_accessible(page, "user menu open")
 
     page.click("[data-testid=user-menu] a:text('Members & roles')")
     expect(page).to_have_url(re.compile(f"/orgs/{ORG}/members$"))
@@ -165,6 +169,7 @@ def test_admin_signs_in_registers_and_invites(
     sso_relay.remember_secret(secret, "join secret")
     PEOPLE["secret"] = secret
     shot(page, "sso-040-members")
+    assert_accessible(page, "members page")
     page.goto(f"{sso_relay.base_url}/orgs/{ORG}/members")  # shown once: not again
     assert page.locator("#new-secret").count() == 0
 
