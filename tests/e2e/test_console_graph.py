@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from relay.web.console.graph import critical_path, epoch_ms
+from tests.e2e.axe_audit import assert_accessible
 from tests.e2e.console_support import APP, PREFIX, shot
 from tests.support.ports import wait_until
 from tests.support.procs import RelayProcess
@@ -99,6 +100,7 @@ def test_explore_a_graph_with_a_retry_and_a_child(page: Page, relay: RelayProces
     nest.locator("[data-testid=graph-step]", has_text="ship").click()
     expect(inspector.locator("[data-testid=inspector-output]")).to_contain_text(f"shipped {PREFIX}-mended-child")
     _both_themes(page, "graph-mended-expanded")
+    assert_accessible(page, "graph with a child expanded and the inspector open")
     toggle.focus()
     page.keyboard.press("Enter")
     expect(nest).to_have_count(0)
