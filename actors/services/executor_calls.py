@@ -252,8 +252,8 @@ class ExecutorCalls:
         went away before answering; and the registry still holds an executor of the app that is not DEAD."""
         if isinstance(error, ExecutorDisconnectedError) and request.type not in READ_ONLY:
             return False
-        return any(row.get("status") in (HEALTHY, DISCONNECTED)
-                   for row in self.rt.views.registry.executors(org, app))
+        counts = self.rt.views.registry.counts_by_status(org, app)  # a GROUP BY, not every executor's row
+        return counts.get(HEALTHY, 0) + counts.get(DISCONNECTED, 0) > 0
 
     def _call_once(self, org: str, app: str, request: Request) -> Any:
         message_type = str(request.type.value)
@@ -431,9 +431,8 @@ class ExecutorCalls:
                 executor = self.remote_executor(org, app, executor_id)
             if executor is not None:
                 return executor
-            row = next((r for r in self.rt.views.registry.executors(org, app) if r["executor_id"] == executor_id),
-                       None)
-            if row is None:
+            row = self.rt.views.registry.executor(org, app, executor_id)  # its one row, not the app's every row
+            if row is None or row.get("status") == "DELETED":
                 raise NotFoundError(f"executor '{executor_id}' not found in application '{app}'")
             if row.get("status") not in (HEALTHY, DISCONNECTED) or time.monotonic() >= deadline:
                 raise ExecutorUnavailableError(f"executor '{executor_id}' is not connected to this Relay instance")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
@@ -97,7 +98,11 @@ def world() -> Iterator[SimpleNamespace]:
         directory=directory, settings=SimpleNamespace(limits=Limits(request_timeout_s=0.3)),
         views=SimpleNamespace(applications=SimpleNamespace(app=lambda org, app: {"settings": settings},
                                                            app_setting=lambda org, app, name: settings.get(name)),
-                              registry=SimpleNamespace(executors=lambda org, app: list(registry))),
+                              registry=SimpleNamespace(
+                                  executors=lambda org, app: list(registry),
+                                  counts_by_status=lambda org, app: Counter(r["status"] for r in registry),
+                                  executor=lambda org, app, eid: next(
+                                      (r for r in registry if r["executor_id"] == eid), None))),
         data_planes=DataPlanes(environ={}),
     )
     executors: dict[str, pykka.ActorRef[Any]] = {}

@@ -93,7 +93,8 @@ class ScriptedExecutor(pykka.ThreadingActor):
         return list(self.received)
 
 
-_NO_ROWS = SimpleNamespace(executors=lambda org, app: [])  # a registry expecting no executor back
+_NO_ROWS = SimpleNamespace(executors=lambda org, app: [], counts_by_status=lambda org, app: {},  # a registry
+                           executor=lambda org, app, executor_id: None)  # expecting no executor back
 
 
 class Apps:
