@@ -138,6 +138,14 @@ def test_every_console_page_has_no_serious_axe_violation(
         shot(page, f"a11y-dialog-{dialog}-{theme}")
         page.keyboard.press("Escape")
 
+    # The workflow graph explored: a child expanded in place, a step's inspector open.
+    page.goto(relay.base_url + f"{WF}/workflows/{PREFIX}-batch")
+    page.locator("[data-testid=graph-expand]").first.click()
+    page.locator("[data-testid=graph-step]").first.click()
+    expect(page.locator("[data-testid=inspector] [data-testid=inspector-duration]")).to_be_visible()
+    problems += violations(page, "graph explored")
+    shot(page, f"a11y-graph-explored-{theme}")
+
     # Focus shows in this theme: the skip link, then the main content's first link, each with an outline.
     page.goto(relay.base_url + WF)
     for key in ("Tab", "Enter", "Tab"):
