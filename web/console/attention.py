@@ -65,17 +65,19 @@ def gather(jobs: Mapping[K, Callable[[], Any]], deadline_s: float) -> dict[K, An
     """Run every job in its own greenlet, all at once, and wait at most `deadline_s`: each job's result, or the
     exception it raised, or NotInTime for one that had not finished. A late job is left to end by its own
     request timeout, which also drops its pending request at the executor (killing it would leave that behind)."""
-    running = {key: gevent.spawn(job) for key, job in jobs.items()}
+    running = {key: gevent.spawn(_caught, job) for key, job in jobs.items()}
     gevent.joinall(list(running.values()), timeout=deadline_s)
-    results: dict[K, Any] = {}
-    for key, greenlet in running.items():
-        if not greenlet.ready():
-            results[key] = NotInTime(f"did not answer within {deadline_s:g} s")
-        elif greenlet.successful():
-            results[key] = greenlet.value
-        else:
-            results[key] = greenlet.exception
-    return results
+    return {key: greenlet.value if greenlet.ready() else NotInTime(f"did not answer within {deadline_s:g} s")
+            for key, greenlet in running.items()}
+
+
+def _caught(job: Callable[[], Any]) -> Any:
+    """The job's result, or the exception it raised as its result (a greenlet that dies of one has it printed
+    to stderr by gevent's hub, and a failed question is an answer here)."""
+    try:
+        return job()
+    except Exception as error:
+        return error
 
 
 def _why(error: BaseException) -> str:
