@@ -82,12 +82,18 @@ def _app_of_version(version: int, engine: str = "pg") -> str:
     return f"{engine}-v{version}"
 
 
-def _fill(url: str, count: int, app: str, version: int | None = None) -> None:
-    argv = [str(RELAY_PYTHON), "-m", "tests.support.sysdb_fill", url, str(count), app]
-    if version is not None:
-        argv.append(str(version))
-    done = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+def _filling(jobs: list[tuple[str, int, str, int | None]]) -> subprocess.Popen[str]:
+    """Fill these databases (url, count, app, schema version or None) in one process of their own: it starts, and
+    imports the SDK, once for them all; the caller waits for it (_filled) and may fill others meanwhile."""
+    argv = [str(RELAY_PYTHON), "-m", "tests.support.sysdb_fill"]
+    for n, (url, count, app, version) in enumerate(jobs):
+        argv += [*(["+"] if n else []), url, str(count), app, *([str(version)] if version is not None else [])]
+    return subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _filled(process: subprocess.Popen[str]) -> None:
+    _out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err[-3000:]
 
 
 @pytest.fixture(scope="module")
@@ -95,18 +101,18 @@ def scale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scale]:
     # Its own cluster: pg_stat_statements must be loaded at start (the steps query count).
     with pg.ThrowawayCluster(settings=("shared_preload_libraries=pg_stat_statements",)) as cluster:
         big = pg.create_database(cluster.url)
-        _fill(big, BIG_COUNT, BIG_APP)
+        big_filling = _filling([(big, BIG_COUNT, BIG_APP, None)])  # beside the small ones: two cores, two fills
+        versions = {version: pg.create_database(cluster.url) for version in AGGREGATE_SCHEMA_VERSIONS}
+        folder = tmp_path_factory.mktemp("sqlite-sysdbs")
+        sqlite = {version: folder / f"v{version}.sqlite"
+                  for version in (AGGREGATE_SCHEMA_VERSIONS[0], AGGREGATE_SCHEMA_VERSIONS[-1])}
+        _filled(_filling(
+            [(url, VERSION_COUNT, _app_of_version(version), version) for version, url in versions.items()]
+            + [(f"sqlite:///{path}", VERSION_COUNT, _app_of_version(version, "lite"), version)
+               for version, path in sqlite.items()]))
+        _filled(big_filling)
         with psycopg.connect(big, autocommit=True) as connection:
             connection.execute("CREATE EXTENSION pg_stat_statements")
-        versions = {}
-        for version in AGGREGATE_SCHEMA_VERSIONS:
-            versions[version] = pg.create_database(cluster.url)
-            _fill(versions[version], VERSION_COUNT, _app_of_version(version), version)
-        folder = tmp_path_factory.mktemp("sqlite-sysdbs")
-        sqlite = {}
-        for version in (AGGREGATE_SCHEMA_VERSIONS[0], AGGREGATE_SCHEMA_VERSIONS[-1]):
-            sqlite[version] = folder / f"v{version}.sqlite"
-            _fill(f"sqlite:///{sqlite[version]}", VERSION_COUNT, _app_of_version(version, "lite"), version)
         sources = {BIG_APP: big, **{_app_of_version(v): url for v, url in versions.items()},
                    **{_app_of_version(v, "lite"): f"sqlite:///{path}" for v, path in sqlite.items()}}
         env = {f"SYSDB_{app.replace('-', '_').upper()}": url for app, url in sources.items()}

@@ -6,7 +6,8 @@ test_dataplane_scale.py compares). Used by that test (tens of thousands of rows)
 (181,346, the scale run of issue 34).
 
 Needs dbos 3.4.0 (the data plane's pin): run by .venv-relay's interpreter, `python -m tests.support.sysdb_fill
-URL COUNT APP [VERSION]` (the harness has dbos 3.2.0). URL: postgresql://... or sqlite:////absolute/path."""
+URL COUNT APP [VERSION] [+ URL COUNT APP [VERSION] ...]` (the harness has dbos 3.2.0): several databases in one
+process, which starts (and imports the SDK) once. URL: postgresql://... or sqlite:////absolute/path."""
 
 from __future__ import annotations
 
@@ -45,18 +46,19 @@ def _engine(url: str) -> Any:
 
 def migrate(url: str, version: int | None = None, schema: str = "dbos") -> int:
     """The SDK's schema in ``url``: every migration, or the first ``version`` ones, run by the SDK's own runner
-    (this process is a one-shot: the runner's list is cut for it). Returns the version recorded."""
+    (its list is cut for this call, and restored after it). Returns the version recorded."""
     from dbos import _migration
 
     engine = _engine(url)
+    every = _migration.get_dbos_migrations
     try:
         _migration.ensure_dbos_schema(engine, schema)
         if version is not None:  # the SDK's own runner, over its first `version` migrations
-            every = _migration.get_dbos_migrations
             _migration.get_dbos_migrations = lambda *args: every(*args)[:version]  # type: ignore[assignment]
         _migration.run_dbos_migrations(engine, schema, False)
         return int(_migration.get_migration_versions(engine, schema, False)[0])
     finally:
+        _migration.get_dbos_migrations = every  # type: ignore[assignment]
         engine.dispose()
 
 
@@ -118,8 +120,19 @@ def fill_sqlite(path: str, count: int, app_name: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    url, count, app_name = argv[0], int(argv[1]), argv[2]
-    version = int(argv[3]) if len(argv) > 3 else None
+    job: list[str] = []
+    for arg in [*argv, "+"]:
+        if arg != "+":
+            job.append(arg)
+            continue
+        make(job)
+        job = []
+
+
+def make(job: list[str]) -> None:
+    """One database: URL COUNT APP [VERSION]."""
+    url, count, app_name = job[0], int(job[1]), job[2]
+    version = int(job[3]) if len(job) > 3 else None
     if url.startswith("sqlite:///"):
         path = url.removeprefix("sqlite:///")
         recorded = migrate_sqlite(path, version)
