@@ -19,8 +19,8 @@ Before printing ``READY {...}`` it runs a scenario whose workflows the console s
   ``order`` workflow (``<id>-child``) whose result it waits for, SUCCESS;
 - a ``nightly`` schedule that fires at 03:00 UTC (never during a test).
 
-After ``READY`` it starts ``thousand`` (1,000 ``tick`` steps, SUCCESS; ~9 s on SQLite, so in the background: the
-graph's test waits for it).
+Before them it starts ``thousand`` (1,000 ``tick`` steps, SUCCESS), left running in the background (~9 s on
+SQLite; the graph's test waits for it).
 """
 
 from __future__ import annotations
@@ -145,6 +145,9 @@ def tidy(when: str) -> str:
 def run_scenario(prefix: str) -> dict[str, str]:
     ids = {name: f"{prefix}-{name}" for name in ("order", "approval", "faulty", "batch", "stale",
                                                  "long", "queued-wait", "queued-order", "mended", "thousand")}
+    # Started first, in the background: the oldest of the scenario, so the lists' newest rows stay what they were.
+    with SetWorkflowID(ids["thousand"]):
+        DBOS.start_workflow(thousand, ids["thousand"])
     with SetWorkflowID(ids["order"]):
         order(ids["order"])
     with SetWorkflowID(ids["approval"]):
@@ -189,8 +192,6 @@ def main() -> None:
     workflows = run_scenario(prefix)
     print("READY " + json.dumps({"executor_id": DBOS.executor_id, "app_version": DBOS.application_version,
                                  "workflows": workflows}), flush=True)
-    with SetWorkflowID(workflows["thousand"]):
-        DBOS.start_workflow(thousand, workflows["thousand"])
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
