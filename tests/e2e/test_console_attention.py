@@ -87,7 +87,7 @@ def test_needs_attention_across_applications(page: Page, relay: RelayProcess, sh
         expect(page.locator("[data-testid=attention-stranded] tr[data-version=v1]")).to_have_count(0)
 
         assert incident.locator("a", has_text="WorkflowFailure").get_attribute("href") == \
-            f"/orgs/local/apps/{LIMBO}/alerts"
+            f"/orgs/local/apps/{LIMBO}/alerts?state=open"
         expect(page.locator("[data-testid=attention-data-planes] [data-testid=nothing]")).to_be_visible()
         expect(page.locator(f"[data-testid=attention-problems] li[data-app={QUIET}]")).to_contain_text(
             "not asked: no executor connected and no data plane configured")
