@@ -149,7 +149,8 @@
       var updated = document.querySelector("[data-testid=workflow-updated]");
       if (updated) updated.textContent = answer.updatedAt;
       if (answer.steps) {
-        var list = document.querySelector("[data-testid=steps] ol.timeline");
+        // Not on an earlier page of a paged step table (workflow.html marks it): the new steps belong past it.
+        var list = document.querySelector("[data-testid=steps]:not([data-steps-earlier]) ol.timeline");
         var empty = document.querySelector("[data-testid=no-steps]");
         if (empty) empty.remove();
         if (list) list.insertAdjacentHTML("beforeend", answer.steps);
