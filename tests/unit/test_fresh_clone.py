@@ -30,18 +30,26 @@ SANE_FLOOR = 1500
 OUTSIDE = re.compile(r"\.\./shared\b|/\s*[\"']shared[\"']|/work/shared\b")
 
 
-def collect(root: Path, import_root: Path | None = None) -> dict[str, list[str]]:
-    """The test ids `pytest --collect-only -q` finds under ``root``, by file; ``import_root`` is put first on the
-    path (where a clone's own code is importable as ``relay``)."""
+def collecting(root: Path, import_root: Path | None = None) -> subprocess.Popen[str]:
+    """`pytest --collect-only -q` under ``root``, started (``collected`` waits for it: two collections run side by
+    side); ``import_root`` is put first on the path (where a clone's own code is importable as ``relay``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (import_root, root) if p is not None)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, f"collection in {root} failed:\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
-    assert " error" not in result.stdout.splitlines()[-1], result.stdout[-4000:]
+    # --assert=plain: a collection runs no assert, and rewriting every module's asserts was most of its time.
+    argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--assert=plain"]
+    return subprocess.Popen(argv, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def collected(process: subprocess.Popen[str]) -> dict[str, list[str]]:
+    """The test ids a collection (``collecting``) found, by file."""
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 0, f"collection in {process.args} failed:\n{stdout[-4000:]}\n{stderr[-2000:]}"
+    assert " error" not in stdout.splitlines()[-1], stdout[-4000:]
     by_file: dict[str, list[str]] = defaultdict(list)
-    for line in result.stdout.splitlines():
+    for line in stdout.splitlines():
         if "::" in line:
             by_file[line.split("::", 1)[0]].append(line)
     return dict(by_file)
@@ -68,14 +76,17 @@ def clone_as_relay(clone: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def test_a_fresh_clone_collects_the_whole_suite(clone: Path, clone_as_relay: Path) -> None:
-    theirs = collect(clone, clone_as_relay)
+    clone_collecting, here_collecting = collecting(clone, clone_as_relay), collecting(REPO)
+    try:
+        theirs, ours = collected(clone_collecting), collected(here_collecting)
+    finally:
+        here_collecting.kill()
     assert sum(len(ids) for ids in theirs.values()) > SANE_FLOOR
     tracked = subprocess.run(["git", "ls-files", "tests/**/test_*.py"], cwd=clone, capture_output=True,
                              text=True, check=True).stdout.split()
     assert set(theirs) == set(tracked), "test modules of the clone that collected nothing"
 
     # Here, other work may be under way: compare only the modules the clone has unchanged.
-    ours = collect(REPO)
     unchanged = [f for f in tracked if (REPO / f).is_file() and (REPO / f).read_bytes() == (clone / f).read_bytes()]
     assert unchanged, "no test module is the same in the clone and here"
     for name in unchanged:
