@@ -33,7 +33,8 @@ SCREENSHOT_ROUTES = {"console.app_overview", "console.workflows", "console.workf
                      "console.attention"}
 WF = f"/orgs/local/apps/{APP}"
 # The pages whose every interactive element must be reachable with Tab.
-KEYBOARD_PAGES = [WF, f"{WF}/workflows", f"{WF}/workflows/{PREFIX}-batch", f"{WF}/settings", "/orgs/local/keys"]
+KEYBOARD_PAGES = [WF, f"{WF}/workflows", f"{WF}/workflows/{PREFIX}-batch", f"{WF}/settings", f"{WF}/alerts",
+                  "/orgs/local/keys", "/orgs/local/attention"]
 
 
 @pytest.fixture(scope="module")
