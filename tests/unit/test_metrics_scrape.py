@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from relay.actors import metrics
 from relay.actors.application import register_app
+from relay.actors.configuration.limits import Limits
 from relay.actors.configuration.settings import Settings
 from relay.actors.errors import ExecutorFailedError, TimedOutError
 from relay.actors.runtime import Runtime
@@ -36,7 +37,9 @@ OTHER_KEY = "dbos_other_org_key_0123456789abcdef"
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Runtime, FlaskClient]]:
-    rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN))
+    # No executor can connect to a Runtime that is not served: a request waits for the registry's executors to
+    # reconnect up to the request timeout (5 s at most), here 0.5 s.
+    rt = Runtime(Settings(data_dir=tmp_path, admin_token=ADMIN, limits=Limits(request_timeout_s=0.5)))
     try:
         history(rt.log)  # acme: shop (3 executors, one recovered) and billing (deleted); instance relay-a
         rt.log.change(org_ref("acme"),
