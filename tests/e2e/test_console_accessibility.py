@@ -92,9 +92,12 @@ def crawl(page: Page, relay: RelayProcess, routes: Map, start: str, theme: str) 
         if route is None or route in seen:
             continue
         seen[route] = url
-        response = page.goto(urljoin(base + "/", url))
+        # Headers first: a stream (the live page's server-sent events) never finishes loading.
+        response = page.goto(urljoin(base + "/", url), wait_until="commit")
         if response is None or "text/html" not in response.headers.get("content-type", ""):
+            page.goto("about:blank")
             continue
+        page.wait_for_load_state("load")
         queue.extend(same_origin_links(page))
         if route in SCREENSHOT_ROUTES:
             shot(page, f"a11y-{route.removeprefix('console.')}-{theme}")
