@@ -7,9 +7,8 @@ import argparse
 from typing import Any
 
 from relay.actors.configuration.settings import MAX_WORKERS, settings_help
-from relay.events.organization import PERMISSIONS
+from relay.events.organization import DEFAULT_KEY_PERMISSIONS, PERMISSIONS
 from relay.events.releases import RELEASE
-from relay.web.api.applications import DEFAULT_KEY_PERMISSIONS
 from relay.web.cli.incidents import add_parser as add_incidents_parser
 
 
