@@ -56,8 +56,8 @@ def members(org: str) -> tuple[str, int]:
     return _page(org, require("organization.read", org))
 
 
-def _done(operation: str, target: str, what: str, error: Exception | None, org: str) -> Response:
-    """Record the action in the audit trail and say how it went."""
+def done(operation: str, target: str, what: str, error: Exception | None, org: str, anchor: str = "") -> Response:
+    """Record the action in the audit trail, say how it went, and go back to the Members page (at `anchor`)."""
     if error is None:
         audit_trail.note(operation, [target])
         flash(what, "ok")
@@ -65,7 +65,7 @@ def _done(operation: str, target: str, what: str, error: Exception | None, org: 
         problem = api_error(error)
         audit_trail.note(operation, [target], failed=problem.detail, status=problem.status)
         flash(f"Not done: {problem.detail}", "error")
-    return redirect(url_for("console.members", org=org))
+    return redirect(url_for("console.members", org=org) + anchor)
 
 
 @bp.post("/orgs/<org>/members/<username>/role")
@@ -77,8 +77,8 @@ def grant_role(org: str, username: str) -> Response:
     try:
         People(runtime()).grant(org, username, role, who.display)
     except DomainFailure as error:
-        return _done("grantRole", username, "", error, org)
-    return _done("grantRole", username, f"{username} is now {role}.", None, org)
+        return done("grantRole", username, "", error, org)
+    return done("grantRole", username, f"{username} is now {role}.", None, org)
 
 
 @bp.post("/orgs/<org>/members/<username>/remove")
@@ -95,8 +95,8 @@ def remove_member(org: str, username: str) -> Any:
     try:
         People(runtime()).remove_member(org, username, who.display)
     except DomainFailure as error:
-        return _done("removeMember", username, "", error, org)
-    return _done("removeMember", username, f"{username} removed from {org}.", None, org)
+        return done("removeMember", username, "", error, org)
+    return done("removeMember", username, f"{username} removed from {org}.", None, org)
 
 
 @bp.post("/orgs/<org>/join-secrets")
@@ -107,7 +107,7 @@ def generate_secret(org: str) -> Any:
     try:
         secret = People(runtime()).generate_secret(org, who.display)
     except DomainFailure as error:
-        return _done("generateSecret", org, "", error, org)
+        return done("generateSecret", org, "", error, org)
     audit_trail.note("generateSecret", [org])
     # Rendered in this answer only (no redirect, no flash, no-store): the secret is shown exactly once.
     return _page(org, who, secret=secret)
@@ -123,8 +123,8 @@ def create_role(org: str) -> Response:
     try:
         People(runtime()).create_role(org, name, permissions, who.display)
     except DomainFailure as error:
-        return _done("createRole", name, "", error, org)
-    return _done("createRole", name, f"Role {name} created.", None, org)
+        return done("createRole", name, "", error, org)
+    return done("createRole", name, f"Role {name} created.", None, org)
 
 
 @bp.post("/orgs/<org>/roles/<role_name>/delete")
@@ -139,6 +139,6 @@ def delete_role(org: str, role_name: str) -> Any:
     try:
         People(runtime()).delete_role(org, role_name, who.display)
     except DomainFailure as error:
-        return _done("deleteRole", role_name, "", error, org)
-    return _done("deleteRole", role_name, f"Role {role_name} deleted.", None, org)
+        return done("deleteRole", role_name, "", error, org)
+    return done("deleteRole", role_name, f"Role {role_name} deleted.", None, org)
 

@@ -10,26 +10,14 @@ from werkzeug.wrappers import Response
 
 from relay.actors.services.people import People
 from relay.events.names import DOMAIN_NAME
-from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
 from relay.web.console.helpers import check_org
-from relay.web.console.members import oauth_only
+from relay.web.console.members import done, oauth_only
 from relay.web.context import runtime
-from relay.web.problems import DomainFailure, api_error
+from relay.web.problems import DomainFailure
 
 MIN_RETENTION_DAYS, MAX_RETENTION_DAYS = 7, 3650  # as PATCH /v2/orgs/{orgName} takes them
-
-
-def _done(operation: str, target: str, what: str, error: Exception | None, org: str) -> Response:
-    if error is None:
-        audit_trail.note(operation, [target])
-        flash(what, "ok")
-    else:
-        problem = api_error(error)
-        audit_trail.note(operation, [target], failed=problem.detail, status=problem.status)
-        flash(f"Not done: {problem.detail}", "error")
-    return redirect(url_for("console.members", org=org) + "#organization")
 
 
 @bp.post("/orgs/<org>/retention")
@@ -51,7 +39,7 @@ def change_retention(org: str) -> Response | str:
         People(runtime()).update_org(org, days, None, who.display)
     except DomainFailure as failure:
         error = failure
-    return _done("updateOrg", org, f"Audit log retention set to {days} days.", error, org)
+    return done("updateOrg", org, f"Audit log retention set to {days} days.", error, org, "#organization")
 
 
 @bp.post("/orgs/<org>/domain-claims")
@@ -72,7 +60,7 @@ def claim_domain(org: str) -> Response | str:
         People(runtime()).claim_domain(org, domain, who.display)
     except DomainFailure as failure:
         error = failure
-    return _done("requestDomainClaim", domain, f"Domain {domain} claimed.", error, org)
+    return done("requestDomainClaim", domain, f"Domain {domain} claimed.", error, org, "#organization")
 
 
 @bp.post("/orgs/<org>/domain-claims/<domain>/release")
@@ -89,4 +77,4 @@ def release_domain(org: str, domain: str) -> Response | str:
         People(runtime()).release_domain(org, domain, who.display)
     except DomainFailure as failure:
         error = failure
-    return _done("releaseDomainClaim", domain, f"Claim on {domain} released.", error, org)
+    return done("releaseDomainClaim", domain, f"Claim on {domain} released.", error, org, "#organization")
