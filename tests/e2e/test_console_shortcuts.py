@@ -64,9 +64,12 @@ def test_search_rows_and_open_with_the_keyboard(page: Page, relay: RelayProcess)
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(re.escape(f"{WORKFLOWS}/{workflow_id}") + "$"))
 
+    # The URL changes when the new page's navigation commits, before its deferred script listens for keys.
+    expect(page.locator("html[data-shortcuts=ready]")).to_have_count(1)
     page.keyboard.press("g")
     page.keyboard.press("a")
     expect(page).to_have_url(re.compile(r"/orgs/local/apps$"))
+    expect(page.locator("html[data-shortcuts=ready]")).to_have_count(1)
     page.keyboard.press("g")
     page.keyboard.press("n")
     expect(page).to_have_url(re.compile(r"attention"))

@@ -125,4 +125,6 @@
       openHelp();
     }
   });
+  // Tests (and anyone scripting the page) wait for this before pressing keys on a page just opened.
+  document.documentElement.setAttribute("data-shortcuts", "ready");
 })();
