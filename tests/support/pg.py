@@ -103,15 +103,45 @@ def create_database(server_url: str) -> str:
     return with_database(server_url, name)
 
 
+# Per server, a database DBOS's migrations ran in once this session: migrate_dbos copies it (CREATE DATABASE ...
+# TEMPLATE) rather than starting the SDK to migrate each test's database again.
+_DBOS_TEMPLATES: dict[str, str] = {}
+
+
 def migrate_dbos(url: str) -> str:
     """Make ``url`` a DBOS system database with the harness's own DBOS release (dbos 3.2.0's migrations): once,
-    before executors that share it launch together. Returns the URL."""
+    before executors that share it launch together. An empty database (as create_database makes it, nobody
+    connected) becomes a copy of the session's migrated template; any other is migrated in place. Returns the URL."""
+    server, name = with_database(url, "postgres"), database_name(url)
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', "
+                              "'information_schema')").fetchone()
+    if not name.startswith(TEST_DB_PREFIX) or (tables is not None and tables[0]):
+        _run_dbos_migrate(url)
+        return url
+    if server not in _DBOS_TEMPLATES:
+        template = create_database(server)
+        _run_dbos_migrate(template)
+        _DBOS_TEMPLATES[server] = database_name(template)
+        atexit.register(_drop_if_reachable, template)  # a shared server keeps no copy (a throwaway goes whole)
+    with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(_DBOS_TEMPLATES[server])))
+    return url
+
+
+def _drop_if_reachable(url: str) -> None:
+    with contextlib.suppress(psycopg.OperationalError):  # a throwaway server is gone by now
+        drop_database(url)
+
+
+def _run_dbos_migrate(url: str) -> None:
     migrate = subprocess.run(
         [sys.executable, "-c", "import sys; from dbos import DBOS; DBOS.migrate(sys.argv[1])", url],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert migrate.returncode == 0, migrate.stderr
-    return url
 
 
 def database_exists(server_url: str, name: str) -> bool:
