@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from tests.e2e.axe_audit import assert_accessible
 from tests.e2e.console_support import APP, PREFIX, WAIT_S, login, shot
 from tests.support.procs import RelayProcess
 
@@ -100,6 +101,7 @@ def test_an_alerting_rule_is_edited_by_replacing_it(page: Page, relay: RelayProc
         page.locator(f"[data-testid=alerting-rules] tr[data-rule='{old}']").get_by_role("link", name="Edit…").click()
         form = page.locator("[data-testid=edit-rule]")
         expect(page.locator("#rule-threshold")).to_have_value("50")
+        assert_accessible(page, "alerting rule editor")  # a page the accessibility crawl finds no rule to reach
         page.fill("#rule-threshold", "7")
         page.fill("#rule-renotifyIntervalSecs", "900")
         form.get_by_role("button", name="Save rule…").click()
