@@ -9,6 +9,7 @@ has a retried step and a child, its `thousand` 1,000 steps.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from relay.web.console.graph import critical_path, epoch_ms
 from tests.e2e.axe_audit import assert_accessible
-from tests.e2e.console_support import APP, PREFIX, shot
+from tests.e2e.console_support import APP, PREFIX, WAIT_S, shot
 from tests.support.ports import wait_until
 from tests.support.procs import RelayProcess
 
@@ -36,6 +37,15 @@ def _open(page: Page, relay: RelayProcess, name: str, query: str = "") -> Locato
 
 def _view(svg: Locator) -> list[float]:
     return [float(v) for v in str(svg.get_attribute("viewBox")).split()]
+
+
+def _view_until(svg: Locator, check: Callable[[list[float]], bool], what: str) -> list[float]:
+    """The view once `check` holds: input events reach the page's handlers asynchronously."""
+    def reached() -> list[float] | None:
+        view = _view(svg)
+        return view if check(view) else None
+
+    return wait_until(reached, timeout=WAIT_S, message=f"the graph's view never {what}")
 
 
 def _both_themes(page: Page, name: str) -> None:
@@ -109,25 +119,24 @@ def test_explore_a_graph_with_a_retry_and_a_child(page: Page, relay: RelayProces
     # Pan and zoom: buttons, drag, wheel and keys all move the view.
     start = _view(svg)
     page.click("[data-zoom=in]")
-    zoomed = _view(svg)
-    assert zoomed[2] == pytest.approx(start[2] / 1.25, rel=0.01)
+    zoomed = _view_until(svg, lambda v: v[2] == pytest.approx(start[2] / 1.25, rel=0.01), "zoomed in by 1.25")
     box = svg.bounding_box()
     assert box is not None
     page.mouse.move(box["x"] + 700, box["y"] + 60)
     page.mouse.down()
     page.mouse.move(box["x"] + 600, box["y"] + 20, steps=4)
     page.mouse.up()
-    dragged = _view(svg)
-    assert dragged[0] > zoomed[0] and dragged[1] > zoomed[1] and dragged[2] == zoomed[2]
+    dragged = _view_until(svg, lambda v: v[0] > zoomed[0] and v[1] > zoomed[1] and v[2] == zoomed[2],
+                          "panned with the drag")
     page.mouse.wheel(0, 300)
-    assert _view(svg)[2] > dragged[2]  # zoomed out
+    _view_until(svg, lambda v: v[2] > dragged[2], "zoomed out with the wheel")
     svg.focus()
     before_key = _view(svg)
     page.keyboard.press("ArrowRight")
-    assert _view(svg)[0] > before_key[0]
+    _view_until(svg, lambda v: v[0] > before_key[0], "panned right with the arrow key")
     page.click("[data-zoom=fit]")
-    fitted = _view(svg)
-    assert fitted[1] <= 10 and fitted[3] >= float(svg.evaluate("s => s.querySelector('.chain').getBBox().height"))
+    height = float(svg.evaluate("s => s.querySelector('.chain').getBBox().height"))
+    _view_until(svg, lambda v: v[1] <= 10 and v[3] >= height, "fitted the whole graph")
 
 
 def test_a_thousand_steps_render_under_a_second_and_the_table_pages(page: Page, relay: RelayProcess) -> None:
