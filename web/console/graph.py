@@ -1,9 +1,9 @@
 """A workflow's steps and child workflows as a server-rendered SVG graph (no front-end library).
 
 The workflow is the first node; its steps follow in order, one row each, down a chain (a long one wraps into
-columns: `column_rows`); a step whose
-record names a child workflow (`childWorkflowId`) has that child as a linked node beside it, with a toggle that
-graph.js uses to draw the child's own steps nested under it (`child_chain`, fetched on demand). Every step is
+columns: `column_rows`); a step whose record names a child workflow (`childWorkflowId`) has that child as a
+linked node beside it, with a toggle that graph.js uses to draw the child's own steps nested under it
+(`child_chain`, fetched on demand). Every step is
 drawn (a row is a few hundred bytes: 1,000 steps stay far under a megabyte). Rows are `<g class="row">` placed by
 a translate, so graph.js can open room under an expanded child by moving the rows below it.
 
