@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.e2e.axe_audit import assert_accessible
 from tests.e2e.console_support import APP, PREFIX, WAIT_S, register_app, shot, start_executor
 from tests.support.ports import wait_until
 from tests.support.procs import RelayProcess
@@ -97,6 +98,7 @@ def test_needs_attention_across_applications(page: Page, relay: RelayProcess, sh
         page.emulate_media(color_scheme="dark")
         shot(page, "301-needs-attention-dark")
         page.emulate_media(color_scheme="light")
+        assert_accessible(page, "needs attention, every section filled")
 
         # The failed count is a deep link: the workflows list with the filter in its URL.
         failed.locator(f"tr[data-app={LIMBO}] [data-testid=failed-list]").click()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Request, expect
 
+from tests.e2e.axe_audit import assert_accessible
 from tests.e2e.console_support import WAIT_S, login, register_app, shot, start_executor
 from tests.support.procs import RelayProcess
 
@@ -50,6 +51,7 @@ def test_executors_appear_and_go_down_live_without_polling(page: Page, relay: Re
         page.emulate_media(color_scheme="dark")
         shot(page, "121-live-app-dark")
         page.emulate_media(color_scheme="light")
+        assert_accessible(page, "live executors table")
     finally:
         proc.kill()
     expect(row).to_contain_text("DISCONNECTED")  # as soon as Relay records the socket's close
