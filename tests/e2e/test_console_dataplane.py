@@ -31,6 +31,7 @@ import pytest
 import requests
 from playwright.sync_api import Browser, Page, expect
 
+from tests.e2e.axe_audit import violations
 from tests.e2e.console_support import WAIT_S, login, shot
 from tests.integration.sdk_apps import ready_info
 from tests.support import pg
@@ -283,6 +284,7 @@ def test_the_overview_in_chromium(world: World, browser: Browser, theme: str) ->
         expect(page.locator("[data-testid=throughput] svg")).to_be_visible()
         expect(page.locator("[data-testid=top-queues]")).to_contain_text("urgent_queue")
         shot(page, f"71-dataplane-overview-{theme}")
+        problems = violations(page, "data-plane overview")
         page.click("a.figure[data-figure='failed in the last 24 h']")
         expect(page.locator("[data-testid=workflows] tbody tr")).to_have_count(1)
         expect(page.locator("select[name=status]")).to_have_value("ERROR")
@@ -296,8 +298,11 @@ def test_the_overview_in_chromium(world: World, browser: Browser, theme: str) ->
         expect(page).to_have_url(re.compile(r"[?&]q=alpha"))  # the search is in the URL: a deep link
         expect(page.locator("[data-testid=workflows] mark.hit")).to_have_count(3)
         shot(page, f"72-dataplane-search-{theme}")
+        problems += violations(page, "search hits marked")
         page.goto(world.relay.base_url + f"{PAGES}/workflows/{world.ids['checkout']}")
         expect(page.locator("[data-testid=read-only]")).to_be_visible()
         shot(page, f"73-dataplane-error-{theme}")
+        problems += violations(page, "read-only workflow with an error")
+        assert not problems, "\n".join(problems)
     finally:
         context.close()
