@@ -118,6 +118,9 @@ PEOPLE_PAGES = {
     "console.remove_member": f"/orgs/{ORG}/members/someone/remove",
     "console.generate_secret": f"/orgs/{ORG}/join-secrets", "console.create_role": f"/orgs/{ORG}/roles",
     "console.delete_role": f"/orgs/{ORG}/roles/r/delete",
+    # The organization's own settings (issue 33): OAuth mode only as well.
+    "console.change_retention": f"/orgs/{ORG}/retention", "console.claim_domain": f"/orgs/{ORG}/domain-claims",
+    "console.release_domain": f"/orgs/{ORG}/domain-claims/example.com/release",
 }
 
 
@@ -249,6 +252,18 @@ def check_route(c: Calls, method: str, endpoint: str) -> None:
             assert answer.status_code == 302 and answer.headers["Location"].startswith("/login"), answer.status_code
         else:
             assert "/login" in answer.url, answer.url
+    elif endpoint in ("console.attention", "console.attention_own"):  # Needs attention (issue 33): its apps only
+        page = c.page("GET", f"/orgs/{ORG}/attention" + ("/own" if endpoint.endswith("own") else ""))
+        assert page.status_code == 200 and ALPHA in page.text and BRAVO not in page.text, page.status_code
+    elif endpoint == "console.live":  # the live pages' stream (issue 33): as the pages it feeds
+        def opened(query: str) -> int:
+            with c.console.get(f"{c.relay.base_url}/orgs/{ORG}/live?{query}", stream=True, timeout=10,
+                               allow_redirects=False) as answer:
+                return answer.status_code
+        assert opened(f"areas=executors&app={ALPHA}") == 200
+        assert opened(f"areas=executors&app={BRAVO}") == 403  # as its console pages answer
+        assert opened("areas=instances") == 403
+        assert opened("areas=audit,attention") == 200
     elif endpoint in PEOPLE_PAGES:  # Members & roles exist in OAuth mode only (issue 31)
         path = PEOPLE_PAGES[endpoint]
         assert c.page(method, path, {"role": "Organization Admin", "name": "r", "confirmed": "yes"}).status_code == 404
