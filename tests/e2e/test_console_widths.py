@@ -54,7 +54,8 @@ PAGES = {
 
 # What is cut off on the page: a box that hides or scrolls away part of what it holds (the page itself
 # included), a cell or button wider than its box or reaching past the window's edge. Code blocks (<pre>)
-# may scroll their own long values; elements not rendered (in a closed <details>) are skipped.
+# may scroll their own long values; elements not rendered (in a closed <details>) are skipped, and so is text
+# meant for screen readers only (.visually-hidden: clipped to 1 px on purpose).
 CLIPPED_JS = """
 () => {
   const width = document.documentElement.clientWidth;
@@ -69,7 +70,7 @@ CLIPPED_JS = """
     found.push(`the page scrolls sideways: ${document.documentElement.scrollWidth} px in a ${width} px window`);
   }
   for (const el of document.querySelectorAll('body *')) {
-    if (!el.getClientRects().length || el.closest('pre')) continue;
+    if (!el.getClientRects().length || el.closest('pre') || el.closest('.visually-hidden')) continue;
     const overflow = getComputedStyle(el).overflowX;
     if (overflow !== 'visible' && el.scrollWidth > el.clientWidth + 1) {
       found.push(`${name(el)} (overflow ${overflow}) shows ${el.clientWidth} of ${el.scrollWidth} px`);
