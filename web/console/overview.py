@@ -68,6 +68,7 @@ class Overview:
     total_href: str = ""
     total_label: str = "workflows"
     notes: list[str] = field(default_factory=list)
+    series_age_s: int | None = None  # the chart's answer was kept this long (web/console/series_cache.py)
 
 
 def _count(rows: list[dict[str, Any]]) -> dict[str, int]:

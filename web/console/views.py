@@ -4,6 +4,7 @@ domain errors are shown as the API would answer them (web/problems.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,7 @@ from relay.web.console import bp, charts, overview, remote
 from relay.web.console.auth import confirm_page, confirmed, current, require
 from relay.web.console.executors import EXECUTOR_STATES, executor_history, requested_table
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
+from relay.web.console.series_cache import SERIES
 from relay.web.context import refuse_beyond_scope, runtime
 from relay.web.problems import ApiError, api_error
 from relay.wire.json_types import JSONObject
@@ -124,11 +126,19 @@ def app_overview(org: str, app: str) -> str:
     recent: list[JSONObject] = []
     now = datetime.now(UTC)
     asked = overview.questions(now, range_key)
+    kept = SERIES.get(org, app, range_key)
+    if kept is not None:  # a long range's chart answered less than a minute ago (series_cache.py)
+        del asked["series"]
     recent_body: JSONObject = {"limit": overview.RECENT_SHOWN, "sortDesc": True, "loadInput": False,
                                "loadOutput": False}
     try:
         answers, recent = remote.overview_answers(org, app, asked, recent_body)
+        if kept is None:
+            SERIES.put(org, app, range_key, answers["series"])
+        else:
+            answers["series"] = kept.rows
         figures = overview.figures(answers, link, now, range_key, bar_link=link)
+        figures.series_age_s = None if kept is None else round(kept.age_s(time.monotonic()))
         problem = None
     except remote.ExecutorProblem as failed:
         problem = failed
