@@ -51,6 +51,10 @@ class InstanceActor(pykka.ThreadingActor):
         self.cluster = cluster
         self.heartbeat_interval_s = heartbeat_interval_s
         self._stopping = threading.Event()
+        # A knock not yet answered: the loop knocks again only once the actor has beaten. While the store is slow
+        # or away a beat can take longer than the interval, and knocks queued one per interval in the mailbox, in
+        # front of every command of this actor (each one then waited for all the beats before it).
+        self._knocked = threading.Event()
 
     def on_start(self) -> None:
         now = self.ctx.clock()
@@ -72,6 +76,9 @@ class InstanceActor(pykka.ThreadingActor):
     def _heartbeat_loop(self) -> None:
         # The loop only knocks; the beat itself runs inside the actor, one at a time.
         while not self._stopping.wait(self.heartbeat_interval_s):
+            if self._knocked.is_set():
+                continue
+            self._knocked.set()
             try:
                 self.actor_ref.tell({"beat": True})
             except pykka.ActorDeadError:
@@ -83,6 +90,8 @@ class InstanceActor(pykka.ThreadingActor):
                 self.cluster.beat()
             except Exception as error:  # the store may be away: beat again next time
                 log.warning("heartbeat failed (%s)", type(error).__name__)
+            finally:
+                self._knocked.clear()
 
     def on_stop(self) -> None:
         self._stopping.set()
