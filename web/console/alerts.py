@@ -21,6 +21,7 @@ from relay.projections.identity import Principal
 from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
+from relay.web.console.changes import change
 from relay.web.console.helpers import PAGE_SIZE, check_app, page_number
 from relay.web.console.incidents import SILENCES
 from relay.web.context import runtime
@@ -217,15 +218,8 @@ def delete_rule(org: str, app: str, rule_id: str) -> Response | str:
     if not confirmed():
         return confirm_page(f"Delete alerting rule {rule_id}?", "It fires no more alerts; the alerts it fired stay "
                             "listed.", "Delete rule", danger=True, back=back, keep="Keep the rule")
-    try:
-        AlertingRules(runtime()).delete(org, app, rule_id, who.display)
-    except (ServiceError, DomainError, ApiError) as error:
-        problem = api_error(error)
-        audit_trail.note("deleteAlertingRule", [rule_id], failed=problem.detail, status=problem.status)
-        flash(f"Rule not deleted: {problem.detail}", "error")
-    else:
-        audit_trail.note("deleteAlertingRule", [rule_id])
-        flash(f"Rule {rule_id} deleted.", "ok")
+    change("deleteAlertingRule", [rule_id], lambda: AlertingRules(runtime()).delete(org, app, rule_id, who.display),
+           done=f"Rule {rule_id} deleted.", failed="Rule not deleted")
     return redirect(back)
 
 
@@ -284,12 +278,6 @@ def _replace(org: str, app: str, rule_id: str, body: JSONObject, who: Principal)
         flash(f"Rule not changed: {problem.detail}", "error")
         return
     audit_trail.note("createAlertingRule", [str(created["rule_id"])])
-    try:
-        rules.delete(org, app, rule_id, who.display)
-    except (ServiceError, DomainError, ApiError) as error:
-        problem = api_error(error)
-        audit_trail.note("deleteAlertingRule", [rule_id], failed=problem.detail, status=problem.status)
-        flash(f"Rule {created['rule_id']} created, but rule {rule_id} was not deleted: {problem.detail}", "error")
-        return
-    audit_trail.note("deleteAlertingRule", [rule_id])
-    flash(f"Rule {rule_id} replaced by rule {created['rule_id']}.", "ok")
+    change("deleteAlertingRule", [rule_id], lambda: rules.delete(org, app, rule_id, who.display),
+           done=f"Rule {rule_id} replaced by rule {created['rule_id']}.",
+           failed=f"Rule {created['rule_id']} created, but rule {rule_id} was not deleted")

@@ -10,16 +10,13 @@ from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
 
 from relay.actors.autoscale import POLICY_SETTING
-from relay.actors.errors import ServiceError
 from relay.actors.services.autoscaling_policies import AutoscalingPolicies
 from relay.events.autoscaling import ROLLOUT_FIELDS
-from relay.events.errors import DomainError
-from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
+from relay.web.console.changes import change
 from relay.web.console.helpers import check_app
 from relay.web.context import executor_calls, runtime
-from relay.web.problems import ApiError, api_error
 from relay.wire.json_types import JSONObject
 
 # How the confirmation page says each rollout field.
@@ -75,16 +72,8 @@ def autoscaling_policy(org: str, app: str) -> Response | str:
                             keep="Don't change")
     operation = "deleteAutoscalingPolicy" if body is None else "setAutoscalingPolicy"
     policies = AutoscalingPolicies(runtime(), executor_calls())
-    try:
-        if body is None:
-            policies.clear(org, app, who.display)
-        else:
-            policies.set(org, app, body, who.display)
-    except (ServiceError, DomainError, ApiError) as error:
-        problem = api_error(error)
-        audit_trail.note(operation, [app], failed=problem.detail, status=problem.status)
-        flash(f"Autoscaling policy not saved: {problem.detail}", "error")
-    else:
-        audit_trail.note(operation, [app])
-        flash("Autoscaling policy removed." if body is None else "Autoscaling policy saved.", "ok")
+    work = (lambda: policies.clear(org, app, who.display)) if body is None else (
+        lambda: policies.set(org, app, body, who.display))
+    change(operation, [app], work, failed="Autoscaling policy not saved",
+           done="Autoscaling policy removed." if body is None else "Autoscaling policy saved.")
     return redirect(back)

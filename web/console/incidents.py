@@ -9,15 +9,12 @@ from collections.abc import Callable
 from flask import flash, redirect, request, url_for
 from werkzeug.wrappers import Response
 
-from relay.actors.errors import ServiceError
 from relay.actors.services.incidents import Incidents
-from relay.events.errors import DomainError
-from relay.web import audit_trail
 from relay.web.console import bp
 from relay.web.console.auth import confirm_page, confirmed, require
+from relay.web.console.changes import change as console_change
 from relay.web.console.helpers import check_app
 from relay.web.context import runtime
-from relay.web.problems import ApiError, api_error
 
 # The silences the page offers (seconds, label); the API takes any length up to a year.
 SILENCES = ((3600, "1 hour"), (4 * 3600, "4 hours"), (24 * 3600, "1 day"), (7 * 24 * 3600, "1 week"))
@@ -27,15 +24,8 @@ def _act(org: str, app: str, incident_id: str, operation: str, what: str,
          change: Callable[[Incidents, str], object]) -> Response:
     """Run a confirmed change of an incident and say how it went."""
     who = require("application.write", org, app)
-    try:
-        change(Incidents(runtime()), who.display)
-    except (ServiceError, DomainError, ApiError) as error:
-        problem = api_error(error)
-        audit_trail.note(operation, [incident_id], failed=problem.detail, status=problem.status)
-        flash(f"Incident not {what}: {problem.detail}", "error")
-    else:
-        audit_trail.note(operation, [incident_id])
-        flash(f"Incident {what}.", "ok")
+    console_change(operation, [incident_id], lambda: change(Incidents(runtime()), who.display),
+                   done=f"Incident {what}.", failed=f"Incident not {what}")
     return redirect(url_for("console.alerts", org=org, app=app))
 
 

@@ -14,23 +14,22 @@ from werkzeug.exceptions import Forbidden
 from werkzeug.wrappers import Response
 
 from relay.actors.autoscale import POLICY_SETTING, RECOMMENDATIONS
-from relay.actors.errors import ServiceError
 from relay.actors.services.configuration_changes import ConfigurationChanges
 from relay.events.application import DEFAULT_SETTINGS, MAX_EXECUTOR_TIMEOUT_SECS
 from relay.events.data_plane import DEFAULTS as DATA_PLANE_DEFAULTS
 from relay.events.data_plane import check_data_plane
-from relay.events.errors import DomainError, InvalidValueError
+from relay.events.errors import InvalidValueError
 from relay.events.names import APP_NAME, TOKEN_NAME
 from relay.events.organization import PERMISSIONS
 from relay.projections.identity import Principal, hash_key, new_api_key
 from relay.web import audit_trail
 from relay.web.console import bp, charts, overview, remote
 from relay.web.console.auth import confirm_page, confirmed, current, require
+from relay.web.console.changes import change
 from relay.web.console.executors import EXECUTOR_STATES, executor_history, requested_table
 from relay.web.console.helpers import PAGE_SIZE, check_app, check_org, page_number
 from relay.web.console.series_cache import SERIES
 from relay.web.context import refuse_beyond_scope, runtime
-from relay.web.problems import ApiError, api_error
 from relay.wire.json_types import JSONObject
 
 # What a new key gets when the form ticks nothing: what an executor needs (as the API's default).
@@ -101,14 +100,9 @@ def register_app(org: str) -> Response:
     if runtime().views.applications.app(org, name) is not None:
         flash(f"Application '{name}' is already registered.", "info")
     else:
-        try:
-            ConfigurationChanges(runtime()).register_app(org, name, who.display)
-            audit_trail.note("registerApp", [name], app=name)
-            flash(f"Application '{name}' registered. Executors can now connect with a key for it.", "ok")
-        except (ServiceError, DomainError) as error:
-            problem = api_error(error)
-            audit_trail.note("registerApp", [name], app=name, failed=problem.detail, status=problem.status)
-            flash(f"Could not register '{name}': {problem.detail}", "error")
+        change("registerApp", [name], lambda: ConfigurationChanges(runtime()).register_app(org, name, who.display),
+               done=f"Application '{name}' registered. Executors can now connect with a key for it.",
+               failed=f"Could not register '{name}'", app=name)
     return redirect(url_for("console.apps", org=org))
 
 
@@ -211,14 +205,8 @@ def app_settings(org: str, app: str) -> Any:
         described = ", ".join(f"{k} → {'unset' if v is None else v}" for k, v in changes.items())
         return confirm_page(f"Change the settings of {app}?", described, "Save settings",
                             back=url_for("console.app_settings", org=org, app=app), keep="Don't change")
-    try:
-        ConfigurationChanges(runtime()).change_settings(org, app, changes, who.display)
-        audit_trail.note("updateApp", [app])
-        flash("Settings saved.", "ok")
-    except (ServiceError, DomainError) as error:
-        problem = api_error(error)
-        audit_trail.note("updateApp", [app], failed=problem.detail, status=problem.status)
-        flash(f"Settings not saved: {problem.detail}", "error")
+    change("updateApp", [app], lambda: ConfigurationChanges(runtime()).change_settings(org, app, changes, who.display),
+           done="Settings saved.", failed="Settings not saved")
     return redirect(url_for("console.app_settings", org=org, app=app))
 
 
@@ -232,15 +220,10 @@ def delete_app(org: str, app: str) -> Any:
                             "again brings it back.",
                             f"Delete {app}", danger=True, back=url_for("console.app_settings", org=org, app=app),
                             keep="Keep the application")
-    try:
-        ConfigurationChanges(runtime()).delete_app(org, app, who.display)
-    except (ServiceError, DomainError) as error:
-        problem = api_error(error)
-        audit_trail.note("deleteApp", [app], failed=problem.detail, status=problem.status)
-        flash(f"Application not deleted: {problem.detail}", "error")
+    deleted, _ = change("deleteApp", [app], lambda: ConfigurationChanges(runtime()).delete_app(org, app, who.display),
+                        done=f"Application '{app}' deleted.", failed="Application not deleted")
+    if not deleted:
         return redirect(url_for("console.app_settings", org=org, app=app))
-    audit_trail.note("deleteApp", [app])
-    flash(f"Application '{app}' deleted.", "ok")
     return redirect(url_for("console.apps", org=org))
 
 
@@ -286,14 +269,9 @@ def app_data_plane(org: str, app: str) -> Any:
         return confirm_page(f"Set the data plane of {app}?", described, "Save data plane", back=back,
                             keep="Don't change")
     operation = "deleteDataPlane" if config is None else "putDataPlane"
-    try:
-        ConfigurationChanges(runtime()).configure_data_plane(org, app, config, who.display)
-        audit_trail.note(operation, [app])
-        flash("Data plane removed." if config is None else "Data plane saved.", "ok")
-    except (ServiceError, DomainError) as error:
-        problem = api_error(error)
-        audit_trail.note(operation, [app], failed=problem.detail, status=problem.status)
-        flash(f"Data plane not saved: {problem.detail}", "error")
+    changes = ConfigurationChanges(runtime())
+    change(operation, [app], lambda: changes.configure_data_plane(org, app, config, who.display),
+           done="Data plane removed." if config is None else "Data plane saved.", failed="Data plane not saved")
     return redirect(back)
 
 
@@ -350,14 +328,10 @@ def create_key(org: str) -> Any:
     key = new_api_key()
     if runtime().instance is None:
         abort(503, "this instance is not started")
-    try:
-        ConfigurationChanges(runtime()).issue_key(org, name, hash_key(key), apps_, permissions, who.display)
-    except (ServiceError, DomainError) as error:
-        failure = api_error(error)
-        audit_trail.note("createToken", [name], failed=failure.detail, status=failure.status)
-        flash(f"Key not created: {failure.detail}", "error")
+    issued, _ = change("createToken", [name], lambda: ConfigurationChanges(runtime()).issue_key(
+        org, name, hash_key(key), apps_, permissions, who.display), failed="Key not created")
+    if not issued:
         return redirect(url_for("console.keys", org=org))
-    audit_trail.note("createToken", [name])
     # Rendered in this response only (no redirect, no flash, no-store): the key is shown exactly once.
     return _keys_page(org, who, created={"name": name, "key": key})
 
@@ -374,15 +348,12 @@ def revoke_key(org: str, name: str) -> Any:
         )
     if runtime().instance is None:
         abort(503, "this instance is not started")
-    try:
-        refuse_beyond_scope(who, org, name)
-        closed = ConfigurationChanges(runtime()).revoke_key(org, name, who.display)
-        audit_trail.note("deleteToken", [name])
-        flash(f"Key '{name}' revoked ({closed} executor socket(s) closed).", "ok")
-    except (ServiceError, DomainError, ApiError) as error:  # ApiError: a key beyond the caller's scope (its 404)
-        problem = api_error(error)
-        audit_trail.note("deleteToken", [name], failed=problem.detail, status=problem.status)
-        flash(f"Key not revoked: {problem.detail}", "error")
+    def revoke() -> int:
+        refuse_beyond_scope(who, org, name)  # a key beyond the caller's scope: its 404
+        return ConfigurationChanges(runtime()).revoke_key(org, name, who.display)
+
+    change("deleteToken", [name], revoke, failed="Key not revoked",
+           done=lambda closed: f"Key '{name}' revoked ({closed} executor socket(s) closed).")
     return redirect(url_for("console.keys", org=org))
 
 
