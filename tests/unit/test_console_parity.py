@@ -8,12 +8,12 @@ must exist and take POST. Stale rows (an operation no longer served) fail too, s
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.served_document import served_document
 
 WRITE_METHODS = ("post", "put", "patch", "delete")
 
@@ -83,23 +83,12 @@ EXCLUDED = {
 
 def _served(**settings: Any) -> Iterator[tuple[dict[str, Any], dict[str, set[str]]]]:
     """The served document and the console's endpoints with their methods."""
-    from relay.actors.configuration.settings import Settings
-    from relay.actors.runtime import Runtime
-    from relay.web.wsgi import create_app
-
-    with tempfile.TemporaryDirectory(prefix="relay-parity-") as data_dir:
-        rt = Runtime(Settings(data_dir=Path(data_dir), admin_token="parity-test-admin-token", **settings))
-        try:
-            app = create_app(rt)
-            response = app.test_client().get("/openapi.json")
-            assert response.status_code == 200, response.data
-            endpoints: dict[str, set[str]] = {}
-            for rule in app.url_map.iter_rules():
-                if rule.endpoint.startswith("console."):
-                    endpoints.setdefault(rule.endpoint, set()).update(rule.methods or ())
-            yield response.get_json(), endpoints
-        finally:
-            rt.stop()
+    for doc in served_document(**settings):
+        endpoints: dict[str, set[str]] = {}
+        for method, _rule, endpoint in doc["__rules__"]:
+            if endpoint.startswith("console."):
+                endpoints.setdefault(endpoint, set()).add(method.upper())
+        yield doc, endpoints
 
 
 @pytest.fixture(scope="module")

@@ -8,15 +8,14 @@ For every operation Relay serves that the reference has: the same path and metho
 from __future__ import annotations
 
 import re
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from relay.events.alerting import RELAY_RULE_TYPES
 from tests.support.openapi_ref import normalize, reference
+from tests.support.served_document import served_document
 
 HTTP_METHODS = ("get", "put", "post", "patch", "delete")
 
@@ -111,40 +110,17 @@ def _without_extensions(node: Any) -> Any:
             else _without_extensions(v) for k, v in node.items()}
 
 
-def _served_document(**settings: Any) -> Iterator[dict[str, Any]]:
-    """GET /openapi.json from a real (not started) Relay app with `settings`, without an Authorization header."""
-    from relay.actors.configuration.settings import Settings
-    from relay.actors.runtime import Runtime
-    from relay.web.wsgi import create_app
-
-    with tempfile.TemporaryDirectory(prefix="relay-openapi-") as data_dir:
-        rt = Runtime(Settings(data_dir=Path(data_dir), admin_token="openapi-test-admin-token", **settings))
-        try:
-            app = create_app(rt)
-            response = app.test_client().get("/openapi.json")
-            assert response.status_code == 200, response.data
-            assert response.mimetype == "application/json"
-            doc = response.get_json()
-            doc["__rules__"] = sorted(
-                (m.lower(), r.rule, r.endpoint) for r in app.url_map.iter_rules() for m in r.methods or ()
-                if m not in ("HEAD", "OPTIONS") and r.endpoint != "static"
-            )
-            yield doc
-        finally:
-            rt.stop()
-
-
 @pytest.fixture(scope="module")
 def relay_doc() -> Iterator[dict[str, Any]]:
     """Relay's document with OAuth off (the default)."""
-    yield from _served_document()
+    yield from served_document()
 
 
 @pytest.fixture(scope="module")
 def relay_oauth_doc() -> Iterator[dict[str, Any]]:
     """Relay's document with OAuth on. The issuer is never contacted (a closed port): building the document needs
     no discovery, as the app must start while the identity provider is down."""
-    yield from _served_document(oidc_issuer="http://127.0.0.1:9/idp", oidc_audiences=("relay-api",))
+    yield from served_document(oidc_issuer="http://127.0.0.1:9/idp", oidc_audiences=("relay-api",))
 
 
 def _operation(doc: dict[str, Any], method: str, path: str) -> dict[str, Any] | None:
