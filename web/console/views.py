@@ -139,7 +139,7 @@ def app_overview(org: str, app: str) -> str:
     # Step latency: step aggregates come from executors only (the system database's client has none).
     steps = charts.step_chart(org, app) if table["counts"]["HEALTHY"] else None
     return render_template(
-        "console/app.html", org=org, app=app, summary=_app_summary(org, row), table=table,
+        "console/app.html", org=org, app=app, summary=row, table=table,
         history=executor_history(org, app), overview=figures, recent=recent, problem=problem, steps=steps,
         tab="overview", autoscaling=_autoscaling(org, app, row),
     )
